@@ -1,0 +1,7 @@
+#pragma once
+#include <pybind11/pybind11.h>
+
+namespace rpfast_bindings {
+void bind_permute(pybind11::module_& m);
+void bind_random(pybind11::module_& m);
+}  // namespace rpfast_bindings

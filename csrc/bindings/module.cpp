@@ -1,0 +1,20 @@
+#include <omp.h>
+
+#include "bindings/bindings.hpp"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "rpfast compiled kernels (C++17, OpenMP); see the rpfast.ops wrappers";
+  m.def("build_info", [] {
+    py::dict info;
+    info["compiler"] = RPFAST_COMPILER;
+    info["cxx_flags"] = RPFAST_CXX_FLAGS;
+    info["openmp"] = RPFAST_OPENMP;
+    info["omp_max_threads"] = omp_get_max_threads();
+    info["cuda"] = false;
+    return info;
+  });
+  rpfast_bindings::bind_permute(m);
+  rpfast_bindings::bind_random(m);
+}

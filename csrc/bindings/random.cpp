@@ -1,0 +1,29 @@
+#include "bindings/arrays.hpp"
+#include "bindings/bindings.hpp"
+#include "rpfast/random.hpp"
+
+namespace rpfast_bindings {
+namespace {
+
+void random_permutations(const py::array& num_nodes, uint64_t seed, py::array& out, int threads) {
+  const int64_t* nn = in_ptr<int64_t>(num_nodes, "num_nodes", 1);
+  int64_t* o = out_ptr<int64_t>(out, "out", 3);
+  const int64_t B = num_nodes.shape(0);
+  expect_dim(out, "out", 0, B);
+  for (int64_t b = 0; b < B; ++b)
+    if (nn[b] < 0)
+      throw std::invalid_argument("num_nodes[" + std::to_string(b) + "] = " +
+                                  std::to_string(nn[b]) + " is negative");
+  py::gil_scoped_release release;
+  rpfast::random_permutations(nn, B, out.shape(1), out.shape(2), seed, o, threads);
+}
+
+}  // namespace
+
+void bind_random(py::module_& m) {
+  m.def("random_permutations", &random_permutations, py::arg("num_nodes"), py::arg("seed"),
+        py::arg("out"), py::arg("threads"),
+        "Fill out [B, P, K] with uniform random partial permutations (-1 padded).");
+}
+
+}  // namespace rpfast_bindings

@@ -1,0 +1,33 @@
+"""Build and runtime configuration report."""
+import platform
+
+import torch
+
+from rpfast import _C
+
+
+def build_config() -> dict:
+    """The compiled extension's build settings plus the runtime thread count."""
+    info = dict(_C.build_info())
+    info["torch_threads"] = torch.get_num_threads()
+    info["torch"] = torch.__version__
+    info["python"] = platform.python_version()
+    return info
+
+
+def show_config() -> None:
+    """Print how rpfast was built: compiler, flags, OpenMP, threads, CUDA yes/no."""
+    import rpfast
+
+    info = build_config()
+    lines = [
+        f"rpfast {rpfast.__version__}",
+        f"  compiler       : {info['compiler']}",
+        f"  C++ flags      : {' '.join(info['cxx_flags'].split())}",
+        f"  OpenMP         : {info['openmp']} (max threads {info['omp_max_threads']})",
+        f"  kernel threads : {info['torch_threads']} (torch.get_num_threads())",
+        f"  CUDA kernels   : {'yes' if info['cuda'] else 'no'}",
+        f"  torch          : {info['torch']}",
+        f"  python         : {info['python']}",
+    ]
+    print("\n".join(lines))

@@ -1,0 +1,350 @@
+"""GraphBatch: a batch of graphs in PyTorch Geometric's layout with cached views.
+
+Layout (DESIGN.md): ``x [N, F]``, ``edge_index [2, E]`` int64 (an undirected edge is
+stored in both directions), ``edge_attr [E, D]``, ``batch [N]`` / ``ptr [B + 1]``.
+The CSR, transpose CSR and dense padded views are built once, lazily, and cached.
+"""
+from functools import cached_property
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from rpfast.data._validate import check_sizes, float_tensor, index_tensor
+
+__all__ = ["GraphBatch"]
+
+
+class GraphBatch:
+    r"""A batch of ``B`` graphs with ``N`` nodes and ``E`` directed edges in total.
+
+    Args:
+        edge_index: ``[2, E]`` int64, global node indices; edges may not cross graphs.
+        x: optional node features ``[N, F]`` (or ``[N]``).
+        edge_attr: optional edge features ``[E, D]`` (or ``[E]``), aligned with edge_index.
+        batch: optional ``[N]`` graph id of every node, non-decreasing (PyG convention).
+        ptr: optional ``[B + 1]`` node offsets; alternative to ``batch``.
+        num_nodes: total node count ``N`` when neither ``x``, ``batch`` nor ``ptr`` fixes it
+            (a single graph); default ``edge_index.max() + 1``.
+        num_graphs: ``B`` when given with ``batch`` (lets trailing graphs be empty).
+
+    Cached views (built on first access):
+        ``ptr [B+1]``, ``num_nodes [B]``, ``batch [N]``, ``rowptr [N+1]``/``col [E]`` (CSR sorted
+        by row then column, ``csr_edge_order [E]`` maps CSR slots to edge ids),
+        ``t_rowptr``/``t_col``/``t_edge_order`` (the transpose CSR: incoming edges),
+        ``dense_adj() [B, n_max, n_max, 1 + D]`` (channel 0 = edge indicator, multi-edges add
+        up as in ``torch_geometric.utils.to_dense_adj``), ``dense_x() [B, n_max, F]`` and
+        ``node_mask [B, n_max]``.
+    """
+
+    def __init__(
+        self,
+        edge_index,
+        x: Optional[Tensor] = None,
+        edge_attr: Optional[Tensor] = None,
+        batch: Optional[Tensor] = None,
+        ptr: Optional[Tensor] = None,
+        num_nodes: Optional[int] = None,
+        num_graphs: Optional[int] = None,
+    ):
+        edge_index = index_tensor(edge_index, "edge_index")
+        if edge_index.dim() != 2 or edge_index.shape[0] != 2:
+            raise ValueError(f"edge_index must have shape [2, E], got {tuple(edge_index.shape)}")
+        self.edge_index = edge_index
+        self.x = None if x is None else float_tensor(x, "x")
+        if self.x is not None and self.x.dim() == 1:
+            self.x = self.x.unsqueeze(-1)
+        if self.x is not None and self.x.dim() != 2:
+            raise ValueError(f"x must have shape [N, F], got {tuple(self.x.shape)}")
+        self._ptr = self._resolve_ptr(batch, ptr, num_nodes, num_graphs)
+        self._check_edges()
+        self.edge_attr = None
+        if edge_attr is not None:
+            edge_attr = float_tensor(edge_attr, "edge_attr")
+            if edge_attr.dim() == 1:
+                edge_attr = edge_attr.unsqueeze(-1)
+            if edge_attr.dim() != 2 or edge_attr.shape[0] != self.num_edges:
+                raise ValueError(
+                    f"edge_attr must have shape [E={self.num_edges}, D], got {tuple(edge_attr.shape)}"
+                )
+            self.edge_attr = edge_attr
+
+    # ------------------------------------------------------------------ construction
+    def _resolve_ptr(self, batch, ptr, num_nodes, num_graphs) -> Tensor:
+        if batch is not None and ptr is not None:
+            raise ValueError("give either batch or ptr, not both")
+        n_from_x = None if self.x is None else self.x.shape[0]
+        if ptr is not None:
+            ptr = index_tensor(ptr, "ptr")
+            if ptr.dim() != 1 or ptr.numel() < 1 or int(ptr[0]) != 0:
+                raise ValueError(f"ptr must be 1-D, start at 0 and have B + 1 entries, got {ptr.tolist()[:8]}")
+            check_sizes(ptr.diff(), "ptr.diff() (graph sizes)")
+            total = int(ptr[-1])
+        elif batch is not None:
+            batch = index_tensor(batch, "batch")
+            if batch.dim() != 1:
+                raise ValueError(f"batch must be 1-D [N], got shape {tuple(batch.shape)}")
+            if batch.numel() and int(batch.min()) < 0:
+                raise ValueError(f"batch holds a negative graph id {int(batch.min())}")
+            if batch.numel() > 1 and bool((batch[1:] < batch[:-1]).any()):
+                i = int(torch.nonzero(batch[1:] < batch[:-1])[0, 0]) + 1
+                raise ValueError(
+                    f"batch must be non-decreasing (nodes grouped by graph); batch[{i}] = "
+                    f"{int(batch[i])} follows {int(batch[i - 1])}"
+                )
+            found = int(batch.max()) + 1 if batch.numel() else 0
+            B = found if num_graphs is None else int(num_graphs)
+            if B < found:
+                raise ValueError(f"num_graphs = {B} but batch refers to graph {found - 1}")
+            counts = torch.bincount(batch, minlength=B)
+            ptr = torch.cat([torch.zeros(1, dtype=torch.int64), counts.cumsum(0)])
+            total = batch.numel()
+        else:
+            if n_from_x is not None:
+                total = n_from_x
+            elif num_nodes is not None:
+                if int(num_nodes) < 0:
+                    raise ValueError(f"num_nodes must be >= 0, got {num_nodes}")
+                total = int(num_nodes)
+            else:
+                total = int(self.edge_index.max()) + 1 if self.edge_index.numel() else 0
+            ptr = torch.tensor([0, total], dtype=torch.int64)
+        if n_from_x is not None and n_from_x != total:
+            raise ValueError(f"x has {n_from_x} rows but batch/ptr describe {total} nodes")
+        if num_nodes is not None and int(num_nodes) != total:
+            raise ValueError(f"num_nodes = {num_nodes} but batch/ptr/x describe {total} nodes")
+        return ptr
+
+    def _check_edges(self) -> None:
+        ei = self.edge_index
+        if ei.numel() == 0:
+            return
+        N = self.total_nodes
+        lo, hi = int(ei.min()), int(ei.max())
+        if lo < 0 or hi >= N:
+            bad = torch.nonzero((ei < 0) | (ei >= N))[0]
+            raise IndexError(
+                f"edge_index[{int(bad[0])}, {int(bad[1])}] = {int(ei[bad[0], bad[1]])} is out of "
+                f"range for a batch of {N} nodes"
+            )
+        graph_of = self.batch[ei]
+        crossing = graph_of[0] != graph_of[1]
+        if bool(crossing.any()):
+            e = int(torch.nonzero(crossing)[0, 0])
+            raise ValueError(
+                f"edge {e} ({int(ei[0, e])} -> {int(ei[1, e])}) connects graph "
+                f"{int(graph_of[0, e])} to graph {int(graph_of[1, e])}; edges may not cross graphs"
+            )
+
+    @classmethod
+    def from_edge_lists(
+        cls,
+        graphs: Sequence[Tuple[Tensor, int]],
+        x: Optional[Sequence[Tensor]] = None,
+        edge_attr: Optional[Sequence[Tensor]] = None,
+    ) -> "GraphBatch":
+        """Batch ``[(edge_index_g [2, E_g] local indices, num_nodes_g), ...]``."""
+        if not isinstance(graphs, (list, tuple)):
+            raise TypeError(f"graphs must be a list of (edge_index, num_nodes), got {type(graphs).__name__}")
+        edges, sizes = [], []
+        for g, item in enumerate(graphs):
+            if not isinstance(item, (list, tuple)) or len(item) != 2:
+                raise TypeError(f"graphs[{g}] must be a pair (edge_index, num_nodes)")
+            ei = index_tensor(item[0], f"graphs[{g}] edge_index")
+            if ei.numel() == 0:
+                ei = ei.reshape(2, 0)
+            if ei.dim() != 2 or ei.shape[0] != 2:
+                raise ValueError(f"graphs[{g}] edge_index must have shape [2, E], got {tuple(ei.shape)}")
+            n = int(item[1])
+            if n < 0:
+                raise ValueError(f"graphs[{g}] has negative num_nodes {n}")
+            if ei.numel() and (int(ei.min()) < 0 or int(ei.max()) >= n):
+                raise IndexError(
+                    f"graphs[{g}] edge_index holds {int(ei.min())}..{int(ei.max())}, outside 0..{n - 1}"
+                )
+            edges.append(ei)
+            sizes.append(n)
+        sizes_t = torch.tensor(sizes, dtype=torch.int64)
+        ptr = torch.cat([torch.zeros(1, dtype=torch.int64), sizes_t.cumsum(0)])
+        counts = torch.tensor([e.shape[1] for e in edges], dtype=torch.int64)
+        offsets = torch.repeat_interleave(ptr[:-1], counts)
+        edge_index = (torch.cat(edges, dim=1) if edges else torch.zeros(2, 0, dtype=torch.int64)) + offsets
+        xs = None if x is None else torch.cat([float_tensor(v, "x").reshape(sizes[i], -1) for i, v in enumerate(x)])
+        ea = None if edge_attr is None else torch.cat(
+            [float_tensor(v, "edge_attr").reshape(int(counts[i]), -1) for i, v in enumerate(edge_attr)]
+        )
+        return cls(edge_index, x=xs, edge_attr=ea, ptr=ptr)
+
+    @classmethod
+    def from_networkx(cls, graphs, node_attr: Optional[str] = None, edge_attr: Optional[str] = None) -> "GraphBatch":
+        """Batch networkx graphs. Undirected graphs get both edge directions.
+
+        Nodes are numbered in ``G.nodes`` order. ``node_attr``/``edge_attr`` name a numeric
+        (scalar or vector) attribute to use as ``x``/``edge_attr``.
+        """
+        import networkx as nx
+
+        if isinstance(graphs, nx.Graph):
+            graphs = [graphs]
+        pairs, xs, eas = [], [], []
+        for g, G in enumerate(graphs):
+            if not isinstance(G, nx.Graph):
+                raise TypeError(f"graphs[{g}] is a {type(G).__name__}, not a networkx graph")
+            H = nx.convert_node_labels_to_integers(G, ordering="default")
+            n = H.number_of_nodes()
+            ei = torch.as_tensor(np.array(list(H.edges()), dtype=np.int64).reshape(-1, 2).T)
+            attrs = None
+            if edge_attr is not None:
+                values = [d[edge_attr] for _, _, d in H.edges(data=True)]
+                attrs = torch.tensor(values, dtype=torch.get_default_dtype()).reshape(len(values), -1)
+            if not H.is_directed():
+                ei = torch.cat([ei, ei.flip(0)], dim=1)
+                attrs = None if attrs is None else torch.cat([attrs, attrs])
+            pairs.append((ei, n))
+            eas.append(attrs)
+            if node_attr is not None:
+                xs.append(torch.tensor([H.nodes[v][node_attr] for v in range(n)],
+                                       dtype=torch.get_default_dtype()).reshape(n, -1))
+        return cls.from_edge_lists(pairs, x=xs if node_attr else None, edge_attr=eas if edge_attr else None)
+
+    @classmethod
+    def from_pyg(cls, data) -> "GraphBatch":
+        """Convert a ``torch_geometric.data.Batch`` (or single ``Data``) without copying."""
+        batch = getattr(data, "batch", None)
+        ptr = getattr(data, "ptr", None)
+        if batch is not None and ptr is not None:
+            batch = None
+        return cls(
+            data.edge_index,
+            x=getattr(data, "x", None),
+            edge_attr=getattr(data, "edge_attr", None),
+            batch=batch,
+            ptr=ptr,
+            num_nodes=None if (batch is not None or ptr is not None or data.x is not None) else data.num_nodes,
+        )
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def ptr(self) -> Tensor:
+        return self._ptr
+
+    @cached_property
+    def num_nodes(self) -> Tensor:
+        """``[B]`` nodes per graph."""
+        return self._ptr.diff()
+
+    @property
+    def num_graphs(self) -> int:
+        return self._ptr.numel() - 1
+
+    @property
+    def total_nodes(self) -> int:
+        return int(self._ptr[-1])
+
+    @property
+    def num_edges(self) -> int:
+        return self.edge_index.shape[1]
+
+    @cached_property
+    def n_max(self) -> int:
+        return int(self.num_nodes.max()) if self.num_graphs else 0
+
+    @cached_property
+    def batch(self) -> Tensor:
+        """``[N]`` graph id of every node."""
+        return torch.repeat_interleave(torch.arange(self.num_graphs), self.num_nodes)
+
+    @cached_property
+    def local_index(self) -> Tensor:
+        """``[N]`` position of every node within its graph."""
+        return torch.arange(self.total_nodes) - self._ptr[self.batch]
+
+    # ------------------------------------------------------------------ sparse views
+    def _csr(self, rows: Tensor, cols: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+        N = self.total_nodes
+        order = torch.argsort(rows * max(N, 1) + cols, stable=True)
+        rowptr = torch.zeros(N + 1, dtype=torch.int64)
+        rowptr[1:] = torch.bincount(rows, minlength=N).cumsum(0)
+        return rowptr, cols[order].contiguous(), order
+
+    @cached_property
+    def _csr_views(self):
+        return self._csr(self.edge_index[0], self.edge_index[1])
+
+    @cached_property
+    def _csr_t_views(self):
+        return self._csr(self.edge_index[1], self.edge_index[0])
+
+    @property
+    def rowptr(self) -> Tensor:
+        """``[N + 1]`` CSR row offsets over source nodes (``edge_index[0]``)."""
+        return self._csr_views[0]
+
+    @property
+    def col(self) -> Tensor:
+        """``[E]`` CSR targets, sorted by row then column."""
+        return self._csr_views[1]
+
+    @property
+    def csr_edge_order(self) -> Tensor:
+        """``[E]`` edge id of each CSR slot (``edge_attr[csr_edge_order]`` is CSR-aligned)."""
+        return self._csr_views[2]
+
+    @property
+    def t_rowptr(self) -> Tensor:
+        """``[N + 1]`` transpose CSR offsets over target nodes (``edge_index[1]``)."""
+        return self._csr_t_views[0]
+
+    @property
+    def t_col(self) -> Tensor:
+        """``[E]`` transpose CSR sources, sorted by target then source."""
+        return self._csr_t_views[1]
+
+    @property
+    def t_edge_order(self) -> Tensor:
+        return self._csr_t_views[2]
+
+    # ------------------------------------------------------------------ dense views
+    @cached_property
+    def node_mask(self) -> Tensor:
+        """``[B, n_max]`` True where a real node sits."""
+        return torch.arange(self.n_max).unsqueeze(0) < self.num_nodes.unsqueeze(1)
+
+    @cached_property
+    def _dense_adj(self) -> Tensor:
+        B, n = self.num_graphs, self.n_max
+        channels = 1 + (0 if self.edge_attr is None else self.edge_attr.shape[1])
+        dtype = torch.get_default_dtype() if self.edge_attr is None else self.edge_attr.dtype
+        adj = torch.zeros((B, n, n, channels), dtype=dtype)
+        if self.num_edges:
+            src, dst = self.edge_index
+            values = torch.ones((self.num_edges, channels), dtype=dtype)
+            if self.edge_attr is not None:
+                values[:, 1:] = self.edge_attr
+            index = (self.batch[src], self.local_index[src], self.local_index[dst])
+            adj.index_put_(index, values, accumulate=True)
+        return adj
+
+    def dense_adj(self) -> Tensor:
+        """``[B, n_max, n_max, 1 + D]``: channel 0 edge indicator, channels 1.. edge features."""
+        return self._dense_adj
+
+    @cached_property
+    def _dense_x(self) -> Tensor:
+        if self.x is None:
+            raise ValueError("this GraphBatch has no node features x")
+        out = self.x.new_zeros((self.num_graphs, self.n_max, self.x.shape[1]))
+        out[self.batch, self.local_index] = self.x
+        return out
+
+    def dense_x(self) -> Tensor:
+        """``[B, n_max, F]`` node features, zero rows at padding."""
+        return self._dense_x
+
+    def __repr__(self) -> str:
+        f = None if self.x is None else self.x.shape[1]
+        d = None if self.edge_attr is None else self.edge_attr.shape[1]
+        return (f"GraphBatch(num_graphs={self.num_graphs}, num_nodes={self.total_nodes}, "
+                f"num_edges={self.num_edges}, node_features={f}, edge_features={d})")
+

@@ -1,0 +1,63 @@
+"""Uniform random relabelings for pi-SGD (one or more permutations per graph)."""
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from rpfast import _C
+from rpfast.ops._checks import as_index_tensor, check_int, check_output_size
+from rpfast.ops._threads import kernel_threads
+
+__all__ = ["random_permutations", "seed_from_generator"]
+
+
+def seed_from_generator(generator: Optional[torch.Generator]) -> int:
+    """Draw a 64-bit kernel seed from ``generator`` (torch's default one if None).
+
+    Advances the generator, so consecutive calls give fresh, reproducible seeds.
+    """
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    if generator is not None and generator.device.type != "cpu":
+        raise ValueError(f"generator must be a CPU generator, got one on {generator.device}")
+    draw = torch.randint(0, 2**62, (2,), generator=generator, dtype=torch.int64)
+    return (int(draw[0]) << 2) ^ int(draw[1])
+
+
+def random_permutations(
+    num_nodes,
+    samples: int = 1,
+    k: Optional[int] = None,
+    generator: Optional[torch.Generator] = None,
+) -> Tensor:
+    """Uniformly random (partial) relabelings of every graph in a batch.
+
+    ``out[b, p, :min(k, n_b)]`` are the first positions of a uniformly random
+    permutation of ``0..n_b-1`` (so every ordered k-subset is equally likely), and the
+    positions beyond ``n_b`` hold -1. Rows are drawn by a partial Fisher-Yates shuffle
+    from a counter-based generator keyed by (seed, row), so the result depends only on
+    ``generator``'s state, never on the thread count.
+
+    Args:
+        num_nodes: ``[B]`` graph sizes (tensor, array or list of non-negative ints).
+        samples: permutations per graph ``P`` (>= 1).
+        k: positions per permutation ``K`` (default ``max(num_nodes)``); the k-ary view.
+        generator: a CPU ``torch.Generator``; advanced by one draw per call.
+
+    Returns:
+        LongTensor ``[B, P, K]`` in the gather convention, ready for
+        :func:`rpfast.ops.permute_adjacency`.
+    """
+    num_nodes = as_index_tensor(num_nodes, "num_nodes", ndim=1)
+    if num_nodes.numel() and int(num_nodes.min()) < 0:
+        bad = int(torch.nonzero(num_nodes < 0)[0, 0])
+        raise ValueError(f"num_nodes[{bad}] = {int(num_nodes[bad])} is negative")
+    samples = check_int(samples, "samples", minimum=1)
+    n_max = int(num_nodes.max()) if num_nodes.numel() else 0
+    K = n_max if k is None else check_int(k, "k", minimum=0)
+    B = num_nodes.numel()
+    check_output_size(B * samples * K, 8, "random_permutations output")
+    seed = seed_from_generator(generator)
+    out = torch.empty((B, samples, K), dtype=torch.int64)
+    _C.random_permutations(num_nodes.numpy(), seed, out.numpy(), kernel_threads())
+    return out

@@ -1,0 +1,119 @@
+"""GraphBatch: construction paths, cached CSR/dense views, validation."""
+import networkx as nx
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rpfast.data import GraphBatch
+
+
+@st.composite
+def edge_lists(draw):
+    """A list of (edge_index [2, E] local, num_nodes) with self-loops and isolated nodes allowed."""
+    graphs = []
+    for _ in range(draw(st.integers(0, 4))):
+        n = draw(st.integers(0, 6))
+        pairs = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=12)) if n else []
+        graphs.append((torch.tensor(pairs, dtype=torch.int64).reshape(-1, 2).t(), n))
+    return graphs
+
+
+@settings(max_examples=80, deadline=None)
+@given(edge_lists())
+def test_views_match_per_graph_construction(graphs):
+    batch = GraphBatch.from_edge_lists(graphs)
+    assert batch.num_graphs == len(graphs)
+    assert batch.num_nodes.tolist() == [n for _, n in graphs]
+    n_max = max((n for _, n in graphs), default=0)
+    adj = batch.dense_adj()
+    assert adj.shape == (len(graphs), n_max, n_max, 1)
+    for b, (ei, n) in enumerate(graphs):
+        expected = torch.zeros(n_max, n_max)
+        for u, v in ei.t().tolist():
+            expected[u, v] += 1
+        assert torch.equal(adj[b, :, :, 0], expected)
+        assert batch.node_mask[b].tolist() == [i < n for i in range(n_max)]
+    # CSR rows hold exactly the out-neighbours, sorted; the transpose the in-neighbours.
+    ei = batch.edge_index
+    for u in range(batch.total_nodes):
+        out_nb = sorted(ei[1, ei[0] == u].tolist())
+        in_nb = sorted(ei[0, ei[1] == u].tolist())
+        assert batch.col[batch.rowptr[u]:batch.rowptr[u + 1]].tolist() == out_nb
+        assert batch.t_col[batch.t_rowptr[u]:batch.t_rowptr[u + 1]].tolist() == in_nb
+    assert torch.equal(ei[1, batch.csr_edge_order], batch.col)
+
+
+def test_pyg_layout_with_features_and_matches_to_dense_adj():
+    pyg = pytest.importorskip("torch_geometric")
+    from torch_geometric.data import Batch, Data
+    from torch_geometric.utils import to_dense_adj, to_dense_batch
+
+    gen = torch.Generator().manual_seed(0)
+    datas = []
+    for n in (3, 5, 1, 4):
+        ei = torch.randint(0, n, (2, 2 * n), generator=gen)
+        datas.append(Data(x=torch.randn(n, 3, generator=gen), edge_index=ei, edge_attr=torch.randn(2 * n, 2, generator=gen)))
+    pyg_batch = Batch.from_data_list(datas)
+    batch = GraphBatch.from_pyg(pyg_batch)
+    dense = batch.dense_adj()
+    torch.testing.assert_close(dense[..., 0], to_dense_adj(pyg_batch.edge_index, pyg_batch.batch))
+    torch.testing.assert_close(dense[..., 1:], to_dense_adj(pyg_batch.edge_index, pyg_batch.batch, pyg_batch.edge_attr))
+    x_dense, mask = to_dense_batch(pyg_batch.x, pyg_batch.batch)
+    torch.testing.assert_close(batch.dense_x(), x_dense)
+    assert torch.equal(batch.node_mask, mask)
+    same = GraphBatch(pyg_batch.edge_index, x=pyg_batch.x, edge_attr=pyg_batch.edge_attr, batch=pyg_batch.batch)
+    assert torch.equal(same.ptr, pyg_batch.ptr)
+    assert pyg.__name__ == "torch_geometric"
+
+
+def test_from_networkx_undirected_gets_both_directions():
+    g1 = nx.path_graph(3)
+    g2 = nx.cycle_graph(4)
+    nx.set_edge_attributes(g2, 2.0, "w")
+    nx.set_edge_attributes(g1, 1.0, "w")
+    nx.set_node_attributes(g1, 1.0, "f")
+    nx.set_node_attributes(g2, 3.0, "f")
+    batch = GraphBatch.from_networkx([g1, g2], node_attr="f", edge_attr="w")
+    assert batch.num_nodes.tolist() == [3, 4] and batch.num_edges == 2 * (2 + 4)
+    adj = batch.dense_adj()
+    assert torch.equal(adj[0, :3, :3, 0], torch.from_numpy(nx.to_numpy_array(g1)).float())
+    assert torch.equal(adj[1, :, :, 1], 2 * torch.from_numpy(nx.to_numpy_array(g2)).float())
+    assert batch.dense_x()[1, :, 0].tolist() == [3.0] * 4
+
+
+def test_single_graph_and_empty_graphs():
+    g = GraphBatch(torch.tensor([[0, 1], [1, 0]]), num_nodes=4)
+    assert g.num_graphs == 1 and g.n_max == 4 and g.num_nodes.tolist() == [4]
+    empty = GraphBatch(torch.zeros(2, 0, dtype=torch.int64), batch=torch.tensor([0, 0, 2]), num_graphs=4)
+    assert empty.num_nodes.tolist() == [2, 0, 1, 0]
+    assert empty.dense_adj().shape == (4, 2, 2, 1)
+    nothing = GraphBatch.from_edge_lists([])
+    assert nothing.num_graphs == 0 and nothing.dense_adj().shape == (0, 0, 0, 1)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"edge_index": torch.tensor([[0, 5], [1, 0]]), "num_nodes": 3}, IndexError, r"edge_index\[0, 1\] = 5"),
+        ({"edge_index": torch.tensor([[0, -1], [1, 0]]), "num_nodes": 3}, IndexError, "= -1 is out of range"),
+        ({"edge_index": torch.tensor([[0.0, 1.0], [1.0, 0.0]])}, TypeError, "edge_index must hold integers"),
+        ({"edge_index": torch.tensor([0, 1, 2])}, ValueError, r"shape \[2, E\]"),
+        ({"edge_index": torch.tensor([[0], [2]]), "batch": torch.tensor([0, 0, 1])}, ValueError, "connects graph 0 to graph 1"),
+        ({"edge_index": torch.tensor([[0], [1]]), "batch": torch.tensor([1, 0, 1])}, ValueError, "non-decreasing"),
+        ({"edge_index": torch.tensor([[0], [1]]), "x": torch.zeros(3, 2), "batch": torch.tensor([0, 0])}, ValueError, "x has 3 rows"),
+        ({"edge_index": torch.tensor([[0], [1]]), "ptr": torch.tensor([0, 3, 2])}, ValueError, "negative"),
+        ({"edge_index": torch.tensor([[0], [1]]), "num_nodes": 2, "edge_attr": torch.zeros(3, 1)}, ValueError, r"edge_attr must have shape \[E=1"),
+        ({"edge_index": torch.tensor([[0], [1]]), "batch": torch.tensor([0, 0]), "ptr": torch.tensor([0, 2])}, ValueError, "either batch or ptr"),
+    ],
+)
+def test_rejects_bad_input(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        GraphBatch(**kwargs)
+
+
+def test_from_edge_lists_rejects_out_of_range_local_index():
+    with pytest.raises(IndexError, match=r"graphs\[1\] edge_index holds 0..3, outside 0..2"):
+        GraphBatch.from_edge_lists([(torch.tensor([[0], [1]]), 2), (torch.tensor([[0], [3]]), 3)])
+    with pytest.raises(ValueError, match="negative num_nodes"):
+        GraphBatch.from_edge_lists([(torch.zeros(2, 0, dtype=torch.int64), -1)])
