@@ -79,7 +79,8 @@ void backward(const py::array& grad, const py::array& perms, py::array& grad_src
     const int64_t* iv = inv.data();
     py::gil_scoped_release release;
     if constexpr (FeatureNdim == 4)
-      rpfast::permute_adjacency_backward<T>(g, iv, o, d, threads);
+      rpfast::permute_adjacency_backward<T>(g, static_cast<const int64_t*>(perms.data()), iv, o,
+                                            d, threads);
     else
       rpfast::permute_nodes_backward<T>(g, iv, o, d, threads);
   };

@@ -8,7 +8,8 @@
 // Forward:  out_adj[b, p, i, j, c] = adj[b, perms[b,p,i], perms[b,p,j], c]   (0 if either is -1)
 //           out_x[b, p, i, f]      = x[b, perms[b,p,i], f]                    (0 if -1)
 // Backward (a gather with the inverse, so no atomics and a fixed summation order):
-//   grad_adj[b, u, v, c] = sum_p g[b, p, inv[b,p,u], inv[b,p,v], c]   over p with both placed
+//   grad_adj[b, u, v, c] = sum_p g[b, p, inv[b,p,u], inv[b,p,v], c]   over p with both placed,
+//   summed in increasing p, so results are bitwise reproducible for any thread count
 //   grad_x[b, u, f]      = sum_p g[b, p, inv[b,p,u], f]               over p with u placed
 #pragma once
 #include <cstdint>
@@ -54,26 +55,30 @@ void permute_adjacency_forward(const T* adj, const int64_t* perms, T* out, Permu
   });
 }
 
+// Each (b, u) row of grad_adj is owned by one thread. For every sample p that places u
+// (at position iu = inv[b,p,u]) it adds row iu of g, scattered to columns perms[b,p,j]:
+// reads of g stay sequential and only the K placed columns are visited.
 template <class T>
-void permute_adjacency_backward(const T* grad, const int64_t* inv, T* grad_adj, PermuteDims d,
-                                int threads) {
+void permute_adjacency_backward(const T* grad, const int64_t* perms, const int64_t* inv,
+                                T* grad_adj, PermuteDims d, int threads) {
   const int64_t C = d.C;
-  parallel_for(d.B * d.N, threads, d.P * d.N * C, [&](int64_t bu) {
+  parallel_for(d.B * d.N, threads, d.P * d.K * C + d.N * C, [&](int64_t bu) {
     const int64_t b = bu / d.N;
     const int64_t u = bu % d.N;
     T* dst = grad_adj + bu * d.N * C;
     std::memset(dst, 0, sizeof(T) * d.N * C);
     for (int64_t p = 0; p < d.P; ++p) {
-      const int64_t* invp = inv + (b * d.P + p) * d.N;
-      const int64_t iu = invp[u];
+      const int64_t row = b * d.P + p;
+      const int64_t iu = inv[row * d.N + u];
       if (iu < 0) continue;
-      const T* g = grad + ((b * d.P + p) * d.K + iu) * d.K * C;
-      for (int64_t v = 0; v < d.N; ++v) {
-        const int64_t iv = invp[v];
-        if (iv < 0) continue;
-        const T* gv = g + iv * C;
+      const T* g = grad + (row * d.K + iu) * d.K * C;
+      const int64_t* prow = perms + row * d.K;
+      for (int64_t j = 0; j < d.K; ++j) {
+        const int64_t v = prow[j];
+        if (v < 0) continue;
+        const T* gj = g + j * C;
         T* dv = dst + v * C;
-        for (int64_t c = 0; c < C; ++c) dv[c] += gv[c];
+        for (int64_t c = 0; c < C; ++c) dv[c] += gj[c];
       }
     }
   });

@@ -1,0 +1,65 @@
+"""Turn a pytest-benchmark JSON file into the ratio table of benchmarks/README.md.
+
+    python -m pytest benchmarks --benchmark-json=bench.json
+    python benchmarks/report.py bench.json            # prints markdown
+
+Within every benchmark group (one op, one pass, one shape) the first implementation
+listed in --ours (default "rpfast") is compared with every other one: ratio =
+baseline median time / rpfast median time (> 1 means rpfast is faster). Bandwidth is
+the group's ``extra_info["bytes"]`` divided by rpfast's median time.
+"""
+import argparse
+import json
+import platform
+from collections import defaultdict
+
+
+def load_groups(path):
+    with open(path) as fh:
+        data = json.load(fh)
+    groups = defaultdict(dict)
+    for bench in data["benchmarks"]:
+        impl = bench["extra_info"].get("impl", bench["name"])
+        groups[bench["group"]][impl] = bench
+    return data, groups
+
+
+def render(data, groups, ours="rpfast"):
+    machine = data.get("machine_info", {})
+    lines = [
+        f"Machine: {machine.get('cpu', {}).get('brand_raw', platform.processor())}, "
+        f"{machine.get('cpu', {}).get('count', '?')} logical CPUs, Python {machine.get('python_version', '?')}; "
+        f"median of the timed rounds.",
+        "",
+        "| benchmark | rpfast (ms) | baseline | baseline (ms) | speed-up | rpfast GB/s |",
+        "|---|---:|---|---:|---:|---:|",
+    ]
+    for group in sorted(groups):
+        impls = groups[group]
+        if ours not in impls:
+            continue
+        mine = impls[ours]["stats"]["median"]
+        nbytes = impls[ours]["extra_info"].get("bytes")
+        bandwidth = f"{nbytes / mine / 1e9:.1f}" if nbytes else "-"
+        for name, bench in sorted(impls.items()):
+            if name == ours:
+                continue
+            theirs = bench["stats"]["median"]
+            lines.append(
+                f"| {group} | {mine * 1e3:.3f} | {name} | {theirs * 1e3:.3f} | "
+                f"{theirs / mine:.1f}x | {bandwidth} |"
+            )
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("json", help="file written by pytest --benchmark-json")
+    parser.add_argument("--ours", default="rpfast", help="implementation the others are compared with")
+    args = parser.parse_args()
+    data, groups = load_groups(args.json)
+    print(render(data, groups, args.ours))
+
+
+if __name__ == "__main__":
+    main()
