@@ -4,4 +4,5 @@
 namespace rpfast_bindings {
 void bind_permute(pybind11::module_& m);
 void bind_random(pybind11::module_& m);
+void bind_gin(pybind11::module_& m);
 }  // namespace rpfast_bindings

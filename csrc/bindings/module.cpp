@@ -17,4 +17,5 @@ PYBIND11_MODULE(_C, m) {
   });
   rpfast_bindings::bind_permute(m);
   rpfast_bindings::bind_random(m);
+  rpfast_bindings::bind_gin(m);
 }

@@ -1,4 +1,8 @@
 """torch.nn layers built on rpfast's kernels."""
+from rpfast.nn.gin import GIN, GINLayer
+from rpfast.nn.gin_conv import GINConv
+from rpfast.nn.pooling import sum_pool
 from rpfast.nn.relational_pooling import RelationalPooling
+from rpfast.nn.rp_gin import RPGIN
 
-__all__ = ["RelationalPooling"]
+__all__ = ["GINConv", "GIN", "GINLayer", "RPGIN", "RelationalPooling", "sum_pool"]

@@ -1,0 +1,148 @@
+"""GIN (Xu et al., ICLR 2019) as used by the RP paper, with optional one-hot node IDs."""
+from typing import List, Optional, Tuple
+
+import torch
+from torch import Tensor, nn
+
+from rpfast.data import GraphBatch
+from rpfast.nn.pooling import sum_pool
+from rpfast.ops import gin_aggregate
+
+__all__ = ["GIN", "GINLayer"]
+
+
+def _batch_norm(bn: nn.BatchNorm1d, h: Tensor) -> Tensor:
+    """BatchNorm over all leading dims of ``[..., F]`` (replicas and nodes together)."""
+    return bn(h.reshape(-1, h.shape[-1])).reshape(h.shape)
+
+
+class GINLayer(nn.Module):
+    r"""One GIN layer with an MLP of ``mlp_layers`` linear maps, BatchNorm and ReLU.
+
+    .. math::
+        h_i' = \mathrm{ReLU}\Big(\mathrm{BN}\Big(\mathrm{MLP}\big((1+\epsilon) z_i + \sum_{j\to i} z_j\big)\Big)\Big),
+        \qquad z = [h, \mathrm{onehot}(\mathrm{id})]
+
+    The first linear map commutes with the (linear) aggregation, so it is applied before
+    it: ``W z = h W_h^T + W_id[:, id]^T``. The one-hot ID block is thus a gather of
+    ``id_dim`` learned rows and is never materialised as an ``[N, id_dim]`` matrix.
+
+    Args:
+        in_dim: node feature width (0 for none), id_dim: one-hot ID width (0 for none),
+        hidden: output width, mlp_layers: linear maps in the MLP (>= 1), train_eps: learn eps.
+
+    Shapes: ``h [R, N, in_dim]`` or None, ``ids [R, N]`` or None -> ``[R, N, hidden]``.
+    """
+
+    def __init__(self, in_dim: int, hidden: int, mlp_layers: int = 2, train_eps: bool = True, id_dim: int = 0):
+        super().__init__()
+        if in_dim + id_dim < 1:
+            raise ValueError("a GIN layer needs node features (in_dim) or IDs (id_dim)")
+        if mlp_layers < 1:
+            raise ValueError(f"mlp_layers must be >= 1, got {mlp_layers}")
+        self.in_dim, self.id_dim = in_dim, id_dim
+        self.first = nn.Linear(in_dim, hidden, bias=True) if in_dim else None
+        self.id_weight = nn.Parameter(torch.empty(id_dim, hidden)) if id_dim else None
+        self.first_bias = None if in_dim else nn.Parameter(torch.zeros(hidden))
+        if id_dim:
+            nn.init.uniform_(self.id_weight, -1 / (in_dim + id_dim) ** 0.5, 1 / (in_dim + id_dim) ** 0.5)
+        rest: List[nn.Module] = []
+        for _ in range(mlp_layers - 1):
+            rest += [nn.BatchNorm1d(hidden), nn.ReLU(), nn.Linear(hidden, hidden)]
+        self.rest = nn.ModuleList(rest)
+        self.out_bn = nn.BatchNorm1d(hidden)
+        self.eps = nn.Parameter(torch.zeros(1)) if train_eps else None
+        self.register_buffer("fixed_eps", torch.zeros(1))
+
+    def forward(self, h: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor] = None) -> Tensor:
+        z = None
+        if self.first is not None:
+            z = h @ self.first.weight.t()
+        if self.id_weight is not None:
+            if ids is None:
+                raise ValueError("this layer was built with id_dim > 0 and needs ids")
+            emb = self.id_weight[ids]  # [R, N, hidden], a gather of weight rows
+            z = emb if z is None else z + emb
+        eps = self.eps if self.eps is not None else self.fixed_eps
+        z = gin_aggregate(z, graph, eps) + (self.first.bias if self.first is not None else self.first_bias)
+        for module in self.rest:
+            z = _batch_norm(module, z) if isinstance(module, nn.BatchNorm1d) else module(z)
+        return torch.relu(_batch_norm(self.out_bn, z))
+
+
+class GIN(nn.Module):
+    r"""The Graph Isomorphism Network of Xu et al. as used by Murphy et al. (2019).
+
+    ``num_layers`` GIN layers of width ``hidden``; the graph embedding concatenates the
+    sum-pooled node states of every layer, the input included,
+
+    .. math:: e_G = \big[\textstyle\sum_i h_i^{(0)}, \sum_i h_i^{(1)}, \dots, \sum_i h_i^{(L)}\big],
+
+    and a linear classifier maps it to ``out_dim`` logits (with dropout before it).
+    With ``id_dim = m > 0`` the input also carries one-hot IDs (see :class:`GINLayer`); its
+    pooled part is the per-graph ID histogram.
+
+    Shapes: ``x [N, in_dim]`` or ``[R, N, in_dim]`` (or None if ``in_dim == 0``),
+    ``ids [R, N]`` -> logits ``[R, B, out_dim]`` (``[B, out_dim]`` for 2-D ``x`` without ids).
+    """
+
+    def __init__(self, in_dim: int, hidden: int, num_layers: int, out_dim: int, mlp_layers: int = 2,
+                 train_eps: bool = True, dropout: float = 0.0, id_dim: int = 0):
+        super().__init__()
+        for name, value, low in (("in_dim", in_dim, 0), ("hidden", hidden, 1), ("num_layers", num_layers, 1),
+                                 ("out_dim", out_dim, 1), ("id_dim", id_dim, 0)):
+            if not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+        self.in_dim, self.id_dim = in_dim, id_dim
+        self.layers = nn.ModuleList(
+            GINLayer(in_dim if l == 0 else hidden, hidden, mlp_layers, train_eps, id_dim if l == 0 else 0)
+            for l in range(num_layers)
+        )
+        self.embedding_dim = in_dim + id_dim + num_layers * hidden
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(self.embedding_dim, out_dim)
+
+    def graph_embedding(self, x: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor] = None) -> Tensor:
+        """``[R, B, embedding_dim]``: concatenated sum-pooled states of all layers."""
+        h, R = self._inputs(x, graph, ids)
+        pooled = []
+        if h is not None:
+            pooled.append(sum_pool(h, graph).expand(R, -1, -1))
+        if self.id_dim:
+            pooled.append(self._id_histogram(ids, graph))
+        for layer in self.layers:
+            h = layer(h, graph, ids if layer is self.layers[0] else None)
+            pooled.append(sum_pool(h, graph))
+        return torch.cat(pooled, dim=-1)
+
+    def forward(self, x: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor] = None) -> Tensor:
+        squeeze = ids is None and (x is None or x.dim() == 2)
+        logits = self.classifier(self.dropout(self.graph_embedding(x, graph, ids)))
+        return logits.squeeze(0) if squeeze else logits
+
+    def _inputs(self, x, graph: GraphBatch, ids) -> Tuple[Optional[Tensor], int]:
+        if not isinstance(graph, GraphBatch):
+            raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")
+        if self.id_dim and ids is None:
+            raise ValueError(f"this GIN has id_dim={self.id_dim} and needs ids [R, N]")
+        if ids is not None:
+            if ids.dim() != 2 or ids.shape[1] != graph.total_nodes:
+                raise ValueError(f"ids must have shape [R, N={graph.total_nodes}], got {tuple(ids.shape)}")
+            if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.id_dim):
+                raise IndexError(f"ids must lie in [0, {self.id_dim}), got {int(ids.min())}..{int(ids.max())}")
+        R = ids.shape[0] if ids is not None else (x.shape[0] if x is not None and x.dim() == 3 else 1)
+        if self.in_dim == 0:
+            return None, R
+        if x is None:
+            raise ValueError(f"this GIN has in_dim={self.in_dim} and needs node features x")
+        if x.shape[-1] != self.in_dim or x.shape[-2] != graph.total_nodes:
+            raise ValueError(f"x must have shape [..., N={graph.total_nodes}, {self.in_dim}], got {tuple(x.shape)}")
+        h = x if x.dim() == 3 else x.unsqueeze(0)
+        return h.to(self.classifier.weight.dtype), R
+
+    def _id_histogram(self, ids: Tensor, graph: GraphBatch) -> Tensor:
+        """``[R, B, id_dim]``: how many nodes of each graph carry each ID (pooled one-hots)."""
+        R, B, m = ids.shape[0], graph.num_graphs, self.id_dim
+        flat = (torch.arange(R).unsqueeze(1) * B + graph.batch.unsqueeze(0)) * m + ids
+        counts = torch.bincount(flat.reshape(-1), minlength=R * B * m)
+        return counts.reshape(R, B, m).to(self.classifier.weight.dtype)
