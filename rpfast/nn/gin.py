@@ -103,7 +103,20 @@ class GIN(nn.Module):
         self.classifier = nn.Linear(self.embedding_dim, out_dim)
 
     def graph_embedding(self, x: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor] = None) -> Tensor:
-        """``[R, B, embedding_dim]``: concatenated sum-pooled states of all layers."""
+        """``[R, B, embedding_dim]`` (``[B, embedding_dim]`` for 2-D ``x`` without ids):
+        the concatenated sum-pooled states of all layers."""
+        embedding = self._embed(x, graph, ids)
+        return embedding.squeeze(0) if self._single(x, ids) else embedding
+
+    def forward(self, x: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor] = None) -> Tensor:
+        logits = self.classifier(self.dropout(self._embed(x, graph, ids)))
+        return logits.squeeze(0) if self._single(x, ids) else logits
+
+    @staticmethod
+    def _single(x: Optional[Tensor], ids: Optional[Tensor]) -> bool:
+        return ids is None and (x is None or x.dim() == 2)
+
+    def _embed(self, x: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor]) -> Tensor:
         h, R = self._inputs(x, graph, ids)
         pooled = []
         if h is not None:
@@ -114,11 +127,6 @@ class GIN(nn.Module):
             h = layer(h, graph, ids if layer is self.layers[0] else None)
             pooled.append(sum_pool(h, graph))
         return torch.cat(pooled, dim=-1)
-
-    def forward(self, x: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor] = None) -> Tensor:
-        squeeze = ids is None and (x is None or x.dim() == 2)
-        logits = self.classifier(self.dropout(self.graph_embedding(x, graph, ids)))
-        return logits.squeeze(0) if squeeze else logits
 
     def _inputs(self, x, graph: GraphBatch, ids) -> Tuple[Optional[Tensor], int]:
         if not isinstance(graph, GraphBatch):

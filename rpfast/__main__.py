@@ -1,0 +1,5 @@
+import sys
+
+from rpfast.cli import main
+
+sys.exit(main())

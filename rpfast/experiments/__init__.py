@@ -1,0 +1,1 @@
+"""The paper's experiments as functions behind the ``rpfast`` command."""

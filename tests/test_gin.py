@@ -1,0 +1,137 @@
+"""gin_aggregate and GINConv against PyTorch Geometric and index_add_ references."""
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rpfast.data import GraphBatch
+from rpfast.data.cache import cache_size, graph_for_edge_index
+from rpfast.nn import GINConv
+from rpfast.ops import gin_aggregate
+
+
+def reference(x, edge_index, eps):
+    """(1 + eps) x_i + sum_{j -> i} x_j with index_add_ over the edge list."""
+    src, dst = edge_index
+    return (1 + eps) * x + torch.zeros_like(x).index_add_(x.dim() - 2, dst, x.index_select(x.dim() - 2, src))
+
+
+@st.composite
+def graphs(draw):
+    n = draw(st.integers(0, 12))
+    pairs = draw(st.lists(st.tuples(st.integers(0, max(n - 1, 0)), st.integers(0, max(n - 1, 0))), max_size=40)) if n else []
+    return torch.tensor(pairs, dtype=torch.int64).reshape(-1, 2).t().contiguous(), n
+
+
+@settings(max_examples=100, deadline=None)
+@given(graphs(), st.integers(1, 3), st.integers(1, 9), st.floats(-1, 2), st.booleans())
+def test_matches_reference_values_and_gradients(graph, R, F, eps, replicas):
+    edge_index, n = graph
+    batch = GraphBatch(edge_index, num_nodes=n)
+    shape = (R, n, F) if replicas else (n, F)
+    x1 = torch.randn(shape, dtype=torch.float64, requires_grad=True)
+    x2 = x1.detach().clone().requires_grad_()
+    e1 = torch.tensor(eps, dtype=torch.float64, requires_grad=True)
+    e2 = e1.detach().clone().requires_grad_()
+    out = gin_aggregate(x1, batch, e1)
+    ref = reference(x2, edge_index, e2)
+    torch.testing.assert_close(out, ref)
+    g = torch.randn(shape, dtype=torch.float64)
+    (out * g).sum().backward()
+    (ref * g).sum().backward()
+    torch.testing.assert_close(x1.grad, x2.grad)
+    torch.testing.assert_close(e1.grad, e2.grad)
+
+
+def test_gradcheck():
+    edge_index = torch.tensor([[0, 1, 1, 2, 3, 3], [1, 0, 2, 1, 3, 0]])
+    batch = GraphBatch(edge_index, num_nodes=5)
+    x = torch.randn(2, 5, 3, dtype=torch.float64, requires_grad=True)
+    eps = torch.tensor([0.25], dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, e: gin_aggregate(a, batch, e), (x, eps))
+
+
+def test_float32_and_python_eps():
+    edge_index = torch.tensor([[0, 1], [1, 2]])
+    x = torch.randn(3, 4)
+    out = gin_aggregate(x, GraphBatch(edge_index, num_nodes=3), 0.5)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, reference(x, edge_index, 0.5))
+
+
+def test_bitwise_identical_across_thread_counts():
+    gen = torch.Generator().manual_seed(0)
+    edge_index = torch.randint(0, 3000, (2, 20000), generator=gen)
+    batch = GraphBatch(edge_index, num_nodes=3000)
+    x = torch.randn(3000, 32, generator=gen)
+    g = torch.randn(3000, 32, generator=gen)
+    results = []
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            xt = x.clone().requires_grad_()
+            eps = torch.tensor(0.1, requires_grad=True)
+            out = gin_aggregate(xt, batch, eps)
+            (out * g).sum().backward()
+            results.append((out.detach(), xt.grad, eps.grad))
+    finally:
+        torch.set_num_threads(before)
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
+
+
+def test_rejects_bad_input():
+    batch = GraphBatch(torch.tensor([[0], [1]]), num_nodes=3)
+    with pytest.raises(ValueError, match="x has 4 nodes"):
+        gin_aggregate(torch.zeros(4, 2), batch)
+    with pytest.raises(TypeError, match="float32 or float64"):
+        gin_aggregate(torch.zeros(3, 2, dtype=torch.int64), batch)
+    with pytest.raises(ValueError, match=r"x must have shape \[N, F\]"):
+        gin_aggregate(torch.zeros(3), batch)
+    with pytest.raises(TypeError, match="graph must be an rpfast.data.GraphBatch"):
+        gin_aggregate(torch.zeros(3, 2), torch.tensor([[0], [1]]))
+    with pytest.raises(ValueError, match="eps must be a float or a one-element"):
+        gin_aggregate(torch.zeros(3, 2), batch, torch.zeros(2))
+    with pytest.raises(TypeError, match="eps must be a float or a tensor"):
+        gin_aggregate(torch.zeros(3, 2), batch, "0.1")
+
+
+def test_custom_op_validates_csr():
+    x = torch.zeros(1, 3, 2)
+    with pytest.raises(IndexError, match=r"col\[0\] = 7"):
+        torch.ops.rpfast.gin_aggregate(x, torch.tensor([0, 1, 1, 1]), torch.tensor([7]),
+                                       torch.tensor([0, 1, 1, 1]), torch.tensor([0]), torch.tensor(0.0))
+
+
+@pytest.mark.parametrize("train_eps", [False, True])
+def test_ginconv_equals_pyg(train_eps):
+    pyg_nn = pytest.importorskip("torch_geometric.nn")
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+    ours = GINConv(mlp, eps=0.3, train_eps=train_eps)
+    theirs = pyg_nn.GINConv(mlp, eps=0.3, train_eps=train_eps)
+    edge_index = torch.randint(0, 30, (2, 120))
+    x1 = torch.randn(30, 6, requires_grad=True)
+    x2 = x1.detach().clone().requires_grad_()
+    out1, out2 = ours(x1, edge_index), theirs(x2, edge_index)
+    torch.testing.assert_close(out1, out2, rtol=1e-5, atol=1e-5)
+    out1.square().sum().backward()
+    out2.square().sum().backward()
+    torch.testing.assert_close(x1.grad, x2.grad, rtol=1e-5, atol=1e-5)
+    if train_eps:
+        torch.testing.assert_close(ours.eps.grad, theirs.eps.grad, rtol=1e-4, atol=1e-5)
+    # GraphBatch input gives the same result.
+    torch.testing.assert_close(ours(x1, GraphBatch(edge_index, num_nodes=30)), out1)
+
+
+def test_edge_index_converted_once_per_tensor():
+    edge_index = torch.tensor([[0, 1, 2], [1, 2, 0]])
+    first = graph_for_edge_index(edge_index, 3)
+    assert graph_for_edge_index(edge_index, 3) is first
+    assert graph_for_edge_index(edge_index.clone(), 3) is not first
+    edge_index[0, 0] = 2  # in-place change invalidates the entry
+    assert graph_for_edge_index(edge_index, 3) is not first
+    size = cache_size()
+    del edge_index
+    assert cache_size() == size - 1
