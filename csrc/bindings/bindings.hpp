@@ -5,4 +5,6 @@ namespace rpfast_bindings {
 void bind_permute(pybind11::module_& m);
 void bind_random(pybind11::module_& m);
 void bind_gin(pybind11::module_& m);
+void bind_norm(pybind11::module_& m);
+void bind_segment(pybind11::module_& m);
 }  // namespace rpfast_bindings

@@ -18,4 +18,6 @@ PYBIND11_MODULE(_C, m) {
   rpfast_bindings::bind_permute(m);
   rpfast_bindings::bind_random(m);
   rpfast_bindings::bind_gin(m);
+  rpfast_bindings::bind_norm(m);
+  rpfast_bindings::bind_segment(m);
 }

@@ -8,11 +8,11 @@ namespace rpfast {
 
 // Calls body(i) for every i in [0, n) using up to `threads` threads. Work items must be
 // independent; the result never depends on the thread count because each item writes
-// only its own output. Small loops (n * cost_per_item below ~32k operations) run
-// serially: waking threads costs more than the work.
+// only its own output. Small loops (n * cost_per_item below ~256k operations) run
+// serially: waking sleeping threads (tens of microseconds) costs more than the work.
 template <class Body>
 void parallel_for(int64_t n, int threads, int64_t cost_per_item, Body&& body) {
-  const bool serial = threads <= 1 || n <= 1 || n * cost_per_item < (int64_t{1} << 15);
+  const bool serial = threads <= 1 || n <= 1 || n * cost_per_item < (int64_t{1} << 18);
   if (serial) {
     for (int64_t i = 0; i < n; ++i) body(i);
     return;

@@ -53,7 +53,7 @@ inline void random_permutations(const int64_t* num_nodes, int64_t B, int64_t P, 
   int64_t n_max = 0;
   for (int64_t b = 0; b < B; ++b) n_max = num_nodes[b] > n_max ? num_nodes[b] : n_max;
   const int64_t rows = B * P;
-  const bool serial = threads <= 1 || rows * (n_max + K) < (int64_t{1} << 14);
+  const bool serial = threads <= 1 || rows * (n_max + K) < (int64_t{1} << 18);
 #pragma omp parallel num_threads(serial ? 1 : threads)
   {
     std::vector<int64_t> pool(static_cast<size_t>(n_max));

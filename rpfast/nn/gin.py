@@ -6,26 +6,25 @@ from torch import Tensor, nn
 
 from rpfast.data import GraphBatch
 from rpfast.nn.pooling import sum_pool
-from rpfast.ops import gin_aggregate
+from rpfast.ops.gin_layer import gin_mlp
 
 __all__ = ["GIN", "GINLayer"]
 
 
-def _batch_norm(bn: nn.BatchNorm1d, h: Tensor) -> Tensor:
-    """BatchNorm over all leading dims of ``[..., F]`` (replicas and nodes together)."""
-    return bn(h.reshape(-1, h.shape[-1])).reshape(h.shape)
-
-
 class GINLayer(nn.Module):
-    r"""One GIN layer with an MLP of ``mlp_layers`` linear maps, BatchNorm and ReLU.
+    r"""One GIN layer: aggregation, then an MLP of ``mlp_layers`` linear maps, each followed
+    by BatchNorm and ReLU (Xu et al.'s MLP plus their outer BN-ReLU).
 
     .. math::
-        h_i' = \mathrm{ReLU}\Big(\mathrm{BN}\Big(\mathrm{MLP}\big((1+\epsilon) z_i + \sum_{j\to i} z_j\big)\Big)\Big),
-        \qquad z = [h, \mathrm{onehot}(\mathrm{id})]
+        h_i' = \mathrm{MLP}\Big((1+\epsilon) z_i + \sum_{j\to i} z_j\Big),\qquad
+        z = [h, \mathrm{onehot}(\mathrm{id})]\, W_1^\top
 
     The first linear map commutes with the (linear) aggregation, so it is applied before
-    it: ``W z = h W_h^T + W_id[:, id]^T``. The one-hot ID block is thus a gather of
-    ``id_dim`` learned rows and is never materialised as an ``[N, id_dim]`` matrix.
+    it, in the narrower width: ``z = h W_h^T + W_id[id]``. The one-hot ID block is thus a
+    gather of learned rows and is never materialised as an ``[N, id_dim]`` matrix. Linear
+    maps carry no bias because the BatchNorm after each one removes any per-channel shift.
+    The aggregation and the BatchNorm-ReLU stages form one autograd node
+    (:func:`rpfast.ops.gin_mlp`).
 
     Args:
         in_dim: node feature width (0 for none), id_dim: one-hot ID width (0 for none),
@@ -41,16 +40,13 @@ class GINLayer(nn.Module):
         if mlp_layers < 1:
             raise ValueError(f"mlp_layers must be >= 1, got {mlp_layers}")
         self.in_dim, self.id_dim = in_dim, id_dim
-        self.first = nn.Linear(in_dim, hidden, bias=True) if in_dim else None
+        self.first = nn.Linear(in_dim, hidden, bias=False) if in_dim else None
         self.id_weight = nn.Parameter(torch.empty(id_dim, hidden)) if id_dim else None
-        self.first_bias = None if in_dim else nn.Parameter(torch.zeros(hidden))
         if id_dim:
-            nn.init.uniform_(self.id_weight, -1 / (in_dim + id_dim) ** 0.5, 1 / (in_dim + id_dim) ** 0.5)
-        rest: List[nn.Module] = []
-        for _ in range(mlp_layers - 1):
-            rest += [nn.BatchNorm1d(hidden), nn.ReLU(), nn.Linear(hidden, hidden)]
-        self.rest = nn.ModuleList(rest)
-        self.out_bn = nn.BatchNorm1d(hidden)
+            bound = 1 / (in_dim + id_dim) ** 0.5  # nn.Linear's init for the full [x, onehot] input
+            nn.init.uniform_(self.id_weight, -bound, bound)
+        self.linears = nn.ModuleList(nn.Linear(hidden, hidden, bias=False) for _ in range(mlp_layers - 1))
+        self.norms = nn.ModuleList(nn.BatchNorm1d(hidden) for _ in range(mlp_layers))
         self.eps = nn.Parameter(torch.zeros(1)) if train_eps else None
         self.register_buffer("fixed_eps", torch.zeros(1))
 
@@ -64,10 +60,8 @@ class GINLayer(nn.Module):
             emb = self.id_weight[ids]  # [R, N, hidden], a gather of weight rows
             z = emb if z is None else z + emb
         eps = self.eps if self.eps is not None else self.fixed_eps
-        z = gin_aggregate(z, graph, eps) + (self.first.bias if self.first is not None else self.first_bias)
-        for module in self.rest:
-            z = _batch_norm(module, z) if isinstance(module, nn.BatchNorm1d) else module(z)
-        return torch.relu(_batch_norm(self.out_bn, z))
+        z = z if z.dim() == 3 else z.unsqueeze(0)
+        return gin_mlp(z, graph, eps, [linear.weight for linear in self.linears], self.norms, self.training)
 
 
 class GIN(nn.Module):

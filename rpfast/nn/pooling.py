@@ -1,11 +1,10 @@
 """Graph readout."""
-import torch
 from torch import Tensor
 
 from rpfast.data import GraphBatch
+from rpfast.ops import segment_sum
 
 
 def sum_pool(h: Tensor, graph: GraphBatch) -> Tensor:
-    """Sum node embeddings per graph: ``[..., N, F] -> [..., B, F]`` (deterministic)."""
-    out = h.new_zeros(h.shape[:-2] + (graph.num_graphs, h.shape[-1]))
-    return out.index_add_(h.dim() - 2, graph.batch, h)
+    """Sum node embeddings per graph: ``[..., N, F] -> [..., B, F]`` (C++ segment sum, deterministic)."""
+    return segment_sum(h, graph.ptr)

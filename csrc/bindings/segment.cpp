@@ -1,0 +1,41 @@
+#include "bindings/arrays.hpp"
+#include "bindings/bindings.hpp"
+#include "rpfast/segment.hpp"
+
+namespace rpfast_bindings {
+namespace {
+
+// reduce=true: x [R, N, F] -> out [R, B, F] (segment sum); false: g [R, B, F] -> out [R, N, F].
+template <bool Reduce>
+void segment(const py::array& src, const py::array& ptr, py::array& out, int threads) {
+  if (src.ndim() != 3 || out.ndim() != 3) throw std::invalid_argument("segment: expected 3-D arrays");
+  const int64_t* p = in_ptr<int64_t>(ptr, "ptr", 1);
+  const int64_t B = ptr.shape(0) - 1;
+  if (B < 0) throw std::invalid_argument("ptr must have B + 1 >= 1 entries");
+  const py::array& nodes = Reduce ? src : out;
+  const int64_t R = src.shape(0), N = nodes.shape(1), F = src.shape(2);
+  expect_leading(Reduce ? out : src, "segments", {R, B, F});
+  expect_leading(nodes, "nodes", {R, N, F});
+  rpfast::check_ptr(p, B, N);
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T* s = in_ptr<T>(src, "src", 3);
+    T* o = out_ptr<T>(out, "out", 3);
+    py::gil_scoped_release release;
+    if constexpr (Reduce)
+      rpfast::segment_sum<T>(s, p, R, N, B, F, o, threads);
+    else
+      rpfast::segment_broadcast<T>(s, p, R, N, B, F, o, threads);
+  };
+  if (is_float64(src)) run(double{}); else run(float{});
+}
+
+}  // namespace
+
+void bind_segment(py::module_& m) {
+  m.def("segment_sum", &segment<true>, py::arg("x"), py::arg("ptr"), py::arg("out"), py::arg("threads"));
+  m.def("segment_broadcast", &segment<false>, py::arg("g"), py::arg("ptr"), py::arg("out"),
+        py::arg("threads"));
+}
+
+}  // namespace rpfast_bindings

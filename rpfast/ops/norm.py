@@ -1,0 +1,75 @@
+"""Fused BatchNorm + ReLU with a deterministic C++ forward and backward."""
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from rpfast import _C
+from rpfast.ops._checks import require_cpu, require_float, require_tensor
+from rpfast.ops._threads import kernel_threads
+
+__all__ = ["batch_norm_relu"]
+
+
+class _BatchNormReLU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps):
+        y = torch.empty_like(x)
+        xhat = torch.empty_like(x)
+        invstd = x.new_empty(x.shape[1])
+        _C.batch_norm_relu_forward(x.numpy(), weight.detach().numpy(), bias.detach().numpy(),
+                                   running_mean.numpy(), running_var.numpy(), training, momentum, eps,
+                                   y.numpy(), xhat.numpy(), invstd.numpy(), kernel_threads())
+        ctx.save_for_backward(y, xhat, weight, invstd)
+        ctx.training = training
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        y, xhat, weight, invstd = ctx.saved_tensors
+        grad = grad.contiguous()
+        grad_x = torch.empty_like(grad)
+        grad_w = torch.empty_like(weight)
+        grad_b = torch.empty_like(weight)
+        _C.batch_norm_relu_backward(grad.numpy(), y.numpy(), xhat.numpy(), weight.detach().numpy(),
+                                    invstd.numpy(), ctx.training, grad_x.numpy(), grad_w.numpy(),
+                                    grad_b.numpy(), kernel_threads())
+        return grad_x, grad_w, grad_b, None, None, None, None, None
+
+
+def batch_norm_relu(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
+                    training: bool, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    r"""``relu(batch_norm(x))`` over the last dimension of ``x [..., H]``, fused.
+
+    .. math:: y = \max\big(0,\ \gamma\, (x - \mu) / \sqrt{\sigma^2 + \epsilon} + \beta\big)
+
+    with :math:`\mu, \sigma^2` the batch statistics over all leading dimensions in training
+    (running statistics updated in place with ``momentum``, as ``torch.nn.BatchNorm1d``)
+    and the running statistics in eval. Same result as
+    ``torch.relu(F.batch_norm(x.reshape(-1, H), running_mean, running_var, weight, bias,
+    training, momentum, eps))``; reductions are deterministic for any thread count.
+    """
+    require_tensor(x, "x")
+    require_cpu(x, "x")
+    require_float(x, "x")
+    if x.dim() < 1:
+        raise ValueError("x must have at least one dimension [..., H]")
+    H = x.shape[-1]
+    for name, t in (("weight", weight), ("bias", bias), ("running_mean", running_mean), ("running_var", running_var)):
+        require_tensor(t, name)
+        if t.shape != (H,) or t.dtype != x.dtype or not t.is_contiguous():
+            raise ValueError(f"{name} must be a contiguous {x.dtype} tensor of shape ({H},), got {tuple(t.shape)} {t.dtype}")
+    if training and x.numel() // max(H, 1) < 2:
+        raise ValueError("batch_norm_relu needs more than one value per channel in training mode")
+    out = _BatchNormReLU.apply(x.reshape(-1, H).contiguous(), weight, bias, running_mean, running_var,
+                               bool(training), float(momentum), float(eps))
+    return out.reshape(x.shape)
+
+
+def batch_norm_relu_module(bn: torch.nn.BatchNorm1d, x: Tensor, training: Optional[bool] = None) -> Tensor:
+    """:func:`batch_norm_relu` with the parameters and buffers of a ``BatchNorm1d`` module."""
+    training = bn.training if training is None else training
+    if training and bn.num_batches_tracked is not None:
+        bn.num_batches_tracked.add_(1)
+    return batch_norm_relu(x, bn.weight, bn.bias, bn.running_mean, bn.running_var, training,
+                           0.1 if bn.momentum is None else bn.momentum, bn.eps)

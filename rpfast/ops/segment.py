@@ -1,0 +1,54 @@
+"""Segment sums over node-sorted batches: the sum readout of a GNN."""
+import torch
+from torch import Tensor
+
+from rpfast import _C
+from rpfast.ops._checks import as_index_tensor, require_cpu, require_float, require_ndim, require_tensor
+from rpfast.ops._threads import kernel_threads
+
+__all__ = ["segment_sum"]
+
+
+class _SegmentSum(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, ptr: Tensor) -> Tensor:
+        R, N, F = x.shape
+        out = x.new_empty((R, ptr.numel() - 1, F))
+        _C.segment_sum(x.numpy(), ptr.numpy(), out.numpy(), kernel_threads())
+        ctx.save_for_backward(ptr)
+        ctx.num_nodes = N
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (ptr,) = ctx.saved_tensors
+        grad = grad.contiguous()
+        grad_x = grad.new_empty((grad.shape[0], ctx.num_nodes, grad.shape[2]))
+        _C.segment_broadcast(grad.numpy(), ptr.numpy(), grad_x.numpy(), kernel_threads())
+        return grad_x, None
+
+
+def segment_sum(x: Tensor, ptr) -> Tensor:
+    r"""Sum rows of ``x`` within the node ranges of every graph.
+
+    .. math:: \text{out}[r, b] = \sum_{i=\text{ptr}[b]}^{\text{ptr}[b+1]-1} x[r, i]
+
+    Args:
+        x: ``[N, F]`` or ``[R, N, F]`` float32/float64, nodes sorted by graph.
+        ptr: ``[B + 1]`` node offsets (``GraphBatch.ptr``), non-decreasing, ``ptr[-1] = N``.
+
+    Returns:
+        ``[B, F]`` or ``[R, B, F]``; deterministic, backward a broadcast (no atomics).
+    """
+    require_tensor(x, "x")
+    require_ndim(x, "x", (2, 3), "[N, F] or [R, N, F]")
+    require_cpu(x, "x")
+    require_float(x, "x")
+    ptr = as_index_tensor(ptr, "ptr", ndim=1)
+    if ptr.numel() < 1 or int(ptr[0]) != 0 or int(ptr[-1]) != x.shape[-2]:
+        raise ValueError(f"ptr must start at 0 and end at N = {x.shape[-2]}, got {ptr.tolist()[:3]}...")
+    if bool((ptr.diff() < 0).any()):
+        raise ValueError("ptr must be non-decreasing")
+    squeeze = x.dim() == 2
+    out = _SegmentSum.apply((x.unsqueeze(0) if squeeze else x).contiguous(), ptr)
+    return out.squeeze(0) if squeeze else out
