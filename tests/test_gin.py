@@ -97,11 +97,15 @@ def test_rejects_bad_input():
         gin_aggregate(torch.zeros(3, 2), batch, "0.1")
 
 
-def test_custom_op_validates_csr():
-    x = torch.zeros(1, 3, 2)
+def test_kernel_validates_csr():
+    """The compiled kernel checks the CSR itself, so no Python path can read out of bounds."""
+    from rpfast import _C
+
+    x, out = torch.zeros(1, 3, 2).numpy(), torch.zeros(1, 3, 2).numpy()
     with pytest.raises(IndexError, match=r"col\[0\] = 7"):
-        torch.ops.rpfast.gin_aggregate(x, torch.tensor([0, 1, 1, 1]), torch.tensor([7]),
-                                       torch.tensor([0, 1, 1, 1]), torch.tensor([0]), torch.tensor(0.0))
+        _C.gin_aggregate(x, torch.tensor([0, 1, 1, 1]).numpy(), torch.tensor([7]).numpy(), 0.0, out, 1)
+    with pytest.raises(ValueError, match="rowptr decreases"):
+        _C.gin_aggregate(x, torch.tensor([0, 1, 0, 1]).numpy(), torch.tensor([0]).numpy(), 0.0, out, 1)
 
 
 @pytest.mark.parametrize("train_eps", [False, True])

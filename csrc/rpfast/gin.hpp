@@ -41,12 +41,12 @@ void gin_aggregate(const T* x, const int64_t* rowptr, const int64_t* col, T scal
   parallel_for(R * N, threads, avg_degree * F, [&](int64_t ri) {
     const int64_t r = ri / N;
     const int64_t i = ri % N;
-    const T* xr = x + r * N * F;
-    const T* self = xr + i * F;
-    T* dst = out + ri * F;
+    const T* __restrict__ xr = x + r * N * F;
+    const T* __restrict__ self = xr + i * F;
+    T* __restrict__ dst = out + ri * F;
     for (int64_t f = 0; f < F; ++f) dst[f] = scale * self[f];
     for (int64_t k = rowptr[i]; k < rowptr[i + 1]; ++k) {
-      const T* nb = xr + col[k] * F;
+      const T* __restrict__ nb = xr + col[k] * F;
       for (int64_t f = 0; f < F; ++f) dst[f] += nb[f];
     }
   });

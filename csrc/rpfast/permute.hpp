@@ -76,8 +76,8 @@ void permute_adjacency_backward(const T* grad, const int64_t* perms, const int64
       for (int64_t j = 0; j < d.K; ++j) {
         const int64_t v = prow[j];
         if (v < 0) continue;
-        const T* gj = g + j * C;
-        T* dv = dst + v * C;
+        const T* __restrict__ gj = g + j * C;
+        T* __restrict__ dv = dst + v * C;
         for (int64_t c = 0; c < C; ++c) dv[c] += gj[c];
       }
     }
@@ -110,8 +110,9 @@ void permute_nodes_backward(const T* grad, const int64_t* inv, T* grad_x, Permut
     for (int64_t p = 0; p < d.P; ++p) {
       const int64_t iu = inv[(b * d.P + p) * d.N + u];
       if (iu < 0) continue;
-      const T* g = grad + ((b * d.P + p) * d.K + iu) * F;
-      for (int64_t f = 0; f < F; ++f) dst[f] += g[f];
+      const T* __restrict__ g = grad + ((b * d.P + p) * d.K + iu) * F;
+      T* __restrict__ acc = dst;
+      for (int64_t f = 0; f < F; ++f) acc[f] += g[f];
     }
   });
 }

@@ -27,10 +27,10 @@ void segment_sum(const T* x, const int64_t* ptr, int64_t R, int64_t N, int64_t B
   const int64_t avg = B ? N / B + 1 : 1;
   parallel_for(R * B, threads, avg * F, [&](int64_t rb) {
     const int64_t r = rb / B, b = rb % B;
-    T* dst = out + rb * F;
+    T* __restrict__ dst = out + rb * F;
     for (int64_t f = 0; f < F; ++f) dst[f] = T(0);
     for (int64_t i = ptr[b]; i < ptr[b + 1]; ++i) {
-      const T* row = x + (r * N + i) * F;
+      const T* __restrict__ row = x + (r * N + i) * F;
       for (int64_t f = 0; f < F; ++f) dst[f] += row[f];
     }
   });
