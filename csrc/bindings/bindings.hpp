@@ -7,4 +7,5 @@ void bind_random(pybind11::module_& m);
 void bind_gin(pybind11::module_& m);
 void bind_norm(pybind11::module_& m);
 void bind_segment(pybind11::module_& m);
+void bind_subsets(pybind11::module_& m);
 }  // namespace rpfast_bindings

@@ -20,4 +20,5 @@ PYBIND11_MODULE(_C, m) {
   rpfast_bindings::bind_gin(m);
   rpfast_bindings::bind_norm(m);
   rpfast_bindings::bind_segment(m);
+  rpfast_bindings::bind_subsets(m);
 }

@@ -305,6 +305,26 @@ class GraphBatch:
     def t_edge_order(self) -> Tensor:
         return self._csr_t_views[2]
 
+    @cached_property
+    def _undirected_views(self) -> Tuple[Tensor, Tensor]:
+        N = self.total_nodes
+        src, dst = self.edge_index
+        keep = src != dst
+        key = torch.unique(torch.cat([src[keep] * N + dst[keep], dst[keep] * N + src[keep]]))  # sorted
+        rows, cols = key // max(N, 1), key % max(N, 1)
+        rowptr = torch.zeros(N + 1, dtype=torch.int64)
+        rowptr[1:] = torch.bincount(rows, minlength=N).cumsum(0)
+        return rowptr, (cols - self._ptr[self.batch[cols]]).contiguous()
+
+    def undirected_csr(self) -> Tuple[Tensor, Tensor]:
+        """``(rowptr [N + 1], col [E'])`` of the underlying simple undirected graph.
+
+        Edges in either direction count once, self-loops and duplicates are dropped,
+        neighbour lists are ascending, and ``col`` holds *local* vertex ids (position within
+        the graph). Used by the subset enumeration and orientation kernels.
+        """
+        return self._undirected_views
+
     # ------------------------------------------------------------------ dense views
     @cached_property
     def node_mask(self) -> Tensor:

@@ -9,9 +9,23 @@ from rpfast.ops.norm import batch_norm_relu
 from rpfast.ops.permute import permute_adjacency, permute_nodes
 from rpfast.ops.random import random_permutations
 from rpfast.ops.segment import segment_sum
+from rpfast.ops.subsets import (
+    count_k_subsets,
+    get_memory_budget,
+    iter_k_subsets,
+    k_subsets,
+    sample_k_subsets,
+    set_memory_budget,
+)
 
 __all__ = [
     "batch_norm_relu",
+    "count_k_subsets",
+    "get_memory_budget",
+    "iter_k_subsets",
+    "k_subsets",
+    "sample_k_subsets",
+    "set_memory_budget",
     "gin_aggregate",
     "gin_mlp",
     "permute_adjacency",

@@ -1,0 +1,354 @@
+// k-subset enumeration of the vertices of small graphs with pruning inside the search.
+//
+// A graph is a simple undirected adjacency in CSR form with local vertex ids
+// (rowptr[n + 1], col sorted ascending, no self-loops, no duplicates). A "task" is one
+// root vertex: the subsets whose smallest vertex is the root. Within a task, subsets come
+// out in lexicographic order; tasks in root order, so the concatenation over roots is the
+// lexicographic order of all subsets of the graph.
+//
+// Modes (which k-subsets S are kept):
+//   kAll        every S;
+//   kEdgeless   drop S whose induced subgraph has no edge;
+//   kIsolated   drop S in which some vertex has no neighbour inside S;
+//   kConnected  keep S whose induced subgraph is connected.
+// The lexicographic modes run a depth-first search over increasing vertex sequences with
+// a per-vertex count of neighbours inside the current prefix; a prefix is cut as soon as
+// no completion can satisfy the mode. kConnected runs ESU (Wernicke 2006), which only ever
+// visits connected sets, then sorts each root's output into lexicographic order.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+namespace rpfast {
+
+enum class SubsetMode : int { kAll = 0, kEdgeless = 1, kIsolated = 2, kConnected = 3 };
+
+struct LocalGraph {
+  int64_t n;
+  const int64_t* rowptr;  // [n + 1], offsets into col (may start at a non-zero base)
+  const int64_t* col;     // neighbours as local ids, ascending
+
+  const int64_t* begin(int64_t u) const { return col + (rowptr[u] - rowptr[0]); }
+  const int64_t* end(int64_t u) const { return col + (rowptr[u + 1] - rowptr[0]); }
+  int64_t max_neighbour(int64_t u) const { return begin(u) == end(u) ? -1 : *(end(u) - 1); }
+  bool adjacent(int64_t u, int64_t w) const { return std::binary_search(begin(u), end(u), w); }
+};
+
+// Receives each k-subset (ascending local ids). Returns false to stop the search.
+struct SubsetSink {
+  virtual bool emit(const int64_t* subset) = 0;
+  virtual ~SubsetSink() = default;
+};
+
+inline uint64_t saturating_add(uint64_t a, uint64_t b) {
+  return a > std::numeric_limits<uint64_t>::max() - b ? std::numeric_limits<uint64_t>::max() : a + b;
+}
+
+// C(n, r), saturating at 2^64 - 1; 0 if r < 0 or r > n. Each step c * (n - i) / (i + 1)
+// is exact, so only the final value can saturate.
+inline uint64_t binomial(int64_t n, int64_t r) {
+  if (r < 0 || n < 0 || r > n) return 0;
+  if (r > n - r) r = n - r;
+  unsigned __int128 c = 1;
+  const unsigned __int128 cap = std::numeric_limits<uint64_t>::max();
+  for (int64_t i = 0; i < r; ++i) {
+    c = c * static_cast<uint64_t>(n - i) / static_cast<uint64_t>(i + 1);
+    if (c > cap) return std::numeric_limits<uint64_t>::max();
+  }
+  return static_cast<uint64_t>(c);
+}
+
+// ------------------------------------------------------------------ lexicographic modes
+class LexSearch {
+ public:
+  LexSearch(const LocalGraph& g, int64_t k, SubsetMode mode)
+      : g_(g), k_(k), mode_(mode), chosen_(k), inside_(g.n, 0), max_nb_(g.n), edge_from_(g.n + 1, 0) {
+    for (int64_t u = 0; u < g.n; ++u) max_nb_[u] = g.max_neighbour(u);
+    // edge_from_[t] = 1 if some edge (a, b) has t <= a < b.
+    for (int64_t a = g.n - 1; a >= 0; --a) edge_from_[a] = edge_from_[a + 1] || max_nb_[a] > a;
+  }
+
+  // Runs the subsets rooted at `root`; if resume_after is given (a subset of this root
+  // already emitted), emission starts strictly after it. Returns false if the sink stopped.
+  bool run(int64_t root, const int64_t* resume_after, SubsetSink& sink) {
+    resume_ = resume_after;
+    resuming_ = resume_after != nullptr;
+    sink_ = &sink;
+    edges_ = 0;
+    uncovered_ = 0;
+    if (g_.n - root < k_) return true;
+    push(0, root);
+    const bool go_on = extend(1);
+    pop(0);
+    return go_on;
+  }
+
+ private:
+  void push(int64_t depth, int64_t w) {
+    chosen_[depth] = w;
+    edges_ += inside_[w];
+    if (inside_[w] == 0) ++uncovered_;
+    for (const int64_t* p = g_.begin(w); p != g_.end(w); ++p) {
+      const int64_t x = *p;
+      if (inside_[x] == 0 && in_prefix(x, depth)) --uncovered_;
+      ++inside_[x];
+    }
+  }
+
+  void pop(int64_t depth) {
+    const int64_t w = chosen_[depth];
+    for (const int64_t* p = g_.begin(w); p != g_.end(w); ++p) {
+      const int64_t x = *p;
+      --inside_[x];
+      if (inside_[x] == 0 && in_prefix(x, depth)) ++uncovered_;
+    }
+    if (inside_[w] == 0) --uncovered_;
+    edges_ -= inside_[w];
+  }
+
+  // Is x one of chosen_[0..depth)? Prefixes are short (k), so a scan is cheapest.
+  bool in_prefix(int64_t x, int64_t depth) const {
+    for (int64_t d = 0; d < depth; ++d)
+      if (chosen_[d] == x) return true;
+    return false;
+  }
+
+  // Can the prefix chosen_[0..depth) still be completed under the mode?
+  bool feasible(int64_t depth) const {
+    const int64_t last = chosen_[depth - 1];
+    const int64_t remaining = k_ - depth;
+    if (g_.n - 1 - last < remaining) return false;
+    if (mode_ == SubsetMode::kEdgeless && edges_ == 0) {
+      if (remaining == 0) return false;
+      bool neighbour_later = false;
+      for (int64_t d = 0; d < depth && !neighbour_later; ++d) neighbour_later = max_nb_[chosen_[d]] > last;
+      return neighbour_later || (remaining >= 2 && edge_from_[last + 1]);
+    }
+    if (mode_ == SubsetMode::kIsolated && uncovered_ > 0) {
+      if (remaining == 0) return false;
+      for (int64_t d = 0; d < depth; ++d) {
+        const int64_t u = chosen_[d];
+        if (inside_[u] == 0 && max_nb_[u] <= last) return false;  // u can never be covered
+      }
+    }
+    return true;
+  }
+
+  bool extend(int64_t depth) {
+    if (!feasible(depth)) return true;
+    if (depth == k_) {
+      if (resuming_) {  // this is the subset we resume after: skip it, emit what follows
+        resuming_ = false;
+        return true;
+      }
+      return sink_->emit(chosen_.data());
+    }
+    const int64_t last = chosen_[depth - 1];
+    int64_t first = last + 1;
+    if (resuming_) first = resume_[depth];
+    for (int64_t w = first; w <= g_.n - (k_ - depth); ++w) {
+      if (resuming_ && w != resume_[depth]) resuming_ = false;  // passed the resume point
+      if (!candidate_ok(depth, w)) continue;
+      push(depth, w);
+      const bool go_on = extend(depth + 1);
+      pop(depth);
+      if (!go_on) return false;
+    }
+    return true;
+  }
+
+  // Cheap filter for the last position, where the mode decides directly.
+  bool candidate_ok(int64_t depth, int64_t w) const {
+    if (depth != k_ - 1) return true;
+    if (mode_ == SubsetMode::kEdgeless) return edges_ > 0 || inside_[w] > 0;
+    if (mode_ == SubsetMode::kIsolated) {
+      if (inside_[w] == 0) return false;
+      for (int64_t d = 0; d < depth; ++d) {
+        const int64_t u = chosen_[d];
+        if (inside_[u] == 0 && !g_.adjacent(u, w)) return false;
+      }
+    }
+    return true;
+  }
+
+  LocalGraph g_;
+  int64_t k_;
+  SubsetMode mode_;
+  std::vector<int64_t> chosen_;
+  std::vector<int32_t> inside_;  // neighbours of each vertex inside the prefix
+  std::vector<int64_t> max_nb_;
+  std::vector<char> edge_from_;
+  int64_t edges_ = 0, uncovered_ = 0;
+  const int64_t* resume_ = nullptr;
+  bool resuming_ = false;
+  SubsetSink* sink_ = nullptr;
+};
+
+// ------------------------------------------------------------------ connected (ESU)
+class ConnectedSearch {
+ public:
+  ConnectedSearch(const LocalGraph& g, int64_t k) : g_(g), k_(k), chosen_(k), near_(g.n, 0) {}
+
+  // Emits every connected k-subset whose smallest vertex is root (ascending ids), in
+  // ESU order (not sorted). Returns false if the sink stopped.
+  bool run(int64_t root, SubsetSink& sink) {
+    sink_ = &sink;
+    root_ = root;
+    if (g_.n - root < k_) return true;
+    chosen_[0] = root;
+    mark(root, +1);
+    std::vector<int64_t> extension;
+    for (const int64_t* p = g_.begin(root); p != g_.end(root); ++p)
+      if (*p > root) extension.push_back(*p);
+    const bool go_on = extend(1, extension);
+    mark(root, -1);
+    return go_on;
+  }
+
+ private:
+  // near_[x] > 0 iff x is in the current set or adjacent to it.
+  void mark(int64_t w, int delta) {
+    near_[w] += delta;
+    for (const int64_t* p = g_.begin(w); p != g_.end(w); ++p) near_[*p] += delta;
+  }
+
+  bool extend(int64_t size, std::vector<int64_t> extension) {
+    if (size == k_) {
+      std::copy(chosen_.begin(), chosen_.end(), sorted_buf(k_));
+      std::sort(buf_.begin(), buf_.end());
+      return sink_->emit(buf_.data());
+    }
+    while (!extension.empty()) {
+      const int64_t w = extension.back();
+      extension.pop_back();
+      std::vector<int64_t> next = extension;
+      // Exclusive neighbours of w: beyond the root, not in or next to the current set.
+      for (const int64_t* p = g_.begin(w); p != g_.end(w); ++p)
+        if (*p > root_ && near_[*p] == 0) next.push_back(*p);
+      chosen_[size] = w;
+      mark(w, +1);
+      const bool go_on = extend(size + 1, std::move(next));
+      mark(w, -1);
+      if (!go_on) return false;
+    }
+    return true;
+  }
+
+  int64_t* sorted_buf(int64_t k) {
+    buf_.resize(k);
+    return buf_.data();
+  }
+
+  LocalGraph g_;
+  int64_t k_;
+  std::vector<int64_t> chosen_, buf_;
+  std::vector<int32_t> near_;
+  int64_t root_ = 0;
+  SubsetSink* sink_ = nullptr;
+};
+
+// ------------------------------------------------------------------ sinks and drivers
+struct CountSink : SubsetSink {
+  uint64_t count = 0;
+  bool emit(const int64_t*) override {
+    count = saturating_add(count, 1);
+    return true;
+  }
+};
+
+// Writes rows (offset by `base` to global or original ids if wanted) into out, skipping
+// the first `skip` and stopping after `limit`.
+struct WriteSink : SubsetSink {
+  int64_t k, skip, limit, written = 0;
+  int64_t* out;
+  WriteSink(int64_t k_, int64_t* out_, int64_t skip_, int64_t limit_)
+      : k(k_), skip(skip_), limit(limit_), out(out_) {}
+  bool emit(const int64_t* subset) override {
+    if (skip > 0) {
+      --skip;
+      return true;
+    }
+    std::memcpy(out + written * k, subset, sizeof(int64_t) * k);
+    return ++written < limit;
+  }
+};
+
+// Lexicographic comparison of k-rows, for sorting ESU output.
+inline void sort_rows(int64_t* rows, int64_t count, int64_t k) {
+  std::vector<int64_t> order(count);
+  for (int64_t i = 0; i < count; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return std::lexicographical_compare(rows + a * k, rows + a * k + k, rows + b * k, rows + b * k + k);
+  });
+  std::vector<int64_t> copy(rows, rows + count * k);
+  for (int64_t i = 0; i < count; ++i) std::memcpy(rows + i * k, copy.data() + order[i] * k, sizeof(int64_t) * k);
+}
+
+// The searches of one graph, built once (O(n)) and reused for all of its root tasks.
+class SubsetSearch {
+ public:
+  SubsetSearch(const LocalGraph& g, int64_t k, SubsetMode mode) : g_(g), k_(k), mode_(mode) {
+    if (mode == SubsetMode::kConnected)
+      connected_ = std::make_unique<ConnectedSearch>(g, k);
+    else
+      lex_ = std::make_unique<LexSearch>(g, k, mode);
+  }
+
+  // Number of subsets of `root`'s task (saturating at 2^64 - 1); closed form for kAll.
+  uint64_t count(int64_t root) {
+    if (mode_ == SubsetMode::kAll) return binomial(g_.n - 1 - root, k_ - 1);
+    CountSink sink;
+    run(root, nullptr, sink);
+    return sink.count;
+  }
+
+  // Writes rows of `root`'s task in lexicographic order into out: a window that skips
+  // `skip` rows, or starts strictly after `resume_after` (a subset of this task), and
+  // holds at most `limit` rows. Returns the rows written. kConnected generates and sorts
+  // the whole task first (memory: one task); the lexicographic modes stream.
+  int64_t fill(int64_t root, int64_t skip, int64_t limit, const int64_t* resume_after, int64_t* out) {
+    if (limit <= 0) return 0;
+    if (mode_ != SubsetMode::kConnected) {
+      WriteSink sink(k_, out, skip, limit);
+      run(root, resume_after, sink);
+      return sink.written;
+    }
+    const int64_t total = static_cast<int64_t>(count(root));
+    std::vector<int64_t> rows(static_cast<size_t>(total * k_));
+    WriteSink all(k_, rows.data(), 0, total);
+    run(root, nullptr, all);
+    sort_rows(rows.data(), all.written, k_);
+    int64_t start = skip;
+    if (resume_after) {  // the first row strictly greater than resume_after
+      start = 0;
+      while (start < all.written &&
+             !std::lexicographical_compare(resume_after, resume_after + k_, rows.data() + start * k_,
+                                           rows.data() + start * k_ + k_))
+        ++start;
+    }
+    const int64_t n = std::max<int64_t>(0, std::min<int64_t>(limit, all.written - start));
+    std::memcpy(out, rows.data() + start * k_, sizeof(int64_t) * n * k_);
+    return n;
+  }
+
+ private:
+  void run(int64_t root, const int64_t* resume_after, SubsetSink& sink) {
+    if (connected_)
+      connected_->run(root, sink);
+    else
+      lex_->run(root, resume_after, sink);
+  }
+
+  LocalGraph g_;
+  int64_t k_;
+  SubsetMode mode_;
+  std::unique_ptr<LexSearch> lex_;
+  std::unique_ptr<ConnectedSearch> connected_;
+};
+
+}  // namespace rpfast

@@ -1,0 +1,277 @@
+"""k-ary subgraph enumeration: k-subsets of vertices with pruning, counting, streaming, sampling.
+
+k-ary Relational Pooling (paper Sec. 2.3.3, eq. 5) sums a function over the k-vertex
+induced subgraphs of a graph; subsets whose induced subgraph is only isolated vertices
+can be skipped. ``prune`` chooses which k-subsets S are kept (on the underlying simple
+undirected graph; self-loops are not edges):
+
+* ``"none"``: all C(n, k);
+* ``"edgeless"``: drop S whose induced subgraph has no edge (the paper's "k isolated vertices");
+* ``"isolated"``: drop S in which any vertex has no neighbour inside S;
+* ``"connected"``: keep S whose induced subgraph is connected.
+
+Pruning happens inside the C++ search (prefixes that cannot be completed are cut; the
+connected search is ESU, which only visits connected sets). Rows hold local vertex ids in
+increasing order, lexicographically sorted within a graph; results do not depend on the
+thread count.
+"""
+import math
+from typing import Iterator, NamedTuple, Optional, Tuple, Union
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from rpfast import _C
+from rpfast.data import GraphBatch
+from rpfast.ops._checks import check_int
+from rpfast.ops._threads import kernel_threads
+from rpfast.ops.random import random_permutations, seed_from_generator
+
+__all__ = [
+    "k_subsets",
+    "count_k_subsets",
+    "iter_k_subsets",
+    "sample_k_subsets",
+    "SubsetChunk",
+    "get_memory_budget",
+    "set_memory_budget",
+    "PRUNE_MODES",
+]
+
+PRUNE_MODES = {"none": 0, "edgeless": 1, "isolated": 2, "connected": 3}
+INT64_MAX = 2**63 - 1
+_memory_budget = 2 * 2**30  # bytes k_subsets may allocate for its output
+
+
+def get_memory_budget() -> int:
+    """Bytes :func:`k_subsets` may allocate for its result (default 2 GiB)."""
+    return _memory_budget
+
+
+def set_memory_budget(num_bytes: int) -> None:
+    """Change the default output budget of :func:`k_subsets` (bytes, > 0)."""
+    global _memory_budget
+    _memory_budget = check_int(num_bytes, "num_bytes", minimum=1)
+
+
+class SubsetChunk(NamedTuple):
+    """A piece of an enumeration: ``subsets [c, k]`` (local ids) and ``graph [c]`` (graph index)."""
+
+    subsets: Tensor
+    graph: Tensor
+
+
+GraphLike = Union[GraphBatch, Tensor]
+
+
+def _as_batch(graph: GraphLike, num_nodes: Optional[int]) -> GraphBatch:
+    if isinstance(graph, GraphBatch):
+        if num_nodes is not None:
+            raise ValueError("num_nodes is only for a bare edge_index; a GraphBatch knows its sizes")
+        return graph
+    if isinstance(graph, (Tensor, np.ndarray, list, tuple)):
+        return GraphBatch(graph, num_nodes=num_nodes)
+    raise TypeError(f"graph must be a GraphBatch or an edge_index [2, E], got {type(graph).__name__}")
+
+
+def _mode(prune: str) -> int:
+    if not isinstance(prune, str) or prune not in PRUNE_MODES:
+        raise ValueError(f"prune must be one of {sorted(PRUNE_MODES)}, got {prune!r}")
+    return PRUNE_MODES[prune]
+
+
+def _arrays(batch: GraphBatch):
+    rowptr, col = batch.undirected_csr()
+    return batch.ptr.numpy(), rowptr.numpy(), col.numpy()
+
+
+def _task_counts(batch: GraphBatch, k: int, prune: str) -> np.ndarray:
+    """Subsets per (graph, root vertex) task as uint64 (saturated at 2^64 - 1)."""
+    return _C.subsets_count(*_arrays(batch), k, _mode(prune), kernel_threads())
+
+
+def _per_graph(batch: GraphBatch, task_counts: np.ndarray, k: int, prune: str) -> np.ndarray:
+    """Exact per-graph totals as Python ints (object array), overflow-safe."""
+    ptr = batch.ptr.tolist()
+    if prune == "none":
+        return np.array([math.comb(ptr[b + 1] - ptr[b], k) for b in range(batch.num_graphs)], dtype=object)
+    return np.array([sum(int(c) for c in task_counts[ptr[b]:ptr[b + 1]]) for b in range(batch.num_graphs)],
+                    dtype=object)
+
+
+def count_k_subsets(graph: GraphLike, k: int, prune: str = "none", num_nodes: Optional[int] = None) -> Tensor:
+    """Exact number of kept k-subsets per graph, without materialising them.
+
+    ``"none"`` uses the closed form C(n, k); the other modes run the pruned search and
+    only count. Returns LongTensor ``[B]``; raises ``OverflowError`` if a count does not
+    fit in 64 bits (the enumeration could never be stored anyway).
+    """
+    batch = _as_batch(graph, num_nodes)
+    k = check_int(k, "k", minimum=1)
+    _mode(prune)
+    counts = _per_graph(batch, None if prune == "none" else _task_counts(batch, k, prune), k, prune)
+    for b, c in enumerate(counts):
+        if c > INT64_MAX:
+            raise OverflowError(f"graph {b} has {c} {prune!r} {k}-subsets, more than a 64-bit count holds")
+    return torch.tensor([int(c) for c in counts], dtype=torch.int64)
+
+
+def _checked_offsets(batch: GraphBatch, k: int, prune: str, tasks: np.ndarray) -> np.ndarray:
+    totals = _per_graph(batch, tasks, k, prune)
+    grand = sum(int(t) for t in totals)
+    if grand > INT64_MAX:
+        raise OverflowError(f"{grand} {prune!r} {k}-subsets do not fit in a 64-bit count")
+    offsets = np.zeros(len(tasks) + 1, dtype=np.int64)
+    np.cumsum(tasks.astype(np.int64), out=offsets[1:])
+    return offsets
+
+
+def k_subsets(graph: GraphLike, k: int, prune: str = "none", num_nodes: Optional[int] = None,
+              max_bytes: Optional[int] = None) -> Tuple[Tensor, Tensor]:
+    """All kept k-subsets of every graph.
+
+    Args:
+        graph: a :class:`~rpfast.data.GraphBatch`, or one graph's ``edge_index [2, E]``
+            (then ``num_nodes`` gives its size; default ``edge_index.max() + 1``).
+        k: subset size (>= 1). Graphs with fewer than k vertices contribute no rows.
+        prune: ``"none" | "edgeless" | "isolated" | "connected"`` (module docstring).
+        max_bytes: refuse outputs larger than this (default :func:`get_memory_budget`).
+
+    Returns:
+        ``(subsets LongTensor [S, k], ptr LongTensor [B + 1])``: rows of graph b are
+        ``subsets[ptr[b]:ptr[b+1]]``, local vertex ids ascending, rows lexicographic.
+
+    Raises:
+        ValueError if the output would exceed the budget (the message gives the count and
+        points to :func:`iter_k_subsets` / :func:`count_k_subsets`).
+    """
+    batch = _as_batch(graph, num_nodes)
+    k = check_int(k, "k", minimum=1)
+    mode = _mode(prune)
+    budget = get_memory_budget() if max_bytes is None else check_int(max_bytes, "max_bytes", minimum=1)
+    tasks = _task_counts(batch, k, prune)
+    offsets = _checked_offsets(batch, k, prune, tasks)
+    total = int(offsets[-1])
+    if total * k * 8 > budget:
+        raise ValueError(
+            f"k_subsets would return {total} {prune!r} {k}-subsets ({total * k * 8 / 2**30:.2f} GiB), more than "
+            f"the memory budget of {budget / 2**30:.2f} GiB; stream them with iter_k_subsets, count them with "
+            f"count_k_subsets, or raise the budget (max_bytes= or rpfast.ops.set_memory_budget)"
+        )
+    out = torch.empty((total, k), dtype=torch.int64)
+    if total:
+        _C.subsets_fill(*_arrays(batch), k, mode, offsets, 0, len(tasks), out.numpy(), kernel_threads())
+    ptr = torch.from_numpy(offsets[batch.ptr.numpy()].copy())
+    return out, ptr
+
+
+def iter_k_subsets(graph: GraphLike, k: int, prune: str = "none", chunk_size: int = 1 << 20,
+                   num_nodes: Optional[int] = None) -> Iterator[SubsetChunk]:
+    """Stream the rows of :func:`k_subsets` in the same order, ``chunk_size`` rows at a time.
+
+    Yields :class:`SubsetChunk` ``(subsets [c, k], graph [c])`` with ``c <= chunk_size``;
+    concatenating the chunks gives ``k_subsets(...)[0]``. Memory stays within
+    ``chunk_size`` rows for the lexicographic modes; ``"connected"`` additionally holds the
+    subsets of one root vertex at a time (they are generated, then sorted).
+    """
+    batch = _as_batch(graph, num_nodes)
+    k = check_int(k, "k", minimum=1)
+    chunk_size = check_int(chunk_size, "chunk_size", minimum=1)
+    mode = _mode(prune)
+    arrays = _arrays(batch)
+    tasks = _task_counts(batch, k, prune)
+    offsets = _checked_offsets(batch, k, prune, tasks)
+    graph_of = batch.batch.numpy()
+    t, N = 0, len(tasks)
+    while t < N:
+        if tasks[t] == 0:
+            t += 1
+            continue
+        # Whole tasks that fit go to the parallel kernel in one call.
+        end = int(np.searchsorted(offsets, offsets[t] + chunk_size, side="right")) - 1
+        if end > t:
+            rows = int(offsets[end] - offsets[t])
+            out = np.empty((rows, k), dtype=np.int64)
+            _C.subsets_fill(*arrays, k, mode, offsets, t, end, out, kernel_threads())
+            yield SubsetChunk(torch.from_numpy(out), torch.from_numpy(np.repeat(graph_of[t:end], tasks[t:end].astype(np.int64))))
+            t = end
+            continue
+        yield from _stream_task(batch, arrays, k, mode, t, int(tasks[t]), chunk_size)
+        t += 1
+
+
+def _stream_task(batch, arrays, k, mode, t, count, chunk_size) -> Iterator[SubsetChunk]:
+    """One (graph, root) task larger than a chunk, in chunk_size pieces."""
+    b = int(batch.batch[t])
+    root = t - int(batch.ptr[b])
+    if mode == PRUNE_MODES["connected"]:
+        rows = np.empty((count, k), dtype=np.int64)
+        _C.subsets_fill_task(*arrays, k, mode, b, root, 0, count, None, rows)
+        for start in range(0, count, chunk_size):
+            piece = rows[start:start + chunk_size]
+            yield SubsetChunk(torch.from_numpy(piece.copy()), torch.full((len(piece),), b, dtype=torch.int64))
+        return
+    resume = None
+    done = 0
+    while done < count:
+        piece = np.empty((min(chunk_size, count - done), k), dtype=np.int64)
+        written = _C.subsets_fill_task(*arrays, k, mode, b, root, 0, len(piece), resume, piece)
+        piece = piece[:written]
+        done += written
+        resume = piece[-1].copy()
+        yield SubsetChunk(torch.from_numpy(piece), torch.full((written,), b, dtype=torch.int64))
+
+
+def sample_k_subsets(graph: GraphLike, k: int, num_samples: int, method: str = "uniform", prune: str = "none",
+                     generator: Optional[torch.Generator] = None, num_nodes: Optional[int] = None) -> Tensor:
+    """Random k-subsets of every graph: LongTensor ``[B, num_samples, k]`` (local ids).
+
+    * ``"uniform"``: uniform over the kept subsets of ``prune`` (rows ascending). For
+      ``"none"`` a partial Fisher-Yates shuffle; otherwise exact, by counting the subsets
+      and drawing indices into the enumeration.
+    * ``"bfs"`` / ``"dfs"``: grow a connected subgraph from a uniformly random start vertex
+      (among those whose component has >= k vertices), visiting neighbours in random
+      order, until it has k vertices; rows list the vertices in visiting order (k-ary RP
+      combined with pi-SGD, paper Sec. 2.3.3). Such subsets satisfy every prune mode.
+
+    Graphs with no admissible subset give rows of -1. Reproducible from ``generator``.
+    """
+    batch = _as_batch(graph, num_nodes)
+    k = check_int(k, "k", minimum=1)
+    num_samples = check_int(num_samples, "num_samples", minimum=1)
+    _mode(prune)
+    if method not in ("uniform", "bfs", "dfs"):
+        raise ValueError(f"method must be 'uniform', 'bfs' or 'dfs', got {method!r}")
+    B = batch.num_graphs
+    if method in ("bfs", "dfs"):
+        out = torch.empty((B, num_samples, k), dtype=torch.int64)
+        _C.sample_grown_subsets(*_arrays(batch), k, method == "dfs", seed_from_generator(generator), out.numpy(),
+                                kernel_threads())
+        return out
+    if prune == "none":
+        perms = random_permutations(batch.num_nodes, num_samples, k=k, generator=generator)
+        too_small = (batch.num_nodes < k).view(B, 1, 1)
+        return torch.where(too_small, torch.full_like(perms, -1), perms.sort(dim=-1).values)
+    return _sample_uniform_pruned(batch, k, num_samples, prune, generator)
+
+
+def _sample_uniform_pruned(batch, k, num_samples, prune, generator) -> Tensor:
+    tasks = _task_counts(batch, k, prune)
+    offsets = _checked_offsets(batch, k, prune, tasks)
+    ptr = batch.ptr.numpy()
+    B = batch.num_graphs
+    out = torch.full((B, num_samples, k), -1, dtype=torch.int64)
+    arrays = _arrays(batch)
+    mode = _mode(prune)
+    for b in range(B):
+        first, total = int(offsets[ptr[b]]), int(offsets[ptr[b + 1]] - offsets[ptr[b]])
+        if total == 0:
+            continue
+        picks = torch.randint(0, total, (num_samples,), generator=generator).numpy() + first
+        tasks_of = np.searchsorted(offsets, picks, side="right") - 1
+        for s, (pick, t) in enumerate(zip(picks.tolist(), tasks_of.tolist())):
+            row = np.empty((1, k), dtype=np.int64)
+            _C.subsets_fill_task(*arrays, k, mode, b, t - int(ptr[b]), pick - int(offsets[t]), 1, None, row)
+            out[b, s] = torch.from_numpy(row[0])
+    return out
