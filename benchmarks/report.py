@@ -6,7 +6,8 @@
 Within every benchmark group (one op, one pass, one shape) the first implementation
 listed in --ours (default "rpfast") is compared with every other one: ratio =
 baseline median time / rpfast median time (> 1 means rpfast is faster). Bandwidth is
-the group's ``extra_info["bytes"]`` divided by rpfast's median time.
+the group's ``extra_info["bytes"]`` (or ``["items"]``, e.g. subsets) divided by
+rpfast's median time.
 """
 import argparse
 import json
@@ -31,7 +32,7 @@ def render(data, groups, ours="rpfast"):
         f"{machine.get('cpu', {}).get('count', '?')} logical CPUs, Python {machine.get('python_version', '?')}; "
         f"median of the timed rounds.",
         "",
-        "| benchmark | rpfast (ms) | baseline | baseline (ms) | speed-up | rpfast GB/s |",
+        "| benchmark | rpfast (ms) | baseline | baseline (ms) | speed-up | rpfast throughput |",
         "|---|---:|---|---:|---:|---:|",
     ]
     for group in sorted(groups):
@@ -39,8 +40,13 @@ def render(data, groups, ours="rpfast"):
         if ours not in impls:
             continue
         mine = impls[ours]["stats"]["median"]
-        nbytes = impls[ours]["extra_info"].get("bytes")
-        bandwidth = f"{nbytes / mine / 1e9:.1f}" if nbytes else "-"
+        info = impls[ours]["extra_info"]
+        if info.get("bytes"):
+            bandwidth = f"{info['bytes'] / mine / 1e9:.1f} GB/s"
+        elif info.get("items"):
+            bandwidth = f"{info['items'] / mine / 1e6:.1f} M/s"
+        else:
+            bandwidth = "-"
         for name, bench in sorted(impls.items()):
             if name == ours:
                 continue

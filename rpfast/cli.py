@@ -42,11 +42,36 @@ def _run_csl(args) -> int:
     return 0
 
 
+def _add_subsets(sub) -> None:
+    p = sub.add_parser("subsets", help="enumerate or count the k-vertex subsets of a graph",
+                       description="Enumerate the k-subsets of a graph's vertices (k-ary RP), optionally pruned, "
+                                   "streaming rows of original vertex labels to stdout, a .csv or a .npy file.")
+    p.add_argument("graph", help="edge-list file ('u v' per line, '#' comments) or, with --smiles, a SMILES string")
+    p.add_argument("--k", type=int, required=True, help="subset size")
+    p.add_argument("--prune", default="none", choices=["none", "edgeless", "isolated", "connected"],
+                   help="drop subsets without an edge / with an isolated vertex / keep connected ones")
+    p.add_argument("--smiles", action="store_true", help="GRAPH is a SMILES string (needs RDKit)")
+    p.add_argument("--count", action="store_true", help="only print the number of subsets")
+    p.add_argument("--out", default="-", help="'-' (stdout, default), FILE.csv or FILE.npy")
+    p.add_argument("--chunk-size", type=int, default=1 << 20, help="rows per streamed chunk")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(handler=_run_subsets)
+
+
+def _run_subsets(args) -> int:
+    from rpfast.tools.subsets import run_subsets
+
+    run_subsets(args.graph, args.k, args.prune, smiles=args.smiles, count=args.count, out=args.out,
+                chunk_size=args.chunk_size, progress=not args.no_progress)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rpfast", description="Fast Relational Pooling for graph neural networks.")
     sub = parser.add_subparsers(dest="command", metavar="command")
     sub.required = True
     _add_csl(sub)
+    _add_subsets(sub)
     info = sub.add_parser("info", help="print how rpfast was built")
     info.set_defaults(handler=lambda args: (__import__("rpfast").show_config(), 0)[1])
     return parser
@@ -57,7 +82,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
-    except (ValueError, TypeError, IndexError) as error:
+    except (ValueError, TypeError, IndexError, OverflowError, FileNotFoundError, ImportError) as error:
         parser.exit(2, f"rpfast {args.command}: error: {error}\n")
 
 

@@ -29,3 +29,49 @@ def test_csl_command_reports_bad_options(argv, message, capsys):
         main(argv + ["--no-progress"])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+EDGE_LIST = "# a triangle with a tail and an isolated vertex\n1 2\n2 3\n3 1\n3 10\n42\n"
+
+
+def test_subsets_command_streams_csv_with_original_labels(tmp_path, capsys):
+    graph = tmp_path / "g.txt"
+    graph.write_text(EDGE_LIST)
+    out = tmp_path / "s.csv"
+    assert main(["subsets", str(graph), "--k", "3", "--prune", "connected", "--out", str(out),
+                 "--no-progress", "--chunk-size", "1"]) == 0
+    assert out.read_text().split() == ["1,2,3", "1,3,10", "2,3,10"]
+    assert "5 vertices, 4 edges; k=3, prune=connected: 3 subsets" in capsys.readouterr().err
+
+
+def test_subsets_command_count_npy_and_smiles(tmp_path, capsys):
+    import numpy as np
+
+    graph = tmp_path / "g.txt"
+    graph.write_text(EDGE_LIST)
+    assert main(["subsets", str(graph), "--k", "2", "--count"]) == 0
+    assert capsys.readouterr().out.strip() == "10"
+    pytest.importorskip("rdkit")
+    out = tmp_path / "phenol.npy"
+    assert main(["subsets", "c1ccccc1O", "--smiles", "--k", "3", "--prune", "connected", "--out", str(out),
+                 "--no-progress"]) == 0
+    rows = np.load(out)
+    assert rows.shape == (8, 3) and rows[0].tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["subsets", "missing.txt", "--k", "2"], "does not exist"),
+    (["subsets", "C1CC", "--smiles", "--k", "2"], "could not parse"),
+    (["subsets", "{graph}", "--k", "0"], "k must be >= 1"),
+    (["subsets", "{graph}", "--k", "2", "--out", "x.txt"], "--out must be"),
+])
+def test_subsets_command_reports_errors(argv, message, tmp_path, capsys):
+    if message == "could not parse":
+        pytest.importorskip("rdkit")
+    graph = tmp_path / "g.txt"
+    graph.write_text(EDGE_LIST)
+    argv = [a.replace("{graph}", str(graph)) for a in argv]
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv + ["--no-progress"])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err

@@ -40,8 +40,11 @@ struct LocalGraph {
 };
 
 // Receives each k-subset (ascending local ids). Returns false to stop the search.
+// A sink that only counts says so, and then receives whole batches through add().
 struct SubsetSink {
   virtual bool emit(const int64_t* subset) = 0;
+  virtual bool counts_only() const { return false; }
+  virtual void add(uint64_t) {}
   virtual ~SubsetSink() = default;
 };
 
@@ -67,7 +70,8 @@ inline uint64_t binomial(int64_t n, int64_t r) {
 class LexSearch {
  public:
   LexSearch(const LocalGraph& g, int64_t k, SubsetMode mode)
-      : g_(g), k_(k), mode_(mode), chosen_(k), inside_(g.n, 0), max_nb_(g.n), edge_from_(g.n + 1, 0) {
+      : g_(g), k_(k), mode_(mode), chosen_(k), inside_(g.n, 0), in_prefix_(g.n, 0), max_nb_(g.n),
+        edge_from_(g.n + 1, 0), stamp_(g.n, 0) {
     for (int64_t u = 0; u < g.n; ++u) max_nb_[u] = g.max_neighbour(u);
     // edge_from_[t] = 1 if some edge (a, b) has t <= a < b.
     for (int64_t a = g.n - 1; a >= 0; --a) edge_from_[a] = edge_from_[a + 1] || max_nb_[a] > a;
@@ -95,27 +99,22 @@ class LexSearch {
     if (inside_[w] == 0) ++uncovered_;
     for (const int64_t* p = g_.begin(w); p != g_.end(w); ++p) {
       const int64_t x = *p;
-      if (inside_[x] == 0 && in_prefix(x, depth)) --uncovered_;
+      if (inside_[x] == 0 && in_prefix_[x]) --uncovered_;
       ++inside_[x];
     }
+    in_prefix_[w] = 1;
   }
 
   void pop(int64_t depth) {
     const int64_t w = chosen_[depth];
+    in_prefix_[w] = 0;
     for (const int64_t* p = g_.begin(w); p != g_.end(w); ++p) {
       const int64_t x = *p;
       --inside_[x];
-      if (inside_[x] == 0 && in_prefix(x, depth)) ++uncovered_;
+      if (inside_[x] == 0 && in_prefix_[x]) ++uncovered_;
     }
     if (inside_[w] == 0) --uncovered_;
     edges_ -= inside_[w];
-  }
-
-  // Is x one of chosen_[0..depth)? Prefixes are short (k), so a scan is cheapest.
-  bool in_prefix(int64_t x, int64_t depth) const {
-    for (int64_t d = 0; d < depth; ++d)
-      if (chosen_[d] == x) return true;
-    return false;
   }
 
   // Can the prefix chosen_[0..depth) still be completed under the mode?
@@ -141,19 +140,18 @@ class LexSearch {
 
   bool extend(int64_t depth) {
     if (!feasible(depth)) return true;
-    if (depth == k_) {
-      if (resuming_) {  // this is the subset we resume after: skip it, emit what follows
+    if (depth == k_) {  // k == 1: the root alone
+      if (resuming_) {
         resuming_ = false;
         return true;
       }
       return sink_->emit(chosen_.data());
     }
-    const int64_t last = chosen_[depth - 1];
-    int64_t first = last + 1;
+    if (depth == k_ - 1) return last_position();
+    int64_t first = chosen_[depth - 1] + 1;
     if (resuming_) first = resume_[depth];
     for (int64_t w = first; w <= g_.n - (k_ - depth); ++w) {
       if (resuming_ && w != resume_[depth]) resuming_ = false;  // passed the resume point
-      if (!candidate_ok(depth, w)) continue;
       push(depth, w);
       const bool go_on = extend(depth + 1);
       pop(depth);
@@ -162,16 +160,59 @@ class LexSearch {
     return true;
   }
 
-  // Cheap filter for the last position, where the mode decides directly.
-  bool candidate_ok(int64_t depth, int64_t w) const {
-    if (depth != k_ - 1) return true;
-    if (mode_ == SubsetMode::kEdgeless) return edges_ > 0 || inside_[w] > 0;
-    if (mode_ == SubsetMode::kIsolated) {
-      if (inside_[w] == 0) return false;
-      for (int64_t d = 0; d < depth; ++d) {
-        const int64_t u = chosen_[d];
-        if (inside_[u] == 0 && !g_.adjacent(u, w)) return false;
+  // The last vertex decides directly, without pushing it: either every w after the prefix
+  // qualifies, or only neighbours of the prefix (collected from its neighbour lists).
+  bool last_position() {
+    const int64_t depth = k_ - 1;
+    int64_t after = chosen_[depth - 1];
+    if (resuming_) {  // resume strictly after resume_[depth]
+      after = resume_[depth];
+      resuming_ = false;
+    }
+    const bool every_w = mode_ == SubsetMode::kAll || (mode_ == SubsetMode::kEdgeless && edges_ > 0);
+    if (every_w) {
+      if (sink_->counts_only()) {
+        sink_->add(static_cast<uint64_t>(g_.n - 1 - after));
+        return true;
       }
+      for (int64_t w = after + 1; w < g_.n; ++w) {
+        chosen_[depth] = w;
+        if (!sink_->emit(chosen_.data())) return false;
+      }
+      return true;
+    }
+    // Candidates: neighbours of the prefix after `after`, ascending, each once.
+    ++round_;
+    candidates_.clear();
+    for (int64_t d = 0; d < depth; ++d) {
+      const int64_t u = chosen_[d];
+      for (const int64_t* p = std::upper_bound(g_.begin(u), g_.end(u), after); p != g_.end(u); ++p)
+        if (stamp_[*p] != round_) {
+          stamp_[*p] = round_;
+          candidates_.push_back(*p);
+        }
+    }
+    std::sort(candidates_.begin(), candidates_.end());
+    uint64_t found = 0;
+    for (int64_t w : candidates_) {
+      if (mode_ == SubsetMode::kIsolated && !covers_prefix(depth, w)) continue;
+      if (sink_->counts_only()) {
+        ++found;
+        continue;
+      }
+      chosen_[depth] = w;
+      if (!sink_->emit(chosen_.data())) return false;
+    }
+    if (found) sink_->add(found);
+    return true;
+  }
+
+  // For kIsolated: w (a neighbour of the prefix) must be adjacent to every prefix vertex
+  // that has no neighbour inside the prefix yet.
+  bool covers_prefix(int64_t depth, int64_t w) const {
+    for (int64_t d = 0; d < depth; ++d) {
+      const int64_t u = chosen_[d];
+      if (inside_[u] == 0 && !g_.adjacent(u, w)) return false;
     }
     return true;
   }
@@ -180,9 +221,13 @@ class LexSearch {
   int64_t k_;
   SubsetMode mode_;
   std::vector<int64_t> chosen_;
-  std::vector<int32_t> inside_;  // neighbours of each vertex inside the prefix
+  std::vector<int32_t> inside_;     // neighbours of each vertex inside the prefix
+  std::vector<char> in_prefix_;     // membership of the prefix
   std::vector<int64_t> max_nb_;
   std::vector<char> edge_from_;
+  std::vector<uint64_t> stamp_;     // last_position() de-duplication
+  uint64_t round_ = 0;
+  std::vector<int64_t> candidates_;
   int64_t edges_ = 0, uncovered_ = 0;
   const int64_t* resume_ = nullptr;
   bool resuming_ = false;
@@ -259,6 +304,8 @@ struct CountSink : SubsetSink {
     count = saturating_add(count, 1);
     return true;
   }
+  bool counts_only() const override { return true; }
+  void add(uint64_t c) override { count = saturating_add(count, c); }
 };
 
 // Writes rows (offset by `base` to global or original ids if wanted) into out, skipping

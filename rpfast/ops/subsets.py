@@ -16,7 +16,7 @@ increasing order, lexicographically sorted within a graph; results do not depend
 thread count.
 """
 import math
-from typing import Iterator, NamedTuple, Optional, Tuple, Union
+from typing import Iterator, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -34,6 +34,7 @@ __all__ = [
     "iter_k_subsets",
     "sample_k_subsets",
     "SubsetChunk",
+    "SubsetStream",
     "get_memory_budget",
     "set_memory_budget",
     "PRUNE_MODES",
@@ -91,13 +92,17 @@ def _task_counts(batch: GraphBatch, k: int, prune: str) -> np.ndarray:
     return _C.subsets_count(*_arrays(batch), k, _mode(prune), kernel_threads())
 
 
-def _per_graph(batch: GraphBatch, task_counts: np.ndarray, k: int, prune: str) -> np.ndarray:
-    """Exact per-graph totals as Python ints (object array), overflow-safe."""
-    ptr = batch.ptr.tolist()
+def _per_graph(batch: GraphBatch, task_counts: Optional[np.ndarray], k: int, prune: str) -> List[int]:
+    """Exact per-graph totals as Python ints (overflow-safe)."""
+    ptr = batch.ptr.numpy()
     if prune == "none":
-        return np.array([math.comb(ptr[b + 1] - ptr[b], k) for b in range(batch.num_graphs)], dtype=object)
-    return np.array([sum(int(c) for c in task_counts[ptr[b]:ptr[b + 1]]) for b in range(batch.num_graphs)],
-                    dtype=object)
+        return [math.comb(int(n), k) for n in np.diff(ptr)]
+    # Cumulative uint64 sums are exact unless the grand total nears 2^64 (checked in float64);
+    # only then fall back to Python ints.
+    if float(task_counts.astype(np.float64).sum()) < 2.0**62:
+        cumulative = np.concatenate([[0], np.cumsum(task_counts, dtype=np.uint64)])
+        return [int(v) for v in cumulative[ptr[1:]] - cumulative[ptr[:-1]]]
+    return [sum(int(c) for c in task_counts[ptr[b]:ptr[b + 1]]) for b in range(batch.num_graphs)]
 
 
 def count_k_subsets(graph: GraphLike, k: int, prune: str = "none", num_nodes: Optional[int] = None) -> Tensor:
@@ -119,7 +124,7 @@ def count_k_subsets(graph: GraphLike, k: int, prune: str = "none", num_nodes: Op
 
 def _checked_offsets(batch: GraphBatch, k: int, prune: str, tasks: np.ndarray) -> np.ndarray:
     totals = _per_graph(batch, tasks, k, prune)
-    grand = sum(int(t) for t in totals)
+    grand = sum(totals)
     if grand > INT64_MAX:
         raise OverflowError(f"{grand} {prune!r} {k}-subsets do not fit in a 64-bit count")
     offsets = np.zeros(len(tasks) + 1, dtype=np.int64)
@@ -166,11 +171,49 @@ def k_subsets(graph: GraphLike, k: int, prune: str = "none", num_nodes: Optional
     return out, ptr
 
 
+class SubsetStream:
+    """Iterable over the chunks of an enumeration (see :func:`iter_k_subsets`).
+
+    ``total`` and ``counts`` (per graph) are known before the first chunk, e.g. for a
+    progress bar or to preallocate an output file.
+    """
+
+    def __init__(self, batch: GraphBatch, k: int, prune: str, chunk_size: int):
+        self._batch, self._k, self._prune, self._chunk = batch, k, prune, chunk_size
+        self._mode = _mode(prune)
+        self._arrays = _arrays(batch)
+        self._tasks = _task_counts(batch, k, prune)
+        self._offsets = _checked_offsets(batch, k, prune, self._tasks)
+        self.total = int(self._offsets[-1])
+        self.counts = torch.from_numpy(np.diff(self._offsets[batch.ptr.numpy()]))
+
+    def __iter__(self) -> Iterator[SubsetChunk]:
+        tasks, offsets, k, chunk_size = self._tasks, self._offsets, self._k, self._chunk
+        graph_of = self._batch.batch.numpy()
+        t, N = 0, len(tasks)
+        while t < N:
+            if tasks[t] == 0:
+                t += 1
+                continue
+            # Consecutive whole tasks that fit in a chunk go to the parallel kernel at once.
+            end = int(np.searchsorted(offsets, offsets[t] + chunk_size, side="right")) - 1
+            if end > t:
+                out = np.empty((int(offsets[end] - offsets[t]), k), dtype=np.int64)
+                _C.subsets_fill(*self._arrays, k, self._mode, offsets, t, end, out, kernel_threads())
+                graph = np.repeat(graph_of[t:end], tasks[t:end].astype(np.int64))
+                yield SubsetChunk(torch.from_numpy(out), torch.from_numpy(graph))
+                t = end
+                continue
+            yield from _stream_task(self._batch, self._arrays, k, self._mode, t, int(tasks[t]), chunk_size)
+            t += 1
+
+
 def iter_k_subsets(graph: GraphLike, k: int, prune: str = "none", chunk_size: int = 1 << 20,
-                   num_nodes: Optional[int] = None) -> Iterator[SubsetChunk]:
+                   num_nodes: Optional[int] = None) -> SubsetStream:
     """Stream the rows of :func:`k_subsets` in the same order, ``chunk_size`` rows at a time.
 
-    Yields :class:`SubsetChunk` ``(subsets [c, k], graph [c])`` with ``c <= chunk_size``;
+    Returns a :class:`SubsetStream` (``.total``, ``.counts``) whose iteration yields
+    :class:`SubsetChunk` ``(subsets [c, k], graph [c])`` with ``c <= chunk_size``;
     concatenating the chunks gives ``k_subsets(...)[0]``. Memory stays within
     ``chunk_size`` rows for the lexicographic modes; ``"connected"`` additionally holds the
     subsets of one root vertex at a time (they are generated, then sorted).
@@ -178,27 +221,7 @@ def iter_k_subsets(graph: GraphLike, k: int, prune: str = "none", chunk_size: in
     batch = _as_batch(graph, num_nodes)
     k = check_int(k, "k", minimum=1)
     chunk_size = check_int(chunk_size, "chunk_size", minimum=1)
-    mode = _mode(prune)
-    arrays = _arrays(batch)
-    tasks = _task_counts(batch, k, prune)
-    offsets = _checked_offsets(batch, k, prune, tasks)
-    graph_of = batch.batch.numpy()
-    t, N = 0, len(tasks)
-    while t < N:
-        if tasks[t] == 0:
-            t += 1
-            continue
-        # Whole tasks that fit go to the parallel kernel in one call.
-        end = int(np.searchsorted(offsets, offsets[t] + chunk_size, side="right")) - 1
-        if end > t:
-            rows = int(offsets[end] - offsets[t])
-            out = np.empty((rows, k), dtype=np.int64)
-            _C.subsets_fill(*arrays, k, mode, offsets, t, end, out, kernel_threads())
-            yield SubsetChunk(torch.from_numpy(out), torch.from_numpy(np.repeat(graph_of[t:end], tasks[t:end].astype(np.int64))))
-            t = end
-            continue
-        yield from _stream_task(batch, arrays, k, mode, t, int(tasks[t]), chunk_size)
-        t += 1
+    return SubsetStream(batch, k, prune, chunk_size)
 
 
 def _stream_task(batch, arrays, k, mode, t, count, chunk_size) -> Iterator[SubsetChunk]:

@@ -1,0 +1,1 @@
+"""Standalone utilities behind ``rpfast`` subcommands (graph readers, subset enumeration)."""
