@@ -8,4 +8,5 @@ void bind_gin(pybind11::module_& m);
 void bind_norm(pybind11::module_& m);
 void bind_segment(pybind11::module_& m);
 void bind_subsets(pybind11::module_& m);
+void bind_orient(pybind11::module_& m);
 }  // namespace rpfast_bindings

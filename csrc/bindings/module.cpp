@@ -21,4 +21,5 @@ PYBIND11_MODULE(_C, m) {
   rpfast_bindings::bind_norm(m);
   rpfast_bindings::bind_segment(m);
   rpfast_bindings::bind_subsets(m);
+  rpfast_bindings::bind_orient(m);
 }

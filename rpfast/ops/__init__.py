@@ -6,6 +6,7 @@ Every op validates its arguments (dtype, device, shape, index range) and raises
 from rpfast.ops.gin import gin_aggregate
 from rpfast.ops.gin_layer import gin_mlp
 from rpfast.ops.norm import batch_norm_relu
+from rpfast.ops.orient import WLOrder, bfs_order, canonical_order_from_mol, dfs_order, wl_order
 from rpfast.ops.permute import permute_adjacency, permute_nodes
 from rpfast.ops.random import random_permutations
 from rpfast.ops.segment import segment_sum
@@ -19,13 +20,18 @@ from rpfast.ops.subsets import (
 )
 
 __all__ = [
+    "WLOrder",
     "batch_norm_relu",
+    "bfs_order",
+    "canonical_order_from_mol",
+    "dfs_order",
     "count_k_subsets",
     "get_memory_budget",
     "iter_k_subsets",
     "k_subsets",
     "sample_k_subsets",
     "set_memory_budget",
+    "wl_order",
     "gin_aggregate",
     "gin_mlp",
     "permute_adjacency",

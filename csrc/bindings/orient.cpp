@@ -1,0 +1,53 @@
+#include "bindings/arrays.hpp"
+#include "bindings/bindings.hpp"
+#include "bindings/graph_view.hpp"
+#include "rpfast/orient.hpp"
+#include "rpfast/wl.hpp"
+
+namespace rpfast_bindings {
+namespace {
+
+void orders(const py::array& ptr, const py::array& rowptr, const py::array& col, const py::array& start,
+            const py::object& tiebreak, bool depth_first, py::array& out, int threads) {
+  const auto batch = batch_view(ptr, rowptr, col);
+  const int64_t* s = in_ptr<int64_t>(start, "start", 2);
+  expect_dim(start, "start", 0, batch.B);
+  const int64_t P = start.shape(1);
+  int64_t* o = out_ptr<int64_t>(out, "out", 3);
+  expect_leading(out, "out", {batch.B, P});
+  const int64_t K = out.shape(2);
+  int64_t n_max = 0;
+  for (int64_t b = 0; b < batch.B; ++b) n_max = std::max(n_max, batch.ptr[b + 1] - batch.ptr[b]);
+  const int64_t* t = nullptr;
+  py::array tie;
+  if (!tiebreak.is_none()) {
+    tie = tiebreak.cast<py::array>();
+    t = in_ptr<int64_t>(tie, "tiebreak", 3);
+    expect_leading(tie, "tiebreak", {batch.B, P});
+    if (tie.shape(2) < n_max) throw std::invalid_argument("tiebreak must have n_max entries per row");
+  }
+  const int64_t stride = t ? tie.shape(2) : n_max;
+  rpfast::check_orientation_inputs(batch, s, t, P, stride);
+  py::gil_scoped_release release;
+  rpfast::traversal_orders(batch, s, t, P, stride, K, depth_first, o, threads);
+}
+
+void wl(const py::array& ptr, const py::array& rowptr, const py::array& col, py::array& colours, int threads) {
+  const auto batch = batch_view(ptr, rowptr, col);
+  int64_t* c = out_ptr<int64_t>(colours, "colours", 1);
+  expect_dim(colours, "colours", 0, batch.total_nodes());
+  py::gil_scoped_release release;
+  rpfast::wl_refine(batch, c, threads);
+}
+
+}  // namespace
+
+void bind_orient(py::module_& m) {
+  m.def("traversal_orders", &orders, py::arg("ptr"), py::arg("rowptr"), py::arg("col"), py::arg("start"),
+        py::arg("tiebreak"), py::arg("depth_first"), py::arg("out"), py::arg("threads"),
+        "out [B, P, K]: DFS/BFS visiting orders with rank tie-breaking and restarts.");
+  m.def("wl_refine", &wl, py::arg("ptr"), py::arg("rowptr"), py::arg("col"), py::arg("colours"),
+        py::arg("threads"), "Refine colours [N] in place to the stable 1-WL partition (canonical names).");
+}
+
+}  // namespace rpfast_bindings

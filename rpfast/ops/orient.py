@@ -1,0 +1,201 @@
+"""Canonical and poly-canonical orientations (paper Sec. 2.3.1): vertex orders that make many
+relabelings collapse to one input.
+
+Every function returns orders in the gather convention, ``order[b, p, i]`` = the vertex
+placed at position ``i`` (local id, -1 padding), so ``permute_adjacency(adj, order)`` is the
+oriented adjacency tensor.
+"""
+import math
+from typing import List, NamedTuple, Optional, Sequence, Union
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from rpfast import _C
+from rpfast.data import GraphBatch
+from rpfast.ops._checks import as_index_tensor, check_int
+from rpfast.ops._threads import kernel_threads
+
+__all__ = ["dfs_order", "bfs_order", "wl_order", "WLOrder", "canonical_order_from_mol"]
+
+StartSpec = Union[Tensor, str]
+
+
+def _starts(batch: GraphBatch, start: StartSpec, num_samples: Optional[int], generator) -> Tensor:
+    """Resolve ``start`` to a LongTensor [B, P] of local start vertices (-1 for empty graphs)."""
+    sizes = batch.num_nodes
+    B = batch.num_graphs
+    if isinstance(start, str):
+        if start == "all":
+            if num_samples is not None:
+                raise ValueError("num_samples is implied by start='all' (one sample per vertex)")
+            positions = torch.arange(batch.n_max).expand(B, -1)
+            return torch.where(positions < sizes.unsqueeze(1), positions, torch.full_like(positions, -1)).contiguous()
+        if start == "random":
+            P = 1 if num_samples is None else check_int(num_samples, "num_samples", minimum=1)
+            if generator is not None and not isinstance(generator, torch.Generator):
+                raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+            draws = torch.randint(0, 2**62, (B, P), generator=generator)  # modulo bias < n / 2^62
+            picked = draws % sizes.clamp(min=1).unsqueeze(1)
+            return torch.where(sizes.unsqueeze(1) > 0, picked, torch.full_like(picked, -1)).contiguous()
+        raise ValueError(f"start must be a tensor [B, P], 'random' or 'all', got {start!r}")
+    start = as_index_tensor(start, "start")
+    if start.dim() == 1:
+        start = start.unsqueeze(1)
+    if start.dim() != 2 or start.shape[0] != B:
+        raise ValueError(f"start must have shape [B={B}, P], got {tuple(start.shape)}")
+    if num_samples is not None and num_samples != start.shape[1]:
+        raise ValueError(f"num_samples={num_samples} disagrees with start's {start.shape[1]} samples")
+    return start
+
+
+def _traversal(graph: GraphBatch, start, tiebreak, k, num_samples, generator, depth_first: bool) -> Tensor:
+    if not isinstance(graph, GraphBatch):
+        raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")
+    starts = _starts(graph, start, num_samples, generator)
+    B, P = starts.shape
+    K = graph.n_max if k is None else check_int(k, "k", minimum=1)
+    ties = None
+    if tiebreak is not None:
+        ties = as_index_tensor(tiebreak, "tiebreak")
+        if ties.dim() != 3 or ties.shape[0] != B or ties.shape[1] != P or ties.shape[2] < graph.n_max:
+            raise ValueError(f"tiebreak must have shape [B={B}, P={P}, n_max={graph.n_max}], got {tuple(ties.shape)}")
+        ties = ties.numpy()
+    out = torch.empty((B, P, K), dtype=torch.int64)
+    rowptr, col = graph.undirected_csr()
+    _C.traversal_orders(graph.ptr.numpy(), rowptr.numpy(), col.numpy(), starts.numpy(), ties, depth_first,
+                        out.numpy(), kernel_threads())
+    return out
+
+
+def dfs_order(graph: GraphBatch, start: StartSpec = "random", tiebreak: Optional[Tensor] = None,
+              k: Optional[int] = None, num_samples: Optional[int] = None,
+              generator: Optional[torch.Generator] = None) -> Tensor:
+    """Depth-first (preorder) vertex orders, batched over graphs and samples.
+
+    Args:
+        graph: a :class:`~rpfast.data.GraphBatch` (searched as a simple undirected graph).
+        start: LongTensor ``[B, P]`` of local start vertices (-1 only for empty graphs), or
+            ``"random"`` (uniform start per sample; ``num_samples`` samples, from
+            ``generator``), or ``"all"`` (``P = n_max``, sample p starts at vertex p; rows
+            p >= n_b are -1).
+        tiebreak: optional ``[B, P, n_max]``; row ``[b, p]`` ranks the vertices (a permutation
+            of ``0..n_b-1`` on the first ``n_b`` entries). Neighbours are visited in
+            increasing rank, and when a component is exhausted the search restarts at the
+            lowest-ranked unvisited vertex. Default: rank = vertex id.
+        k: stop after k vertices (k-ary view, paper Sec. 2.3.3); default ``n_max``.
+
+    Returns:
+        LongTensor ``[B, P, K]`` in the gather convention, -1 padded. O(n + E) per sample.
+    """
+    return _traversal(graph, start, tiebreak, k, num_samples, generator, depth_first=True)
+
+
+def bfs_order(graph: GraphBatch, start: StartSpec = "random", tiebreak: Optional[Tensor] = None,
+              k: Optional[int] = None, num_samples: Optional[int] = None,
+              generator: Optional[torch.Generator] = None) -> Tensor:
+    """Breadth-first vertex orders; same arguments and conventions as :func:`dfs_order`."""
+    return _traversal(graph, start, tiebreak, k, num_samples, generator, depth_first=False)
+
+
+class WLOrder(NamedTuple):
+    """Result of :func:`wl_order`.
+
+    order: ``[B, P, n_max]`` vertices sorted by stable colour, ties by tiebreak rank.
+    colours: ``[N]`` stable 1-WL colour of every node (canonical per graph).
+    log_num_orders: ``[B]`` float64, log of the number of orders consistent with the
+        refinement, ``sum over colour classes of log(|class|!)``.
+    num_orders: exact counts as Python ints (products of factorials).
+    """
+
+    order: Tensor
+    colours: Tensor
+    log_num_orders: Tensor
+    num_orders: List[int]
+
+
+def wl_order(graph: GraphBatch, tiebreak: Optional[Tensor] = None, x: Optional[Tensor] = None) -> WLOrder:
+    """Orientation by 1-WL colour refinement.
+
+    Colours start from the rows of ``x`` (``[N, F]``, equal rows = equal colour; default: one
+    colour) and are refined to the stable partition; colour names are canonical, so
+    isomorphic graphs get the same colours on corresponding vertices. Vertices are then
+    sorted by colour, ties broken by ``tiebreak`` (``[B, P, n_max]`` ranks as in
+    :func:`dfs_order`; default vertex id). When every colour class is a single vertex the
+    order is canonical: isomorphic inputs give identical oriented adjacency whatever the
+    tiebreak. ``num_orders`` is the number of relabelings RP still has to average over.
+    """
+    if not isinstance(graph, GraphBatch):
+        raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")
+    N, B, n_max = graph.total_nodes, graph.num_graphs, graph.n_max
+    if x is None:
+        colours = torch.zeros(N, dtype=torch.int64)
+    else:
+        if not isinstance(x, Tensor) or x.dim() not in (1, 2) or x.shape[0] != N:
+            raise ValueError(f"x must be a tensor [N={N}, F], got {getattr(x, 'shape', type(x).__name__)}")
+        rows = x.reshape(N, -1)
+        colours = torch.unique(rows, dim=0, return_inverse=True)[1].to(torch.int64) if N else torch.zeros(0, dtype=torch.int64)
+    colours = colours.contiguous().clone()
+    rowptr, col = graph.undirected_csr()
+    _C.wl_refine(graph.ptr.numpy(), rowptr.numpy(), col.numpy(), colours.numpy(), kernel_threads())
+
+    if tiebreak is None:
+        ranks = torch.arange(n_max).expand(B, 1, n_max)
+    else:
+        ranks = as_index_tensor(tiebreak, "tiebreak")
+        if ranks.dim() != 3 or ranks.shape[0] != B or ranks.shape[2] < n_max:
+            raise ValueError(f"tiebreak must have shape [B={B}, P, n_max={n_max}], got {tuple(ranks.shape)}")
+        ranks = ranks[:, :, :n_max]
+        _check_rank_rows(ranks, graph.num_nodes)
+    P = ranks.shape[1]
+    dense = torch.full((B, n_max), n_max, dtype=torch.int64)  # padding sorts last
+    dense[graph.batch, graph.local_index] = colours
+    key = dense.unsqueeze(1) * (n_max + 1) + torch.where(graph.node_mask.unsqueeze(1), ranks, torch.full_like(ranks, n_max))
+    order = key.argsort(dim=-1, stable=True)
+    order = torch.where(torch.arange(n_max) < graph.num_nodes.view(B, 1, 1), order, torch.full_like(order, -1))
+
+    sizes = torch.bincount(graph.batch * max(N, 1) + colours, minlength=B * max(N, 1)).view(B, -1) if N else torch.zeros(B, 1, dtype=torch.int64)
+    log_counts = torch.lgamma(sizes.double() + 1).sum(dim=1)
+    exact = [math.prod(math.factorial(int(s)) for s in row if s > 1) for row in sizes.tolist()]
+    return WLOrder(order.contiguous(), colours, log_counts, exact)
+
+
+def _check_rank_rows(ranks: Tensor, sizes: Tensor) -> None:
+    """Every row's first n_b entries must be a permutation of 0..n_b-1."""
+    B, P, n_max = ranks.shape
+    valid = torch.arange(n_max) < sizes.view(B, 1, 1)
+    masked = torch.where(valid, ranks, torch.full_like(ranks, n_max))
+    expected = torch.where(torch.arange(n_max) < sizes.view(B, 1, 1), torch.arange(n_max), torch.full_like(ranks, n_max))
+    bad = (masked.sort(dim=-1).values != expected).any(dim=-1)
+    if bool(bad.any()):
+        b, p = torch.nonzero(bad)[0].tolist()
+        raise ValueError(f"tiebreak[{b}, {p}] is not a permutation of 0..{int(sizes[b]) - 1}")
+
+
+def canonical_order_from_mol(mols: Union[str, object, Sequence]) -> Tensor:
+    """RDKit's canonical atom order for one molecule or a list (``Mol`` objects or SMILES).
+
+    ``order[b, 0, i]`` is the atom with canonical rank i (``Chem.CanonicalRankAtoms`` with
+    ``breakTies=True``), atoms numbered as RDKit parsed them (the order
+    :func:`rpfast.data.batch_from_smiles` uses). Returns LongTensor ``[B, 1, n_max]``, -1
+    padded, ready for :func:`permute_adjacency`.
+    """
+    try:
+        from rdkit import Chem
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise ImportError("canonical_order_from_mol needs RDKit: pip install rdkit") from error
+    single = isinstance(mols, str) or not isinstance(mols, (list, tuple))
+    items = [mols] if single else list(mols)
+    orders = []
+    for i, item in enumerate(items):
+        mol = Chem.MolFromSmiles(item) if isinstance(item, str) else item
+        if mol is None or not isinstance(mol, Chem.Mol):
+            raise ValueError(f"molecule #{i} is not a valid RDKit Mol or SMILES: {item!r}")
+        ranks = np.array(list(Chem.CanonicalRankAtoms(mol, breakTies=True)), dtype=np.int64)
+        orders.append(np.argsort(ranks, kind="stable"))
+    n_max = max((len(o) for o in orders), default=0)
+    out = torch.full((len(orders), 1, n_max), -1, dtype=torch.int64)
+    for b, order in enumerate(orders):
+        out[b, 0, :len(order)] = torch.from_numpy(order)
+    return out
