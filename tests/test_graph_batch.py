@@ -117,3 +117,17 @@ def test_from_edge_lists_rejects_out_of_range_local_index():
         GraphBatch.from_edge_lists([(torch.tensor([[0], [1]]), 2), (torch.tensor([[0], [3]]), 3)])
     with pytest.raises(ValueError, match="negative num_nodes"):
         GraphBatch.from_edge_lists([(torch.zeros(2, 0, dtype=torch.int64), -1)])
+
+
+def test_select_keeps_graphs_features_and_order():
+    graphs = [(torch.tensor([[0, 1], [1, 0]]), 2), (torch.tensor([[0, 1, 2], [1, 2, 0]]), 3), (torch.zeros(2, 0, dtype=torch.int64), 1)]
+    x = [torch.full((n, 1), float(i)) for i, (_, n) in enumerate(graphs)]
+    ea = [torch.full((ei.shape[1], 1), float(i)) for i, (ei, _) in enumerate(graphs)]
+    batch = GraphBatch.from_edge_lists(graphs, x=x, edge_attr=ea)
+    picked = batch.select([2, 1])
+    assert picked.num_nodes.tolist() == [1, 3]
+    assert torch.equal(picked.dense_adj()[1], batch.dense_adj()[1])
+    assert picked.x[:, 0].tolist() == [2.0, 1.0, 1.0, 1.0]
+    assert picked.edge_attr[:, 0].tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(IndexError, match="graph indices"):
+        batch.select([3])

@@ -20,7 +20,7 @@
 
 namespace rpfast {
 
-// Throws unless start[b, p] in [0, n_b) (or -1 for an empty row) and tiebreak rows are
+// Throws unless start[b, p] in [0, n_b) (or -1: that row is all -1) and tiebreak rows are
 // permutations of 0..n_b-1 on their first n_b entries.
 inline void check_orientation_inputs(const GraphBatchView& batch, const int64_t* start, const int64_t* tiebreak,
                                      int64_t P, int64_t n_max) {
@@ -29,7 +29,7 @@ inline void check_orientation_inputs(const GraphBatchView& batch, const int64_t*
     const int64_t n = batch.ptr[b + 1] - batch.ptr[b];
     for (int64_t p = 0; p < P; ++p) {
       const int64_t s = start[b * P + p];
-      if (s < -1 || s >= n || (s == -1 && n > 0))
+      if (s < -1 || s >= n)
         throw std::out_of_range("start[" + std::to_string(b) + ", " + std::to_string(p) + "] = " +
                                 std::to_string(s) + " is not a vertex of graph " + std::to_string(b) +
                                 " (" + std::to_string(n) + " vertices)");

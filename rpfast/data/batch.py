@@ -170,9 +170,9 @@ class GraphBatch:
         counts = torch.tensor([e.shape[1] for e in edges], dtype=torch.int64)
         offsets = torch.repeat_interleave(ptr[:-1], counts)
         edge_index = (torch.cat(edges, dim=1) if edges else torch.zeros(2, 0, dtype=torch.int64)) + offsets
-        xs = None if x is None else torch.cat([float_tensor(v, "x").reshape(sizes[i], -1) for i, v in enumerate(x)])
+        xs = None if x is None else torch.cat([_rows(v, sizes[i], f"x[{i}]") for i, v in enumerate(x)])
         ea = None if edge_attr is None else torch.cat(
-            [float_tensor(v, "edge_attr").reshape(int(counts[i]), -1) for i, v in enumerate(edge_attr)]
+            [_rows(v, int(counts[i]), f"edge_attr[{i}]") for i, v in enumerate(edge_attr)]
         )
         return cls(edge_index, x=xs, edge_attr=ea, ptr=ptr)
 
@@ -180,8 +180,9 @@ class GraphBatch:
     def from_networkx(cls, graphs, node_attr: Optional[str] = None, edge_attr: Optional[str] = None) -> "GraphBatch":
         """Batch networkx graphs. Undirected graphs get both edge directions.
 
-        Nodes are numbered in ``G.nodes`` order. ``node_attr``/``edge_attr`` name a numeric
-        (scalar or vector) attribute to use as ``x``/``edge_attr``.
+        Nodes labelled exactly ``0..n-1`` keep their labels; other labels are numbered in
+        ``G.nodes`` order. ``node_attr``/``edge_attr`` name a numeric (scalar or vector)
+        attribute to use as ``x``/``edge_attr``.
         """
         import networkx as nx
 
@@ -191,7 +192,8 @@ class GraphBatch:
         for g, G in enumerate(graphs):
             if not isinstance(G, nx.Graph):
                 raise TypeError(f"graphs[{g}] is a {type(G).__name__}, not a networkx graph")
-            H = nx.convert_node_labels_to_integers(G, ordering="default")
+            integer_labels = set(G.nodes) == set(range(G.number_of_nodes()))
+            H = nx.convert_node_labels_to_integers(G, ordering="sorted" if integer_labels else "default")
             n = H.number_of_nodes()
             ei = torch.as_tensor(np.array(list(H.edges()), dtype=np.int64).reshape(-1, 2).T)
             attrs = None
@@ -222,6 +224,31 @@ class GraphBatch:
             batch=batch,
             ptr=ptr,
             num_nodes=None if (batch is not None or ptr is not None or data.x is not None) else data.num_nodes,
+        )
+
+    def select(self, graphs) -> "GraphBatch":
+        """A new batch holding ``graphs`` (indices, in the given order), with their features."""
+        graphs = index_tensor(graphs, "graphs").reshape(-1)
+        if graphs.numel() and (int(graphs.min()) < 0 or int(graphs.max()) >= self.num_graphs):
+            raise IndexError(f"graph indices must lie in [0, {self.num_graphs}), got {graphs.tolist()[:8]}")
+        sizes = self.num_nodes[graphs]
+        new_ptr = torch.cat([torch.zeros(1, dtype=torch.int64), sizes.cumsum(0)])
+        # old node id of every new node, graph by graph
+        nodes = torch.repeat_interleave(self._ptr[graphs] - new_ptr[:-1], sizes) + torch.arange(int(new_ptr[-1]))
+        new_id = torch.full((self.total_nodes,), -1, dtype=torch.int64)
+        new_id[nodes] = torch.arange(nodes.numel())
+        edge_graph = self.batch[self.edge_index[0]]
+        position = torch.full((self.num_graphs,), -1, dtype=torch.int64)
+        position[graphs] = torch.arange(graphs.numel())
+        keep = position[edge_graph] >= 0
+        edge_ids = torch.nonzero(keep).flatten()
+        # edges grouped by new graph order
+        edge_ids = edge_ids[torch.argsort(position[edge_graph[edge_ids]], stable=True)]
+        return GraphBatch(
+            new_id[self.edge_index[:, edge_ids]],
+            x=None if self.x is None else self.x[nodes],
+            edge_attr=None if self.edge_attr is None else self.edge_attr[edge_ids],
+            ptr=new_ptr,
         )
 
     # ------------------------------------------------------------------ sizes
@@ -368,3 +395,11 @@ class GraphBatch:
         return (f"GraphBatch(num_graphs={self.num_graphs}, num_nodes={self.total_nodes}, "
                 f"num_edges={self.num_edges}, node_features={f}, edge_features={d})")
 
+
+def _rows(value, count: int, name: str) -> Tensor:
+    """``value`` as a ``[count, D]`` float tensor (1-D input becomes one column)."""
+    t = float_tensor(value, name)
+    t = t.unsqueeze(-1) if t.dim() == 1 else t
+    if t.dim() != 2 or t.shape[0] != count:
+        raise ValueError(f"{name} must have {count} rows, got shape {tuple(t.shape)}")
+    return t

@@ -76,7 +76,7 @@ def dfs_order(graph: GraphBatch, start: StartSpec = "random", tiebreak: Optional
 
     Args:
         graph: a :class:`~rpfast.data.GraphBatch` (searched as a simple undirected graph).
-        start: LongTensor ``[B, P]`` of local start vertices (-1 only for empty graphs), or
+        start: LongTensor ``[B, P]`` of local start vertices (-1 gives a row of -1), or
             ``"random"`` (uniform start per sample; ``num_samples`` samples, from
             ``generator``), or ``"all"`` (``P = n_max``, sample p starts at vertex p; rows
             p >= n_b are -1).
