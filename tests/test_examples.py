@@ -21,3 +21,13 @@ def test_readme_python_example_runs(capsys):
     assert namespace["adj_pi"].shape == (2, 5, 4, 4, 1)
     assert namespace["k_ary"].shape == (2, 5, 2, 2, 1)
     assert "compiler" in capsys.readouterr().out
+
+
+def test_ci_runs_the_readme_test_command_verbatim():
+    import re
+
+    root = Path(__file__).parents[1]
+    blocks = re.findall(r"```bash\n(.*?)\n```", (root / "README.md").read_text(), re.S)
+    test_command = blocks[1].strip()
+    assert "torch==2.13.0" in blocks[0] and "torch==2.13.0" in test_command
+    assert test_command in (root / ".ci" / "run").read_text().splitlines()

@@ -263,8 +263,8 @@ class ConnectedSearch {
   }
 
   bool extend(int64_t size, std::vector<int64_t> extension) {
-    if (size == k_) {
-      std::copy(chosen_.begin(), chosen_.end(), sorted_buf(k_));
+    if (size == k_) {  // ESU adds vertices in search order; rows list them ascending
+      buf_.assign(chosen_.begin(), chosen_.end());
       std::sort(buf_.begin(), buf_.end());
       return sink_->emit(buf_.data());
     }
@@ -282,11 +282,6 @@ class ConnectedSearch {
       if (!go_on) return false;
     }
     return true;
-  }
-
-  int64_t* sorted_buf(int64_t k) {
-    buf_.resize(k);
-    return buf_.data();
   }
 
   LocalGraph g_;
@@ -325,7 +320,7 @@ struct WriteSink : SubsetSink {
   }
 };
 
-// Lexicographic comparison of k-rows, for sorting ESU output.
+// Sorts `count` rows of k ids into lexicographic order (for ESU output).
 inline void sort_rows(int64_t* rows, int64_t count, int64_t k) {
   std::vector<int64_t> order(count);
   for (int64_t i = 0; i < count; ++i) order[i] = i;

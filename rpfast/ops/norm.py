@@ -1,6 +1,4 @@
 """Fused BatchNorm + ReLU with a deterministic C++ forward and backward."""
-from typing import Optional
-
 import torch
 from torch import Tensor
 
@@ -64,12 +62,3 @@ def batch_norm_relu(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tenso
     out = _BatchNormReLU.apply(x.reshape(-1, H).contiguous(), weight, bias, running_mean, running_var,
                                bool(training), float(momentum), float(eps))
     return out.reshape(x.shape)
-
-
-def batch_norm_relu_module(bn: torch.nn.BatchNorm1d, x: Tensor, training: Optional[bool] = None) -> Tensor:
-    """:func:`batch_norm_relu` with the parameters and buffers of a ``BatchNorm1d`` module."""
-    training = bn.training if training is None else training
-    if training and bn.num_batches_tracked is not None:
-        bn.num_batches_tracked.add_(1)
-    return batch_norm_relu(x, bn.weight, bn.bias, bn.running_mean, bn.running_var, training,
-                           0.1 if bn.momentum is None else bn.momentum, bn.eps)
