@@ -1,5 +1,5 @@
 """Generic mini-batch training and evaluation of graph classifiers on GraphBatches."""
-from typing import Callable, List, Sequence, Tuple
+from typing import Callable, Sequence, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -33,5 +33,4 @@ def evaluate(model: nn.Module, make_batch: BatchFn, labels: Tensor, indices: Ten
     graph = make_batch(indices.tolist())
     predictions = model(graph.x, graph).argmax(dim=-1)
     accuracy = float((predictions == labels[indices]).float().mean())
-    embeddings: List[Tensor] = [model.graph_embedding(graph.x, graph)]
-    return accuracy, torch.cat(embeddings)
+    return accuracy, model.graph_embedding(graph.x, graph)
