@@ -132,3 +132,20 @@ def test_gin_mlp_bitwise_identical_across_threads():
         torch.set_num_threads(before)
     for a, b in zip(*results):
         assert torch.equal(a, b)
+
+
+def test_gin_mlp_rejects_bad_input():
+    graph = GraphBatch(torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
+    norms = torch.nn.ModuleList(torch.nn.BatchNorm1d(3) for _ in range(2))
+    weight = torch.randn(3, 3)
+    with pytest.raises(TypeError, match="z must be float32 or float64"):
+        gin_mlp(torch.zeros(1, 2, 3, dtype=torch.int64), graph, torch.zeros(1), [weight], norms, True)
+    with pytest.raises(ValueError, match=r"z must have shape \[R, N=2, H\]"):
+        gin_mlp(torch.zeros(2, 3), graph, torch.zeros(1), [weight], norms, True)
+    with pytest.raises(ValueError, match=r"weights\[0\] must be a torch.float32 tensor of shape \(3, 3\)"):
+        gin_mlp(torch.zeros(1, 2, 3), graph, torch.zeros(1), [torch.randn(3, 4)], norms, True)
+    with pytest.raises(ValueError, match=r"norms\[1\] must be a torch.float32 BatchNorm1d\(3\)"):
+        gin_mlp(torch.zeros(1, 2, 3), graph, torch.zeros(1), [weight],
+                [norms[0], torch.nn.BatchNorm1d(4)], True)
+    with pytest.raises(ValueError, match="need one BatchNorm per stage"):
+        gin_mlp(torch.zeros(1, 2, 3), graph, torch.zeros(1), [weight], norms[:1], True)

@@ -139,3 +139,12 @@ def test_edge_index_converted_once_per_tensor():
     size = cache_size()
     del edge_index
     assert cache_size() == size - 1
+
+
+def test_ginconv_rejects_pyg_options_it_does_not_implement():
+    mlp = torch.nn.Linear(2, 2)
+    GINConv(mlp, aggr="add")  # PyG's default: accepted
+    with pytest.raises(ValueError, match="does not support aggr='mean'"):
+        GINConv(mlp, aggr="mean")
+    with pytest.raises(ValueError, match="does not support node_dim=0"):
+        GINConv(mlp, node_dim=0)

@@ -142,6 +142,16 @@ def test_wl_on_csl_is_one_class_with_n_factorial_orders():
     torch.testing.assert_close(result.log_num_orders, torch.full((2,), math.lgamma(42), dtype=torch.float64))
 
 
+def test_wl_counts_classes_per_graph_in_a_mixed_batch():
+    graphs = [nx.path_graph(n) for n in range(1, 9)] + [nx.star_graph(4), nx.empty_graph(0)]
+    result = wl_order(GraphBatch.from_networkx(graphs))
+    # a path on n vertices has floor(n/2) mirror pairs; a star's 4 leaves form one class
+    expected = [2 ** (n // 2) for n in range(1, 9)] + [math.factorial(4), 1]
+    assert result.num_orders == expected
+    torch.testing.assert_close(result.log_num_orders,
+                               torch.tensor([math.log(c) for c in expected], dtype=torch.float64))
+
+
 def test_wl_with_distinct_colours_is_canonical_whatever_the_tiebreak():
     """An asymmetric tree refines to singletons: isomorphic copies give identical orientations."""
     G = nx.Graph([(0, 1), (0, 2), (2, 3), (0, 4), (4, 5), (5, 6)])  # spider with legs 1, 2, 3: no automorphism

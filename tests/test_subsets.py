@@ -193,6 +193,22 @@ def test_uniform_sampling_is_uniform(prune):
     assert chisquare(counts).pvalue > 1e-3
 
 
+def test_uniform_pruned_sampling_without_memory_for_the_enumeration():
+    """Over the memory budget, samples are resolved by resumable searches: same distribution support."""
+    G = nx.cycle_graph(9)
+    batch = GraphBatch.from_networkx([G, nx.empty_graph(2)])
+    before = get_memory_budget()
+    try:
+        set_memory_budget(8)
+        samples = sample_k_subsets(batch, 4, 60, prune="connected", generator=torch.Generator().manual_seed(4))
+    finally:
+        set_memory_budget(before)
+    allowed = {tuple(sorted((i + j) % 9 for j in range(4))) for i in range(9)}
+    assert {tuple(r) for r in samples[0].tolist()} <= allowed
+    assert len({tuple(r) for r in samples[0].tolist()}) > 3
+    assert (samples[1] == -1).all()
+
+
 def test_sampling_rejects_bad_arguments():
     batch = csl_like()
     with pytest.raises(ValueError, match="method must be"):

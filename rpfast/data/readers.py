@@ -43,46 +43,57 @@ def read_edge_list(path) -> Tuple[GraphBatch, np.ndarray]:
     return GraphBatch(edge_index, num_nodes=len(labels)), labels
 
 
+def _chem():
+    try:
+        from rdkit import Chem
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise ImportError("reading SMILES needs RDKit: pip install rdkit") from error
+    return Chem
+
+
+def _mol_graph(mol) -> Tuple[torch.Tensor, int]:
+    """(edge_index [2, 2 * bonds] in both directions, atoms) of an RDKit molecule."""
+    bonds = np.array([[b.GetBeginAtomIdx(), b.GetEndAtomIdx()] for b in mol.GetBonds()], dtype=np.int64)
+    edges = torch.as_tensor(bonds.reshape(-1, 2).T.copy())
+    return torch.cat([edges, edges.flip(0)], dim=1), mol.GetNumAtoms()
+
+
 def graph_from_smiles(smiles: str) -> Tuple[GraphBatch, np.ndarray]:
     """Heavy-atom graph of a molecule (RDKit): vertices are atoms in SMILES order, edges bonds.
 
     Returns the graph and the atom indices as labels.
     """
-    try:
-        from rdkit import Chem
-    except ImportError as error:  # pragma: no cover - depends on the environment
-        raise ImportError("reading SMILES needs RDKit: pip install rdkit") from error
-    mol = Chem.MolFromSmiles(smiles)
+    mol = _chem().MolFromSmiles(smiles)
     if mol is None:
         raise ValueError(f"RDKit could not parse the SMILES string {smiles!r}")
-    bonds = np.array([[b.GetBeginAtomIdx(), b.GetEndAtomIdx()] for b in mol.GetBonds()], dtype=np.int64)
-    edges = torch.as_tensor(bonds.reshape(-1, 2).T.copy())
-    n = mol.GetNumAtoms()
-    return GraphBatch(torch.cat([edges, edges.flip(0)], dim=1), num_nodes=n), np.arange(n)
+    edge_index, n = _mol_graph(mol)
+    return GraphBatch(edge_index, num_nodes=n), np.arange(n)
 
 
 def batch_from_smiles(smiles_list, skip_invalid: bool = False) -> Tuple[GraphBatch, torch.Tensor]:
     """Heavy-atom graphs of many molecules as one GraphBatch (atoms in SMILES order).
 
     Returns ``(batch, kept)`` with ``kept`` the indices of the parsed SMILES. Strings RDKit
-    cannot parse raise ``ValueError`` naming the first one, or are dropped with
-    ``skip_invalid=True`` (Tox21 has a few, e.g. hypervalent aluminium).
+    cannot parse raise ``ValueError`` naming the first one, or are dropped (silently, with
+    RDKit's parse messages muted) with ``skip_invalid=True`` (Tox21 has a few, e.g.
+    hypervalent aluminium).
     """
-    try:
-        from rdkit import Chem
-        from rdkit import RDLogger
-    except ImportError as error:  # pragma: no cover - depends on the environment
-        raise ImportError("reading SMILES needs RDKit: pip install rdkit") from error
-    RDLogger.DisableLog("rdApp.*")
+    Chem = _chem()
+    from rdkit import RDLogger
+
     graphs, kept = [], []
-    for i, smiles in enumerate(smiles_list):
-        mol = Chem.MolFromSmiles(smiles)
-        if mol is None:
-            if skip_invalid:
-                continue
-            raise ValueError(f"RDKit could not parse SMILES #{i}: {smiles!r}")
-        kept.append(i)
-        bonds = np.array([[b.GetBeginAtomIdx(), b.GetEndAtomIdx()] for b in mol.GetBonds()], dtype=np.int64)
-        edges = torch.as_tensor(bonds.reshape(-1, 2).T.copy())
-        graphs.append((torch.cat([edges, edges.flip(0)], dim=1), mol.GetNumAtoms()))
+    if skip_invalid:
+        RDLogger.DisableLog("rdApp.error")
+    try:
+        for i, smiles in enumerate(smiles_list):
+            mol = Chem.MolFromSmiles(smiles)
+            if mol is None:
+                if skip_invalid:
+                    continue
+                raise ValueError(f"RDKit could not parse SMILES #{i}: {smiles!r}")
+            kept.append(i)
+            graphs.append(_mol_graph(mol))
+    finally:
+        if skip_invalid:
+            RDLogger.EnableLog("rdApp.error")
     return GraphBatch.from_edge_lists(graphs), torch.tensor(kept, dtype=torch.int64)

@@ -32,6 +32,12 @@ class GINConv(nn.Module):
 
     def __init__(self, nn: Callable, eps: float = 0.0, train_eps: bool = False, **kwargs):
         super().__init__()
+        # PyG forwards these to MessagePassing; only its defaults match what this layer computes.
+        supported = {"aggr": "add", "flow": "source_to_target"}
+        for key, value in kwargs.items():
+            if supported.get(key, object()) != value:
+                raise ValueError(f"rpfast.nn.GINConv does not support {key}={value!r} "
+                                 f"(it sums messages along source_to_target edges)")
         if not callable(nn):
             raise TypeError(f"nn must be a callable module, got {type(nn).__name__}")
         self.nn = nn

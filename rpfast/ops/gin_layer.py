@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from rpfast import _C
 from rpfast.data import GraphBatch
+from rpfast.ops._checks import require_cpu, require_float, require_tensor
 from rpfast.ops._threads import kernel_threads
 
 __all__ = ["gin_mlp"]
@@ -108,17 +109,29 @@ def gin_mlp(z: Tensor, graph: GraphBatch, eps: Tensor, weights: Sequence[Tensor]
     Returns ``[R, N, H]``. Gradients flow to ``z``, ``eps``, ``weights`` and the BatchNorm
     affine parameters; all reductions are deterministic.
     """
+    require_tensor(z, "z")
+    require_cpu(z, "z")
+    require_float(z, "z")
+    if not isinstance(graph, GraphBatch):
+        raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")
     if len(norms) != len(weights) + 1:
         raise ValueError(f"need one BatchNorm per stage: {len(weights) + 1} expected, got {len(norms)}")
     if z.dim() != 3 or z.shape[1] != graph.total_nodes:
         raise ValueError(f"z must have shape [R, N={graph.total_nodes}, H], got {tuple(z.shape)}")
+    H = z.shape[2]
+    for i, w in enumerate(weights):
+        if not isinstance(w, Tensor) or w.shape != (H, H) or w.dtype != z.dtype:
+            raise ValueError(f"weights[{i}] must be a {z.dtype} tensor of shape ({H}, {H}), "
+                             f"got {getattr(w, 'shape', type(w).__name__)}")
+    for i, bn in enumerate(norms):
+        if not isinstance(bn, nn.BatchNorm1d) or bn.num_features != H or bn.weight is None or bn.weight.dtype != z.dtype:
+            raise ValueError(f"norms[{i}] must be a {z.dtype} BatchNorm1d({H}) with affine=True")
     if training and z.shape[0] * z.shape[1] < 2:
         raise ValueError("BatchNorm in training mode needs more than one node")
     z = z.contiguous()
     eps = eps.reshape(()).to(z.dtype)
-    for bn in norms:
-        if not bn.affine or not bn.track_running_stats:
-            raise ValueError("gin_mlp needs BatchNorm1d modules with affine=True and track_running_stats=True")
+    if not all(bn.track_running_stats for bn in norms):
+        raise ValueError("gin_mlp needs BatchNorm1d modules with track_running_stats=True")
     params = [*weights, *(bn.weight for bn in norms), *(bn.bias for bn in norms)]
     return _GINMLP.apply(z, eps, graph.t_rowptr, graph.t_col, graph.rowptr, graph.col, tuple(norms),
                          bool(training), *params)

@@ -155,7 +155,8 @@ def wl_order(graph: GraphBatch, tiebreak: Optional[Tensor] = None, x: Optional[T
     order = key.argsort(dim=-1, stable=True)
     order = torch.where(torch.arange(n_max) < graph.num_nodes.view(B, 1, 1), order, torch.full_like(order, -1))
 
-    sizes = torch.bincount(graph.batch * max(N, 1) + colours, minlength=B * max(N, 1)).view(B, -1) if N else torch.zeros(B, 1, dtype=torch.int64)
+    # colours are per graph in 0..n_b-1, so (graph, colour) pairs index a [B, n_max] table
+    sizes = torch.bincount(graph.batch * n_max + colours, minlength=B * n_max).view(B, n_max)
     log_counts = torch.lgamma(sizes.double() + 1).sum(dim=1)
     exact = [math.prod(math.factorial(int(s)) for s in row if s > 1) for row in sizes.tolist()]
     return WLOrder(order.contiguous(), colours, log_counts, exact)

@@ -280,21 +280,27 @@ def sample_k_subsets(graph: GraphLike, k: int, num_samples: int, method: str = "
 
 
 def _sample_uniform_pruned(batch, k, num_samples, prune, generator) -> Tensor:
+    """Uniform indices into each graph's enumeration, resolved by one enumeration when it
+    fits the memory budget, else one resumable search per sample (slower, no memory)."""
     tasks = _task_counts(batch, k, prune)
     offsets = _checked_offsets(batch, k, prune, tasks)
     ptr = batch.ptr.numpy()
     B = batch.num_graphs
+    first, totals = offsets[ptr[:-1]], offsets[ptr[1:]] - offsets[ptr[:-1]]
+    picks = np.full((B, num_samples), -1, dtype=np.int64)
+    for b in np.nonzero(totals)[0]:
+        picks[b] = torch.randint(0, int(totals[b]), (num_samples,), generator=generator).numpy() + first[b]
     out = torch.full((B, num_samples, k), -1, dtype=torch.int64)
-    arrays = _arrays(batch)
-    mode = _mode(prune)
-    for b in range(B):
-        first, total = int(offsets[ptr[b]]), int(offsets[ptr[b + 1]] - offsets[ptr[b]])
-        if total == 0:
-            continue
-        picks = torch.randint(0, total, (num_samples,), generator=generator).numpy() + first
-        tasks_of = np.searchsorted(offsets, picks, side="right") - 1
-        for s, (pick, t) in enumerate(zip(picks.tolist(), tasks_of.tolist())):
-            row = np.empty((1, k), dtype=np.int64)
-            _C.subsets_fill_task(*arrays, k, mode, b, t - int(ptr[b]), pick - int(offsets[t]), 1, None, row)
-            out[b, s] = torch.from_numpy(row[0])
+    valid = torch.from_numpy(picks >= 0)
+    if int(offsets[-1]) * k * 8 <= get_memory_budget():
+        rows, _ = k_subsets(batch, k, prune)
+        out[valid] = rows[torch.from_numpy(picks[picks >= 0])]
+        return out
+    arrays, mode = _arrays(batch), _mode(prune)
+    tasks_of = np.searchsorted(offsets, picks, side="right") - 1
+    row = np.empty((1, k), dtype=np.int64)
+    for b, s in zip(*np.nonzero(picks >= 0)):
+        t = int(tasks_of[b, s])
+        _C.subsets_fill_task(*arrays, k, mode, int(b), t - int(ptr[b]), int(picks[b, s] - offsets[t]), 1, None, row)
+        out[b, s] = torch.from_numpy(row[0])
     return out
