@@ -1,7 +1,43 @@
-"""The ``rpfast`` command: the paper's experiments and utilities."""
+"""The ``rpfast`` command: the paper's experiments and utilities.
+
+Every error is one line on stderr, ``rpfast <command>: error: ...``, with exit status 2
+(bad options, bad input, ``OSError`` such as a missing file, no permission or a full
+disk); Ctrl-C prints ``rpfast <command>: interrupted`` and exits 130. When the reader of
+stdout goes away (``rpfast subsets ... | head``) the command stops quietly with exit
+status 141 (128 + SIGPIPE), as a shell reports for a program killed by a broken pipe.
+"""
 import argparse
+import os
 import sys
 from typing import List, Optional
+
+INT64_MAX = (1 << 63) - 1
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
+
+class _Parser(argparse.ArgumentParser):
+    """ArgumentParser whose usage errors are one line: ``PROG: error: MESSAGE``."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _int_range(minimum: int, maximum: int = INT64_MAX):
+    """argparse ``type=``: an integer in [minimum, maximum] (default: 64-bit signed max)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"must be <= {maximum}, got {value}")
+        return value
+
+    return parse
 
 
 def _add_csl(sub) -> None:
@@ -47,13 +83,15 @@ def _add_subsets(sub) -> None:
                        description="Enumerate the k-subsets of a graph's vertices (k-ary RP), optionally pruned, "
                                    "streaming rows of original vertex labels to stdout, a .csv or a .npy file.")
     p.add_argument("graph", help="edge-list file ('u v' per line, '#' comments) or, with --smiles, a SMILES string")
-    p.add_argument("--k", type=int, required=True, help="subset size")
+    p.add_argument("--k", type=_int_range(1), required=True, help="subset size")
     p.add_argument("--prune", default="none", choices=["none", "edgeless", "isolated", "connected"],
                    help="drop subsets without an edge / with an isolated vertex / keep connected ones")
     p.add_argument("--smiles", action="store_true", help="GRAPH is a SMILES string (needs RDKit)")
     p.add_argument("--count", action="store_true", help="only print the number of subsets")
-    p.add_argument("--out", default="-", help="'-' (stdout, default), FILE.csv or FILE.npy")
-    p.add_argument("--chunk-size", type=int, default=1 << 20, help="rows per streamed chunk")
+    p.add_argument("--out", default="-", help="'-' (stdout, default), FILE.csv or FILE.npy "
+                                               "(written under a temporary name, renamed when complete)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
+    p.add_argument("--chunk-size", type=_int_range(1), default=1 << 20, help="rows per streamed chunk")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(handler=_run_subsets)
 
@@ -62,12 +100,12 @@ def _run_subsets(args) -> int:
     from rpfast.tools.subsets import run_subsets
 
     run_subsets(args.graph, args.k, args.prune, smiles=args.smiles, count=args.count, out=args.out,
-                chunk_size=args.chunk_size, progress=not args.no_progress)
+                chunk_size=args.chunk_size, progress=not args.no_progress, force=args.force)
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rpfast", description="Fast Relational Pooling for graph neural networks.")
+    parser = _Parser(prog="rpfast", description="Fast Relational Pooling for graph neural networks.")
     sub = parser.add_subparsers(dest="command", metavar="command")
     sub.required = True
     _add_csl(sub)
@@ -77,13 +115,48 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(error: BaseException) -> str:
+    """The error as one line; an OSError from the system as 'strerror: filename'."""
+    if isinstance(error, OSError) and error.strerror:
+        names = [str(f) for f in (error.filename, error.filename2) if f is not None]
+        text = f"{error.strerror}: {' -> '.join(names)}" if names else error.strerror
+    else:
+        text = str(error) or type(error).__name__
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null if it cannot be flushed (closed pipe, full disk).
+
+    Otherwise Python's own flush at exit fails again and prints a second error.
+    """
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+
+
 def main(argv: Optional[List[str]] = None) -> int:
+    """Run the command line; returns the exit status (errors exit through ``SystemExit``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    prog = f"rpfast {args.command}"
     try:
-        return args.handler(args)
-    except (ValueError, TypeError, IndexError, OverflowError, FileNotFoundError, ImportError) as error:
-        parser.exit(2, f"rpfast {args.command}: error: {error}\n")
+        status = args.handler(args)
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        parser.exit(EXIT_INTERRUPTED, f"{prog}: interrupted\n")
+    except (ValueError, TypeError, IndexError, OverflowError, MemoryError, ImportError, OSError) as error:
+        if isinstance(error, OSError):
+            _discard_stdout()
+        parser.exit(2, f"{prog}: error: {_one_line(error)}\n")
 
 
 if __name__ == "__main__":

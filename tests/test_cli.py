@@ -62,7 +62,7 @@ def test_subsets_command_count_npy_and_smiles(tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["subsets", "missing.txt", "--k", "2"], "does not exist"),
     (["subsets", "C1CC", "--smiles", "--k", "2"], "could not parse"),
-    (["subsets", "{graph}", "--k", "0"], "k must be >= 1"),
+    (["subsets", "{graph}", "--k", "0"], "argument --k: must be >= 1"),
     (["subsets", "{graph}", "--k", "2", "--out", "x.txt"], "--out must be"),
 ])
 def test_subsets_command_reports_errors(argv, message, tmp_path, capsys):

@@ -115,7 +115,7 @@ def test_rejects_bad_input(kwargs, error, match):
 def test_from_edge_lists_rejects_out_of_range_local_index():
     with pytest.raises(IndexError, match=r"graphs\[1\] edge_index holds 0..3, outside 0..2"):
         GraphBatch.from_edge_lists([(torch.tensor([[0], [1]]), 2), (torch.tensor([[0], [3]]), 3)])
-    with pytest.raises(ValueError, match="negative num_nodes"):
+    with pytest.raises(ValueError, match=r"graphs\[0\] num_nodes must be >= 0, got -1"):
         GraphBatch.from_edge_lists([(torch.zeros(2, 0, dtype=torch.int64), -1)])
 
 

@@ -11,32 +11,7 @@ from rpfast.data import GraphBatch, batch_from_smiles, csl_batch, csl_dataset
 from rpfast.ops import bfs_order, canonical_order_from_mol, dfs_order, permute_adjacency, wl_order
 
 
-def ranked_digraph(G: nx.Graph, rank):
-    """Adjacency in rank order, so networkx iterates neighbours by increasing rank."""
-    D = nx.DiGraph()
-    D.add_nodes_from(sorted(G, key=lambda v: rank[v]))
-    for u in G:
-        for w in sorted(G[u], key=lambda v: rank[v]):
-            if w != u:
-                D.add_edge(u, w)
-    return D
-
-
-def reference_order(G, start, rank, depth_first):
-    D = ranked_digraph(G, rank)
-    order, seen = [], set()
-    sources = [start] + sorted(G, key=lambda v: rank[v])
-    for s in sources:
-        if s in seen:
-            continue
-        if depth_first:
-            part = list(nx.dfs_preorder_nodes(D, s))
-        else:
-            part = [s] + [v for _, v in nx.bfs_edges(D, s)]
-        part = [v for v in part if v not in seen]
-        seen.update(part)
-        order += part
-    return order
+from reference import traversal_order_reference as reference_order  # noqa: E402
 
 
 @st.composite

@@ -1,6 +1,7 @@
 #include <omp.h>
 
 #include "bindings/bindings.hpp"
+#include "rpfast/interrupt.hpp"
 
 namespace py = pybind11;
 
@@ -15,7 +16,11 @@ PYBIND11_MODULE(_C, m) {
     info["cuda"] = false;
     return info;
   });
+  m.def("_set_interrupt_countdown", [](int64_t polls) { rpfast::interrupt_countdown().store(polls); },
+        py::arg("polls"),
+        "Testing only: raise the interrupt flag after `polls` further polls (<= 0: never), as a Ctrl-C would.");
   rpfast_bindings::bind_permute(m);
+  rpfast_bindings::bind_dense(m);
   rpfast_bindings::bind_random(m);
   rpfast_bindings::bind_gin(m);
   rpfast_bindings::bind_norm(m);

@@ -1,6 +1,7 @@
 #include "bindings/arrays.hpp"
 #include "bindings/bindings.hpp"
 #include "bindings/graph_view.hpp"
+#include "bindings/interrupt.hpp"
 #include "rpfast/orient.hpp"
 #include "rpfast/wl.hpp"
 
@@ -28,16 +29,14 @@ void orders(const py::array& ptr, const py::array& rowptr, const py::array& col,
   }
   const int64_t stride = t ? tie.shape(2) : n_max;
   rpfast::check_orientation_inputs(batch, s, t, P, stride);
-  py::gil_scoped_release release;
-  rpfast::traversal_orders(batch, s, t, P, stride, K, depth_first, o, threads);
+  run_kernel([&] { rpfast::traversal_orders(batch, s, t, P, stride, K, depth_first, o, threads); });
 }
 
 void wl(const py::array& ptr, const py::array& rowptr, const py::array& col, py::array& colours, int threads) {
   const auto batch = batch_view(ptr, rowptr, col);
   int64_t* c = out_ptr<int64_t>(colours, "colours", 1);
   expect_dim(colours, "colours", 0, batch.total_nodes());
-  py::gil_scoped_release release;
-  rpfast::wl_refine(batch, c, threads);
+  run_kernel([&] { rpfast::wl_refine(batch, c, threads); });
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "bindings/arrays.hpp"
 #include "bindings/bindings.hpp"
+#include "bindings/interrupt.hpp"
 #include "rpfast/random.hpp"
 
 namespace rpfast_bindings {
@@ -14,8 +15,7 @@ void random_permutations(const py::array& num_nodes, uint64_t seed, py::array& o
     if (nn[b] < 0)
       throw std::invalid_argument("num_nodes[" + std::to_string(b) + "] = " +
                                   std::to_string(nn[b]) + " is negative");
-  py::gil_scoped_release release;
-  rpfast::random_permutations(nn, B, out.shape(1), out.shape(2), seed, o, threads);
+  run_kernel([&] { rpfast::random_permutations(nn, B, out.shape(1), out.shape(2), seed, o, threads); });
 }
 
 }  // namespace

@@ -9,8 +9,6 @@
 #include <cstdint>
 #include <vector>
 
-#include <omp.h>
-
 #include "rpfast/random.hpp"
 #include "rpfast/subsets_batch.hpp"
 
@@ -105,14 +103,16 @@ class GrowSampler {
 // out [B, S, k]. Stream of (b, s) = b * S + s, so results do not depend on threads.
 inline void sample_grown_subsets(const GraphBatchView& batch, int64_t k, int64_t S, bool depth_first,
                                  uint64_t seed, int64_t* out, int threads) {
-#pragma omp parallel for schedule(dynamic, 4) num_threads(threads > 0 ? threads : 1)
-  for (int64_t b = 0; b < batch.B; ++b) {
-    GrowSampler sampler(batch.graph(b), k);
-    for (int64_t s = 0; s < S; ++s) {
-      StreamRng rng(seed, static_cast<uint64_t>(b * S + s));
-      sampler.sample(rng, depth_first, out + (b * S + s) * k);
-    }
-  }
+  parallel_items(
+      batch.B, threads, 4, [] { return 0; },
+      [&](int, int64_t b) {
+        GrowSampler sampler(batch.graph(b), k);
+        for (int64_t s = 0; s < S; ++s) {
+          if ((s & 1023) == 1023) poll_interrupt();
+          StreamRng rng(seed, static_cast<uint64_t>(b * S + s));
+          sampler.sample(rng, depth_first, out + (b * S + s) * k);
+        }
+      });
 }
 
 }  // namespace rpfast

@@ -5,7 +5,7 @@
 //   running_mean <- (1 - momentum) running_mean + momentum mu,
 //   running_var  <- (1 - momentum) running_var + momentum var * M / (M - 1)   (PyTorch's rule).
 // Forward (eval): mu, var are the running statistics.
-// Backward, with gy = g * [y > 0]:
+// (ReLU keeps NaN, like torch.relu.) Backward, with gy = g * [not y <= 0]:
 //   grad_beta = sum_m gy, grad_gamma = sum_m gy * xhat,
 //   grad_x = gamma * invstd * (gy - grad_beta / M - xhat * grad_gamma / M)   (training)
 //   grad_x = gamma * invstd * gy                                              (eval)
@@ -73,7 +73,7 @@ void batch_norm_relu_forward(const T* x, int64_t M, int64_t H, BatchNormParams<T
       const T n = (xr[h] - sh[h]) * sc[h];
       const T v = gamma[h] * n + beta[h];
       nr[h] = n;
-      yr[h] = v > T(0) ? v : T(0);
+      yr[h] = v > T(0) || v != v ? v : T(0);  // NaN propagates, as in torch.relu
     }
   });
 }
@@ -89,7 +89,7 @@ void batch_norm_relu_backward(const T* g, const T* y, const T* xhat, const T* ga
     const T* __restrict__ gr = g + m * H;
     const T* __restrict__ yr = y + m * H;
     T* __restrict__ out = grad_x + m * H;
-    for (int64_t h = 0; h < H; ++h) out[h] = yr[h] > T(0) ? gr[h] : T(0);
+    for (int64_t h = 0; h < H; ++h) out[h] = yr[h] <= T(0) ? T(0) : gr[h];  // as torch's threshold_backward
   });
   std::vector<double> sum_g(H), sum_gx(H);
   column_sums(M, H, threads, sum_g.data(), [&](int64_t m, int64_t h) { return double(grad_x[m * H + h]); });

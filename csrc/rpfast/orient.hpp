@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include <omp.h>
+#include "rpfast/parallel.hpp"
 
 #include "rpfast/subsets_batch.hpp"
 
@@ -58,28 +58,32 @@ class Traversal {
     if (start >= 0) {
       prepare(g, rank);
       ++round_;
-      int64_t next_restart = 0;  // position in by_rank_ of the next restart candidate
+      int64_t next_restart = 0;  // rank of the next restart candidate
       int64_t source = start;
       while (found < K) {
         if (depth_first)
           dfs(source, K, out, found);
         else
           bfs(source, K, out, found);
-        while (next_restart < g.n && visited_[by_rank_[next_restart]] == round_) ++next_restart;
+        if (found >= K) break;
+        while (next_restart < g.n && visited_[by_rank(next_restart)] == round_) ++next_restart;
         if (next_restart == g.n) break;
-        source = by_rank_[next_restart];
+        source = by_rank(next_restart);
       }
     }
     for (int64_t i = found; i < K; ++i) out[i] = -1;
   }
 
  private:
+  // The vertex of rank r (identity ranks need no table, so a short k-ary order costs O(k)).
+  int64_t by_rank(int64_t r) const { return ranked_ ? by_rank_[r] : r; }
+
   // Neighbour lists in rank order: identity ranks reuse the sorted CSR; otherwise bucket
   // every vertex u, taken in rank order, into the lists of its neighbours.
   void prepare(const LocalGraph& g, const int64_t* rank) {
     g_ = g;
+    ranked_ = rank != nullptr;
     if (!rank) {
-      for (int64_t v = 0; v < g.n; ++v) by_rank_[v] = v;
       lists_ = nullptr;
       return;
     }
@@ -137,6 +141,7 @@ class Traversal {
   uint64_t round_ = 0;
   std::vector<int64_t> by_rank_, cursor_, sorted_;
   const int64_t* lists_ = nullptr;
+  bool ranked_ = false;
   std::vector<std::pair<int64_t, int64_t>> stack_;
 };
 
@@ -145,17 +150,13 @@ inline void traversal_orders(const GraphBatchView& batch, const int64_t* start, 
                              int64_t n_max, int64_t K, bool depth_first, int64_t* out, int threads) {
   const int64_t rows = batch.B * P;
   const int64_t E = batch.rowptr[batch.total_nodes()];
-  const bool serial = threads <= 1 || (rows * (n_max + 1) + E * P) < (int64_t{1} << 16);
-#pragma omp parallel num_threads(serial ? 1 : threads)
-  {
-    Traversal traversal(n_max);
-#pragma omp for schedule(dynamic, 16)
-    for (int64_t row = 0; row < rows; ++row) {
-      const int64_t b = row / P;
-      traversal.run(batch.graph(b), start[row], tiebreak ? tiebreak + row * n_max : nullptr, depth_first, K,
-                    out + row * K);
-    }
-  }
+  const bool serial = threads <= 1 || (rows * (K + 1) + (tiebreak ? E * P : 0)) < (int64_t{1} << 16);
+  parallel_items(
+      rows, serial ? 1 : threads, 16, [&] { return Traversal(n_max); },
+      [&](Traversal& traversal, int64_t row) {
+        traversal.run(batch.graph(row / P), start[row], tiebreak ? tiebreak + row * n_max : nullptr, depth_first, K,
+                      out + row * K);
+      });
 }
 
 }  // namespace rpfast

@@ -1,10 +1,46 @@
-// Thread-pool-free parallel loops over independent work items (OpenMP).
+// Parallel loops over independent work items (OpenMP) that never let an exception escape.
+//
+// An exception thrown inside an OpenMP region is std::terminate, so every region here
+// runs its items through FirstError: the first exception (bad_alloc, Interrupted, a
+// failed check) is kept, the remaining items are skipped, and it is rethrown after the
+// region on the calling thread, where pybind11 turns it into a Python exception.
 #pragma once
+#include <atomic>
 #include <cstdint>
+#include <exception>
+#include <mutex>
+#include <optional>
 
 #include <omp.h>
 
+#include "rpfast/interrupt.hpp"
+
 namespace rpfast {
+
+class FirstError {
+ public:
+  // Runs f() unless an earlier item failed; records the exception if f throws.
+  template <class F>
+  void run(F&& f) noexcept {
+    if (failed()) return;
+    try {
+      f();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error_) error_ = std::current_exception();
+      failed_.store(true, std::memory_order_relaxed);
+    }
+  }
+  bool failed() const { return failed_.load(std::memory_order_relaxed); }
+  void rethrow() const {
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  std::atomic<bool> failed_{false};
+  std::mutex mutex_;
+  std::exception_ptr error_;
+};
 
 // Calls body(i) for every i in [0, n) using up to `threads` threads. Work items must be
 // independent; the result never depends on the thread count because each item writes
@@ -17,8 +53,32 @@ void parallel_for(int64_t n, int threads, int64_t cost_per_item, Body&& body) {
     for (int64_t i = 0; i < n; ++i) body(i);
     return;
   }
+  FirstError errors;
 #pragma omp parallel for num_threads(threads) schedule(static)
-  for (int64_t i = 0; i < n; ++i) body(i);
+  for (int64_t i = 0; i < n; ++i) errors.run([&] { body(i); });
+  errors.rethrow();
+}
+
+// Like parallel_for for long, uneven items that need per-thread scratch state: each
+// thread builds its state once with make_state() (which may allocate and throw), items are
+// dealt out dynamically in `grain`-sized runs, and Ctrl-C is polled before every item.
+// body(state, i) must write only item i's output.
+template <class MakeState, class Body>
+void parallel_items(int64_t n, int threads, int64_t grain, MakeState&& make_state, Body&& body) {
+  FirstError errors;
+  const int team = n > 1 && threads > 1 ? threads : 1;
+#pragma omp parallel num_threads(team)
+  {
+    std::optional<decltype(make_state())> state;
+    errors.run([&] { state.emplace(make_state()); });
+#pragma omp for schedule(dynamic, grain)
+    for (int64_t i = 0; i < n; ++i)
+      errors.run([&] {
+        poll_interrupt();
+        body(*state, i);
+      });
+  }
+  errors.rethrow();
 }
 
 }  // namespace rpfast

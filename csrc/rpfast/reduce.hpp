@@ -1,8 +1,11 @@
-// Deterministic column reductions over the rows of a row-major [M, H] matrix.
+// Deterministic reductions over the rows of row-major matrices.
 //
-// Rows are split into fixed-size chunks whose partial sums are computed in parallel and
-// then added in chunk order, so the result is bitwise identical for any thread count.
+// Rows are split into chunks whose size depends only on the problem's shape; chunk
+// partial sums are computed in parallel and then added in chunk order, so results are
+// bitwise identical for any thread count (BLAS reductions over rows are not: they split
+// the reduced dimension by thread).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -12,20 +15,32 @@ namespace rpfast {
 
 constexpr int64_t kReduceChunkRows = 256;
 
+// out[j] = sum over rows m of row m's contribution, for j in [0, width):
+// accumulate(begin, end, acc) adds rows [begin, end) into acc [width] (doubles, zeroed).
+// At most ~32 MB of partial sums are kept, whatever M.
+template <class Accumulate>
+void chunked_row_sums(int64_t M, int64_t width, int64_t cost_per_row, int threads, double* out,
+                      Accumulate&& accumulate) {
+  const int64_t max_chunks = std::max<int64_t>(1, (int64_t{4} << 20) / std::max<int64_t>(width, 1));
+  int64_t rows = kReduceChunkRows;
+  while ((M + rows - 1) / rows > max_chunks) rows *= 2;
+  const int64_t chunks = (M + rows - 1) / rows;
+  std::vector<double> partial(static_cast<size_t>(chunks * width), 0.0);
+  parallel_for(chunks, threads, rows * cost_per_row, [&](int64_t c) {
+    accumulate(c * rows, std::min(M, (c + 1) * rows), partial.data() + c * width);
+  });
+  std::fill(out, out + width, 0.0);
+  for (int64_t c = 0; c < chunks; ++c)
+    for (int64_t j = 0; j < width; ++j) out[j] += partial[c * width + j];
+}
+
 // out[h] = sum over rows m of term(m, h) (accumulated in double), for h in [0, H).
 template <class Term>
 void column_sums(int64_t M, int64_t H, int threads, double* out, Term&& term) {
-  const int64_t chunks = (M + kReduceChunkRows - 1) / kReduceChunkRows;
-  std::vector<double> partial(static_cast<size_t>(chunks * H), 0.0);
-  parallel_for(chunks, threads, kReduceChunkRows * H, [&](int64_t c) {
-    double* acc = partial.data() + c * H;
-    const int64_t end = (c + 1) * kReduceChunkRows < M ? (c + 1) * kReduceChunkRows : M;
-    for (int64_t m = c * kReduceChunkRows; m < end; ++m)
+  chunked_row_sums(M, H, H, threads, out, [&](int64_t begin, int64_t end, double* acc) {
+    for (int64_t m = begin; m < end; ++m)
       for (int64_t h = 0; h < H; ++h) acc[h] += term(m, h);
   });
-  for (int64_t h = 0; h < H; ++h) out[h] = 0.0;
-  for (int64_t c = 0; c < chunks; ++c)
-    for (int64_t h = 0; h < H; ++h) out[h] += partial[c * H + h];
 }
 
 }  // namespace rpfast

@@ -13,16 +13,24 @@
 //   kConnected  keep S whose induced subgraph is connected.
 // The lexicographic modes run a depth-first search over increasing vertex sequences with
 // a per-vertex count of neighbours inside the current prefix; a prefix is cut as soon as
-// no completion can satisfy the mode. kConnected runs ESU (Wernicke 2006), which only ever
-// visits connected sets, then sorts each root's output into lexicographic order.
+// no completion can satisfy the mode. Counting sinks skip whole subtrees whose size has a
+// closed form (every completion qualifies: kAll, or kEdgeless once the prefix has an
+// edge), so counts of astronomically many subsets take O(prefixes that matter).
+// kConnected has two searches: ESU (Wernicke 2006), which only ever visits connected
+// sets and is fastest for whole tasks (counted, or generated and then sorted), and the
+// lexicographic search with connectivity checks, which streams a task in order in O(k)
+// memory (windows, resumption, sampling). Long searches poll for Ctrl-C.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <stdexcept>
 #include <vector>
+
+#include "rpfast/interrupt.hpp"
 
 namespace rpfast {
 
@@ -39,12 +47,15 @@ struct LocalGraph {
   bool adjacent(int64_t u, int64_t w) const { return std::binary_search(begin(u), end(u), w); }
 };
 
-// Receives each k-subset (ascending local ids). Returns false to stop the search.
-// A sink that only counts says so, and then receives whole batches through add().
+// Receives each k-subset (ascending local ids) in search order. emit returns false to
+// stop the search. Before a subtree of `count` subsets whose rows all qualify, the search
+// offers skip(count): a sink that needs none of those rows accounts for them and returns
+// true (counting, or a window that starts later), and the subtree is not visited; the
+// search then asks stopped() whether to go on.
 struct SubsetSink {
   virtual bool emit(const int64_t* subset) = 0;
-  virtual bool counts_only() const { return false; }
-  virtual void add(uint64_t) {}
+  virtual bool skip(uint64_t) { return false; }
+  virtual bool stopped() const { return false; }
   virtual ~SubsetSink() = default;
 };
 
@@ -66,12 +77,15 @@ inline uint64_t binomial(int64_t n, int64_t r) {
   return static_cast<uint64_t>(c);
 }
 
-// ------------------------------------------------------------------ lexicographic modes
+// ------------------------------------------------------------------ lexicographic search
+// All modes, kConnected included (with connectivity checks instead of ESU): subsets of a
+// root come out in lexicographic order, so a task can be streamed, resumed after any
+// row, windowed and sampled in O(n + k) memory.
 class LexSearch {
  public:
   LexSearch(const LocalGraph& g, int64_t k, SubsetMode mode)
       : g_(g), k_(k), mode_(mode), chosen_(k), inside_(g.n, 0), in_prefix_(g.n, 0), max_nb_(g.n),
-        edge_from_(g.n + 1, 0), stamp_(g.n, 0) {
+        edge_from_(g.n + 1, 0), stamp_(g.n, 0), component_(k) {
     for (int64_t u = 0; u < g.n; ++u) max_nb_[u] = g.max_neighbour(u);
     // edge_from_[t] = 1 if some edge (a, b) has t <= a < b.
     for (int64_t a = g.n - 1; a >= 0; --a) edge_from_[a] = edge_from_[a + 1] || max_nb_[a] > a;
@@ -117,8 +131,30 @@ class LexSearch {
     edges_ -= inside_[w];
   }
 
+  // Labels the connected components of the prefix chosen_[0..depth) in component_ and
+  // returns their number (union-find over the prefix; depth <= k is small).
+  int64_t label_components(int64_t depth) {
+    for (int64_t d = 0; d < depth; ++d) component_[d] = d;
+    auto find = [&](int64_t d) {
+      while (component_[d] != d) d = component_[d] = component_[component_[d]];
+      return d;
+    };
+    int64_t count = depth;
+    for (int64_t a = 0; a < depth; ++a)
+      for (int64_t b = a + 1; b < depth; ++b)
+        if (g_.adjacent(chosen_[a], chosen_[b])) {
+          const int64_t ra = find(a), rb = find(b);
+          if (ra != rb) {
+            component_[ra] = rb;
+            --count;
+          }
+        }
+    for (int64_t d = 0; d < depth; ++d) component_[d] = find(d);
+    return count;
+  }
+
   // Can the prefix chosen_[0..depth) still be completed under the mode?
-  bool feasible(int64_t depth) const {
+  bool feasible(int64_t depth) {
     const int64_t last = chosen_[depth - 1];
     const int64_t remaining = k_ - depth;
     if (g_.n - 1 - last < remaining) return false;
@@ -135,11 +171,29 @@ class LexSearch {
         if (inside_[u] == 0 && max_nb_[u] <= last) return false;  // u can never be covered
       }
     }
+    if (mode_ == SubsetMode::kConnected && remaining > 0) {
+      // Every component of the prefix must still reach a later vertex.
+      label_components(depth);
+      for (int64_t d = 0; d < depth; ++d) reaches_later_[d] = 0;
+      for (int64_t d = 0; d < depth; ++d)
+        if (max_nb_[chosen_[d]] > last) reaches_later_[component_[d]] = 1;
+      for (int64_t d = 0; d < depth; ++d)
+        if (component_[d] == d && !reaches_later_[d]) return false;
+    }
     return true;
   }
 
+  // Every completion of the prefix qualifies (its count has a closed form).
+  bool all_completions_qualify() const {
+    return mode_ == SubsetMode::kAll || (mode_ == SubsetMode::kEdgeless && edges_ > 0);
+  }
+
   bool extend(int64_t depth) {
+    poller_.tick();
     if (!feasible(depth)) return true;
+    if (!resuming_ && all_completions_qualify() &&
+        sink_->skip(binomial(g_.n - 1 - chosen_[depth - 1], k_ - depth)))
+      return !sink_->stopped();
     if (depth == k_) {  // k == 1: the root alone
       if (resuming_) {
         resuming_ = false;
@@ -169,12 +223,7 @@ class LexSearch {
       after = resume_[depth];
       resuming_ = false;
     }
-    const bool every_w = mode_ == SubsetMode::kAll || (mode_ == SubsetMode::kEdgeless && edges_ > 0);
-    if (every_w) {
-      if (sink_->counts_only()) {
-        sink_->add(static_cast<uint64_t>(g_.n - 1 - after));
-        return true;
-      }
+    if (all_completions_qualify()) {
       for (int64_t w = after + 1; w < g_.n; ++w) {
         chosen_[depth] = w;
         if (!sink_->emit(chosen_.data())) return false;
@@ -193,17 +242,13 @@ class LexSearch {
         }
     }
     std::sort(candidates_.begin(), candidates_.end());
-    uint64_t found = 0;
+    const int64_t components = mode_ == SubsetMode::kConnected ? label_components(depth) : 1;
     for (int64_t w : candidates_) {
       if (mode_ == SubsetMode::kIsolated && !covers_prefix(depth, w)) continue;
-      if (sink_->counts_only()) {
-        ++found;
-        continue;
-      }
+      if (components > 1 && !joins_components(depth, w)) continue;
       chosen_[depth] = w;
       if (!sink_->emit(chosen_.data())) return false;
     }
-    if (found) sink_->add(found);
     return true;
   }
 
@@ -214,6 +259,16 @@ class LexSearch {
       const int64_t u = chosen_[d];
       if (inside_[u] == 0 && !g_.adjacent(u, w)) return false;
     }
+    return true;
+  }
+
+  // For kConnected: w must touch every component of the prefix (component_ is labelled).
+  bool joins_components(int64_t depth, int64_t w) {
+    for (int64_t d = 0; d < depth; ++d) reaches_later_[d] = 0;
+    for (int64_t d = 0; d < depth; ++d)
+      if (g_.adjacent(chosen_[d], w)) reaches_later_[component_[d]] = 1;
+    for (int64_t d = 0; d < depth; ++d)
+      if (component_[d] == d && !reaches_later_[d]) return false;
     return true;
   }
 
@@ -228,10 +283,13 @@ class LexSearch {
   std::vector<uint64_t> stamp_;     // last_position() de-duplication
   uint64_t round_ = 0;
   std::vector<int64_t> candidates_;
+  std::vector<int64_t> component_;  // kConnected: component label of each prefix position
+  std::vector<char> reaches_later_ = std::vector<char>(static_cast<size_t>(k_));
   int64_t edges_ = 0, uncovered_ = 0;
   const int64_t* resume_ = nullptr;
   bool resuming_ = false;
   SubsetSink* sink_ = nullptr;
+  InterruptPoller<> poller_;
 };
 
 // ------------------------------------------------------------------ connected (ESU)
@@ -263,6 +321,7 @@ class ConnectedSearch {
   }
 
   bool extend(int64_t size, std::vector<int64_t> extension) {
+    poller_.tick();
     if (size == k_) {  // ESU adds vertices in search order; rows list them ascending
       buf_.assign(chosen_.begin(), chosen_.end());
       std::sort(buf_.begin(), buf_.end());
@@ -290,34 +349,105 @@ class ConnectedSearch {
   std::vector<int32_t> near_;
   int64_t root_ = 0;
   SubsetSink* sink_ = nullptr;
+  InterruptPoller<> poller_;
 };
 
-// ------------------------------------------------------------------ sinks and drivers
+// ------------------------------------------------------------------ sinks
+// Counts the subsets of one task and adds them, in batches, to shared running totals
+// (the task's graph and the whole batch). Stops every search as soon as either total
+// passes its limit, so counting never runs far beyond what could be stored.
+struct CountLimits {
+  uint64_t graph_limit, total_limit;
+  std::atomic<uint64_t> total{0};
+  std::atomic<bool> exceeded{false};
+  std::atomic<int64_t> exceeded_graph{-1};  // -1: the batch total
+};
+
 struct CountSink : SubsetSink {
-  uint64_t count = 0;
-  bool emit(const int64_t*) override {
-    count = saturating_add(count, 1);
+  static constexpr uint64_t kFlushEvery = 1 << 14;
+  CountLimits& limits;
+  std::atomic<uint64_t>& graph_total;
+  int64_t graph;
+  uint64_t count = 0, pending = 0;
+
+  CountSink(CountLimits& l, std::atomic<uint64_t>& g, int64_t b) : limits(l), graph_total(g), graph(b) {}
+  bool emit(const int64_t*) override { return add(1); }
+  bool skip(uint64_t c) override {
+    add(c);
     return true;
   }
-  bool counts_only() const override { return true; }
-  void add(uint64_t c) override { count = saturating_add(count, c); }
+  bool stopped() const override { return limits.exceeded.load(std::memory_order_relaxed); }
+  bool add(uint64_t c) {
+    count = saturating_add(count, c);
+    pending = saturating_add(pending, c);
+    return pending < kFlushEvery || flush();
+  }
+  // Publishes the pending count; returns false once a limit is passed.
+  bool flush() {
+    const uint64_t c = pending;
+    pending = 0;
+    if (add_checked(graph_total, c) > limits.graph_limit) mark(graph);
+    if (add_checked(limits.total, c) > limits.total_limit) mark(-1);
+    return !stopped();
+  }
+
+ private:
+  static uint64_t add_checked(std::atomic<uint64_t>& a, uint64_t c) {
+    uint64_t old = a.load(std::memory_order_relaxed);
+    while (!a.compare_exchange_weak(old, saturating_add(old, c), std::memory_order_relaxed)) {
+    }
+    return saturating_add(old, c);
+  }
+  void mark(int64_t which) {
+    bool expected = false;
+    if (limits.exceeded.compare_exchange_strong(expected, true)) limits.exceeded_graph.store(which);
+  }
 };
 
-// Writes rows (offset by `base` to global or original ids if wanted) into out, skipping
-// the first `skip` and stopping after `limit`.
+// Writes rows into out, skipping the first `skip` rows and stopping after `limit`.
 struct WriteSink : SubsetSink {
-  int64_t k, skip, limit, written = 0;
+  int64_t k;
+  uint64_t skip_left;
+  int64_t limit, written = 0;
   int64_t* out;
-  WriteSink(int64_t k_, int64_t* out_, int64_t skip_, int64_t limit_)
-      : k(k_), skip(skip_), limit(limit_), out(out_) {}
+  WriteSink(int64_t k_, int64_t* out_, uint64_t skip_, int64_t limit_)
+      : k(k_), skip_left(skip_), limit(limit_), out(out_) {}
   bool emit(const int64_t* subset) override {
-    if (skip > 0) {
-      --skip;
+    if (skip_left > 0) {
+      --skip_left;
       return true;
     }
     std::memcpy(out + written * k, subset, sizeof(int64_t) * k);
     return ++written < limit;
   }
+  bool skip(uint64_t c) override {
+    if (c > skip_left) return false;
+    skip_left -= c;
+    return true;
+  }
+};
+
+// Writes the rows at the given ascending indices (repeats allowed) of a task's
+// enumeration: picks[i] to out[i]. Stops after the last pick.
+struct PickSink : SubsetSink {
+  int64_t k;
+  const uint64_t* picks;
+  int64_t count, next = 0;
+  uint64_t index = 0;  // index of the next row the search produces
+  int64_t* out;
+  PickSink(int64_t k_, const uint64_t* picks_, int64_t count_, int64_t* out_)
+      : k(k_), picks(picks_), count(count_), out(out_) {}
+  bool emit(const int64_t* subset) override {
+    while (next < count && picks[next] == index) std::memcpy(out + k * next++, subset, sizeof(int64_t) * k);
+    ++index;
+    return next < count;
+  }
+  bool skip(uint64_t c) override {
+    if (next < count && picks[next] < index + c) return false;
+    index += c;
+    return true;
+  }
+  bool stopped() const override { return next >= count; }
 };
 
 // Sorts `count` rows of k ids into lexicographic order (for ESU output).
@@ -331,65 +461,61 @@ inline void sort_rows(int64_t* rows, int64_t count, int64_t k) {
   for (int64_t i = 0; i < count; ++i) std::memcpy(rows + i * k, copy.data() + order[i] * k, sizeof(int64_t) * k);
 }
 
+// ------------------------------------------------------------------ one graph
 // The searches of one graph, built once (O(n)) and reused for all of its root tasks.
 class SubsetSearch {
  public:
-  SubsetSearch(const LocalGraph& g, int64_t k, SubsetMode mode) : g_(g), k_(k), mode_(mode) {
-    if (mode == SubsetMode::kConnected)
-      connected_ = std::make_unique<ConnectedSearch>(g, k);
-    else
-      lex_ = std::make_unique<LexSearch>(g, k, mode);
+  SubsetSearch(const LocalGraph& g, int64_t k, SubsetMode mode) : g_(g), k_(k), mode_(mode), lex_(g, k, mode) {
+    if (mode == SubsetMode::kConnected) connected_ = std::make_unique<ConnectedSearch>(g, k);
   }
 
-  // Number of subsets of `root`'s task (saturating at 2^64 - 1); closed form for kAll.
-  uint64_t count(int64_t root) {
-    if (mode_ == SubsetMode::kAll) return binomial(g_.n - 1 - root, k_ - 1);
-    CountSink sink;
-    run(root, nullptr, sink);
-    return sink.count;
+  // Counts `root`'s task into sink (closed form for kAll).
+  void count(int64_t root, CountSink& sink) {
+    if (mode_ == SubsetMode::kAll) {
+      sink.add(binomial(g_.n - 1 - root, k_ - 1));
+    } else if (connected_) {
+      connected_->run(root, sink);
+    } else {
+      lex_.run(root, nullptr, sink);
+    }
+    sink.flush();
   }
 
-  // Writes rows of `root`'s task in lexicographic order into out: a window that skips
-  // `skip` rows, or starts strictly after `resume_after` (a subset of this task), and
-  // holds at most `limit` rows. Returns the rows written. kConnected generates and sorts
-  // the whole task first (memory: one task); the lexicographic modes stream.
-  int64_t fill(int64_t root, int64_t skip, int64_t limit, const int64_t* resume_after, int64_t* out) {
+  // Writes all `rows` subsets of `root`'s task, in lexicographic order, to out.
+  // kConnected runs ESU and sorts (fastest when the whole task is wanted).
+  void fill_task(int64_t root, int64_t rows, int64_t* out) {
+    if (rows <= 0) return;
+    WriteSink sink(k_, out, 0, rows);
+    if (connected_) {
+      connected_->run(root, sink);
+      sort_rows(out, sink.written, k_);
+    } else {
+      lex_.run(root, nullptr, sink);
+    }
+  }
+
+  // Writes at most `limit` rows of `root`'s task in lexicographic order: a window that
+  // skips `skip` rows, or starts strictly after `resume_after` (a subset of this task).
+  // Streams in O(n + k) memory for every mode. Returns the rows written.
+  int64_t fill_window(int64_t root, uint64_t skip, int64_t limit, const int64_t* resume_after, int64_t* out) {
     if (limit <= 0) return 0;
-    if (mode_ != SubsetMode::kConnected) {
-      WriteSink sink(k_, out, skip, limit);
-      run(root, resume_after, sink);
-      return sink.written;
-    }
-    const int64_t total = static_cast<int64_t>(count(root));
-    std::vector<int64_t> rows(static_cast<size_t>(total * k_));
-    WriteSink all(k_, rows.data(), 0, total);
-    run(root, nullptr, all);
-    sort_rows(rows.data(), all.written, k_);
-    int64_t start = skip;
-    if (resume_after) {  // the first row strictly greater than resume_after
-      start = 0;
-      while (start < all.written &&
-             !std::lexicographical_compare(resume_after, resume_after + k_, rows.data() + start * k_,
-                                           rows.data() + start * k_ + k_))
-        ++start;
-    }
-    const int64_t n = std::max<int64_t>(0, std::min<int64_t>(limit, all.written - start));
-    std::memcpy(out, rows.data() + start * k_, sizeof(int64_t) * n * k_);
-    return n;
+    WriteSink sink(k_, out, skip, limit);
+    lex_.run(root, resume_after, sink);
+    return sink.written;
+  }
+
+  // Rows at ascending task-local indices `picks` (repeats allowed) into out [count, k].
+  void pick(int64_t root, const uint64_t* picks, int64_t count, int64_t* out) {
+    if (count <= 0) return;
+    PickSink sink(k_, picks, count, out);
+    lex_.run(root, nullptr, sink);
   }
 
  private:
-  void run(int64_t root, const int64_t* resume_after, SubsetSink& sink) {
-    if (connected_)
-      connected_->run(root, sink);
-    else
-      lex_->run(root, resume_after, sink);
-  }
-
   LocalGraph g_;
   int64_t k_;
   SubsetMode mode_;
-  std::unique_ptr<LexSearch> lex_;
+  LexSearch lex_;
   std::unique_ptr<ConnectedSearch> connected_;
 };
 

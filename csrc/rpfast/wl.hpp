@@ -1,87 +1,152 @@
-// 1-WL colour refinement to the stable partition, with canonical colour names.
+// 1-WL colour refinement to the stable (coarsest equitable) partition, with canonical
+// colour names, in O((n + E) log n) per graph.
 //
-// Each round gives vertex v the signature (colour(v), sorted multiset of neighbour
-// colours) and renames signatures 0, 1, ... in sorted order. Because the names depend
-// only on signatures, never on vertex ids, isomorphic graphs get the same colours on
-// corresponding vertices. Refinement stops when a round no longer splits a class.
+// The partition is ordered: cells are contiguous ranges of one array of vertices, named
+// by their first position. Initially cells hold the vertices of equal input colour, in
+// increasing colour. A splitter cell S gives every vertex w the count |N(w) ∩ S|; each
+// cell whose members disagree on that count splits into fragments ordered by count (the
+// untouched, count-0 part first). Every new fragment joins the splitter queue, except the
+// first largest one when its parent was not queued (Hopcroft's "all but the largest"
+// rule; Berkholz, Bonsma & Grohe 2017), so each vertex is in O(log n) processed splitters.
+// Every decision depends only on cell positions and counts, never on vertex ids, so
+// isomorphic graphs get the same colours on corresponding vertices; the colour of a vertex
+// is the rank of its cell in the final order (per graph 0..c-1).
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <numeric>
 #include <vector>
 
-#include <omp.h>
-
+#include "rpfast/parallel.hpp"
 #include "rpfast/subsets_batch.hpp"
 
 namespace rpfast {
 
 class WLRefiner {
  public:
-  // colours [n]: initial colours in, stable canonical colours out. Returns the rounds run.
-  int64_t refine(const LocalGraph& g, int64_t* colours) {
+  explicit WLRefiner(int64_t n_max)
+      : elems_(n_max), pos_(n_max), cell_of_(n_max), cell_end_(n_max), count_(n_max, 0), queued_(n_max, 0) {}
+
+  // colours [n]: initial colours in, stable canonical colours out.
+  void refine(const LocalGraph& g, int64_t* colours) {
     const int64_t n = g.n;
-    order_.resize(n);
-    next_.resize(n);
-    rename(g, colours, /*with_neighbours=*/false);  // canonical names for the initial colours
-    int64_t classes = distinct_;
-    int64_t rounds = 0;
-    while (true) {
-      rename(g, colours, /*with_neighbours=*/true);
-      ++rounds;
-      if (distinct_ == classes) break;  // no class split: stable
-      classes = distinct_;
+    if (n == 0) return;
+    initial_cells(n, colours);
+    while (!queue_.empty()) {
+      poller_.tick();
+      const int64_t s = queue_.front();
+      queue_.pop_front();
+      queued_[s] = 0;
+      split_by(g, s);
     }
-    return rounds;
+    int64_t colour = -1, previous = -1;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t v = elems_[i];
+      if (cell_of_[v] != previous) {
+        previous = cell_of_[v];
+        ++colour;
+      }
+      colours[v] = colour;
+    }
   }
 
  private:
-  // Sorts vertices by signature and writes the rank of each distinct signature as its colour.
-  void rename(const LocalGraph& g, int64_t* colours, bool with_neighbours) {
-    const int64_t n = g.n;
-    offset_.assign(n + 1, 0);
-    for (int64_t v = 0; v < n; ++v) offset_[v + 1] = offset_[v] + 1 + (with_neighbours ? g.end(v) - g.begin(v) : 0);
-    signature_.resize(offset_[n]);
-    for (int64_t v = 0; v < n; ++v) {
-      int64_t* s = signature_.data() + offset_[v];
-      s[0] = colours[v];
-      if (!with_neighbours) continue;
-      int64_t i = 1;
-      for (const int64_t* p = g.begin(v); p != g.end(v); ++p) s[i++] = colours[*p];
-      std::sort(s + 1, s + i);
-    }
-    auto less = [&](int64_t a, int64_t b) {
-      const int64_t* sa = signature_.data() + offset_[a];
-      const int64_t* sb = signature_.data() + offset_[b];
-      const int64_t la = offset_[a + 1] - offset_[a], lb = offset_[b + 1] - offset_[b];
-      if (sa[0] != sb[0]) return sa[0] < sb[0];
-      if (la != lb) return la < lb;
-      return std::lexicographical_compare(sa + 1, sa + la, sb + 1, sb + lb);
-    };
-    std::iota(order_.begin(), order_.end(), 0);
-    std::sort(order_.begin(), order_.end(), less);
-    distinct_ = 0;
+  void initial_cells(int64_t n, const int64_t* colours) {
+    std::iota(elems_.begin(), elems_.begin() + n, 0);
+    std::stable_sort(elems_.begin(), elems_.begin() + n,
+                     [&](int64_t a, int64_t b) { return colours[a] < colours[b]; });
+    queue_.clear();
     for (int64_t i = 0; i < n; ++i) {
-      if (i > 0 && less(order_[i - 1], order_[i])) ++distinct_;
-      next_[order_[i]] = distinct_;
+      const int64_t v = elems_[i];
+      pos_[v] = i;
+      const bool starts = i == 0 || colours[elems_[i - 1]] != colours[v];
+      cell_of_[v] = starts ? i : cell_of_[elems_[i - 1]];
+      if (starts) {
+        queue_.push_back(i);
+        queued_[i] = 1;
+      }
+      cell_end_[cell_of_[v]] = i + 1;
     }
-    if (n > 0) ++distinct_;
-    std::copy(next_.begin(), next_.end(), colours);
   }
 
-  std::vector<int64_t> order_, next_, offset_, signature_;
-  int64_t distinct_ = 0;
+  void enqueue(int64_t start) {
+    if (!queued_[start]) {
+      queued_[start] = 1;
+      queue_.push_back(start);
+    }
+  }
+
+  // Refines every cell against the splitter cell starting at s.
+  void split_by(const LocalGraph& g, int64_t s) {
+    splitter_.assign(elems_.begin() + s, elems_.begin() + cell_end_[s]);
+    touched_.clear();
+    for (int64_t v : splitter_)
+      for (const int64_t* p = g.begin(v); p != g.end(v); ++p)
+        if (count_[*p]++ == 0) touched_.push_back(*p);
+    // Group the touched vertices by cell, cells in partition order (canonical).
+    std::sort(touched_.begin(), touched_.end(), [&](int64_t a, int64_t b) {
+      return cell_of_[a] != cell_of_[b] ? cell_of_[a] < cell_of_[b] : count_[a] < count_[b];
+    });
+    for (size_t i = 0; i < touched_.size();) {
+      size_t j = i;
+      while (j < touched_.size() && cell_of_[touched_[j]] == cell_of_[touched_[i]]) ++j;
+      split_cell(cell_of_[touched_[i]], i, j);
+      i = j;
+    }
+    for (int64_t w : touched_) count_[w] = 0;
+  }
+
+  // Splits the cell at `start` whose touched members are touched_[i..j) (sorted by count).
+  void split_cell(int64_t start, size_t i, size_t j) {
+    const int64_t end = cell_end_[start];
+    const int64_t touched = static_cast<int64_t>(j - i);
+    if (touched == end - start && count_[touched_[i]] == count_[touched_[j - 1]]) return;  // no split
+    // Move the touched members to the tail of the range, in count order.
+    const int64_t boundary = end - touched;
+    for (size_t t = i; t < j; ++t) {
+      const int64_t u = touched_[t];
+      const int64_t target = boundary + static_cast<int64_t>(t - i);
+      const int64_t w = elems_[target];
+      std::swap(elems_[pos_[u]], elems_[target]);
+      pos_[w] = pos_[u];
+      pos_[u] = target;
+    }
+    // Fragments: [start, boundary) untouched (keeps the cell name), then one per count.
+    const bool parent_queued = queued_[start];
+    fragments_.clear();
+    if (boundary > start) fragments_.push_back(start);
+    for (int64_t p = boundary; p < end; ++p)
+      if (p == boundary || count_[elems_[p]] != count_[elems_[p - 1]]) fragments_.push_back(p);
+    fragments_.push_back(end);
+    size_t largest = 0;
+    for (size_t f = 0; f + 1 < fragments_.size(); ++f) {
+      const int64_t a = fragments_[f], b = fragments_[f + 1];
+      cell_end_[a] = b;
+      if (a >= boundary)
+        for (int64_t p = a; p < b; ++p) cell_of_[elems_[p]] = a;
+      if (b - a > fragments_[largest + 1] - fragments_[largest]) largest = f;
+    }
+    for (size_t f = 0; f + 1 < fragments_.size(); ++f)
+      if (parent_queued || f != largest) enqueue(fragments_[f]);
+  }
+
+  std::vector<int64_t> elems_, pos_, cell_of_, cell_end_;
+  std::vector<int64_t> count_;
+  std::vector<char> queued_;
+  std::deque<int64_t> queue_;
+  std::vector<int64_t> splitter_, touched_, fragments_;
+  InterruptPoller<64> poller_;
 };
 
 // colours [N]: initial colours in (any integers), stable canonical colours out (per graph
 // 0..c_b-1).
 inline void wl_refine(const GraphBatchView& batch, int64_t* colours, int threads) {
-#pragma omp parallel num_threads(threads > 0 ? threads : 1)
-  {
-    WLRefiner refiner;
-#pragma omp for schedule(dynamic, 4)
-    for (int64_t b = 0; b < batch.B; ++b) refiner.refine(batch.graph(b), colours + batch.ptr[b]);
-  }
+  int64_t n_max = 0;
+  for (int64_t b = 0; b < batch.B; ++b) n_max = std::max(n_max, batch.ptr[b + 1] - batch.ptr[b]);
+  parallel_items(
+      batch.B, threads, 4, [&] { return WLRefiner(n_max); },
+      [&](WLRefiner& refiner, int64_t b) { refiner.refine(batch.graph(b), colours + batch.ptr[b]); });
 }
 
 }  // namespace rpfast

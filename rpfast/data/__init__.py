@@ -1,10 +1,12 @@
 """Graph data: batches in PyTorch Geometric's layout with cached CSR and dense views."""
 from rpfast.data.batch import GraphBatch
+from rpfast.data.cache import clear_graph_cache
 from rpfast.data.csl import PAPER_SKIPS, csl_batch, csl_dataset, csl_graph
 from rpfast.data.readers import batch_from_smiles, graph_from_smiles, read_edge_list
 
 __all__ = [
     "GraphBatch",
+    "clear_graph_cache",
     "csl_graph",
     "csl_dataset",
     "csl_batch",

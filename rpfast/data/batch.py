@@ -5,13 +5,14 @@ stored in both directions), ``edge_attr [E, D]``, ``batch [N]`` / ``ptr [B + 1]`
 The CSR, transpose CSR and dense padded views are built once, lazily, and cached.
 """
 from functools import cached_property
-from typing import Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from rpfast.data._validate import check_sizes, float_tensor, index_tensor
+from rpfast._validation import check_memory
+from rpfast.data._validate import check_count, check_sizes, float_tensor, index_tensor, is_pyg_data
 
 __all__ = ["GraphBatch"]
 
@@ -28,6 +29,14 @@ class GraphBatch:
         num_nodes: total node count ``N`` when neither ``x``, ``batch`` nor ``ptr`` fixes it
             (a single graph); default ``edge_index.max() + 1``.
         num_graphs: ``B`` when given with ``batch`` (lets trailing graphs be empty).
+
+    ``num_nodes``/``num_graphs`` must be ints (Python, NumPy or 0-d integer tensors); a PyG
+    ``Data``/``Batch`` is converted with :meth:`from_pyg`, never passed as ``edge_index``.
+
+    Other attributes: ``extras`` holds the remaining PyG attributes (``y``, ...) kept by
+    :meth:`from_pyg` and written back by :meth:`to_pyg`; they read as attributes too
+    (``graph.y``). :meth:`select` does not carry them (it cannot tell node-level from
+    graph-level ones).
 
     Cached views (built on first access):
         ``ptr [B+1]``, ``num_nodes [B]``, ``batch [N]``, ``rowptr [N+1]``/``col [E]`` (CSR sorted
@@ -48,6 +57,8 @@ class GraphBatch:
         num_nodes: Optional[int] = None,
         num_graphs: Optional[int] = None,
     ):
+        num_nodes = None if num_nodes is None else check_count(num_nodes, "num_nodes")
+        num_graphs = None if num_graphs is None else check_count(num_graphs, "num_graphs")
         edge_index = index_tensor(edge_index, "edge_index")
         if edge_index.dim() != 2 or edge_index.shape[0] != 2:
             raise ValueError(f"edge_index must have shape [2, E], got {tuple(edge_index.shape)}")
@@ -69,6 +80,7 @@ class GraphBatch:
                     f"edge_attr must have shape [E={self.num_edges}, D], got {tuple(edge_attr.shape)}"
                 )
             self.edge_attr = edge_attr
+        self.extras: Dict[str, Any] = {}
 
     # ------------------------------------------------------------------ construction
     def _resolve_ptr(self, batch, ptr, num_nodes, num_graphs) -> Tensor:
@@ -94,7 +106,7 @@ class GraphBatch:
                     f"{int(batch[i])} follows {int(batch[i - 1])}"
                 )
             found = int(batch.max()) + 1 if batch.numel() else 0
-            B = found if num_graphs is None else int(num_graphs)
+            B = found if num_graphs is None else num_graphs
             if B < found:
                 raise ValueError(f"num_graphs = {B} but batch refers to graph {found - 1}")
             counts = torch.bincount(batch, minlength=B)
@@ -104,16 +116,18 @@ class GraphBatch:
             if n_from_x is not None:
                 total = n_from_x
             elif num_nodes is not None:
-                if int(num_nodes) < 0:
-                    raise ValueError(f"num_nodes must be >= 0, got {num_nodes}")
-                total = int(num_nodes)
+                total = num_nodes
             else:
                 total = int(self.edge_index.max()) + 1 if self.edge_index.numel() else 0
             ptr = torch.tensor([0, total], dtype=torch.int64)
         if n_from_x is not None and n_from_x != total:
             raise ValueError(f"x has {n_from_x} rows but batch/ptr describe {total} nodes")
-        if num_nodes is not None and int(num_nodes) != total:
+        if num_nodes is not None and num_nodes != total:
             raise ValueError(f"num_nodes = {num_nodes} but batch/ptr/x describe {total} nodes")
+        if num_graphs is not None and num_graphs != ptr.numel() - 1:
+            raise ValueError(f"num_graphs = {num_graphs} but batch/ptr describe {ptr.numel() - 1} graphs")
+        # The cached per-node views (batch, local index, CSR offsets) take ~4 int64 per node.
+        check_memory(32 * total, f"a GraphBatch of {total} nodes")
         return ptr
 
     def _check_edges(self) -> None:
@@ -144,21 +158,23 @@ class GraphBatch:
         x: Optional[Sequence[Tensor]] = None,
         edge_attr: Optional[Sequence[Tensor]] = None,
     ) -> "GraphBatch":
-        """Batch ``[(edge_index_g [2, E_g] local indices, num_nodes_g), ...]``."""
+        """Batch ``[(edge_index_g [2, E_g] local indices, num_nodes_g), ...]``.
+
+        ``x``/``edge_attr``: optional lists with one ``[n_g, F]`` / ``[E_g, D]`` entry per graph
+        (1-D entries become one column). An empty list gives a batch of 0 graphs.
+        """
         if not isinstance(graphs, (list, tuple)):
             raise TypeError(f"graphs must be a list of (edge_index, num_nodes), got {type(graphs).__name__}")
         edges, sizes = [], []
         for g, item in enumerate(graphs):
             if not isinstance(item, (list, tuple)) or len(item) != 2:
-                raise TypeError(f"graphs[{g}] must be a pair (edge_index, num_nodes)")
+                raise TypeError(f"graphs[{g}] must be a pair (edge_index, num_nodes), got {type(item).__name__}")
             ei = index_tensor(item[0], f"graphs[{g}] edge_index")
             if ei.numel() == 0:
                 ei = ei.reshape(2, 0)
             if ei.dim() != 2 or ei.shape[0] != 2:
                 raise ValueError(f"graphs[{g}] edge_index must have shape [2, E], got {tuple(ei.shape)}")
-            n = int(item[1])
-            if n < 0:
-                raise ValueError(f"graphs[{g}] has negative num_nodes {n}")
+            n = check_count(item[1], f"graphs[{g}] num_nodes")
             if ei.numel() and (int(ei.min()) < 0 or int(ei.max()) >= n):
                 raise IndexError(
                     f"graphs[{g}] edge_index holds {int(ei.min())}..{int(ei.max())}, outside 0..{n - 1}"
@@ -166,14 +182,12 @@ class GraphBatch:
             edges.append(ei)
             sizes.append(n)
         sizes_t = torch.tensor(sizes, dtype=torch.int64)
-        ptr = torch.cat([torch.zeros(1, dtype=torch.int64), sizes_t.cumsum(0)])
         counts = torch.tensor([e.shape[1] for e in edges], dtype=torch.int64)
+        ptr = _offsets(sizes_t)
         offsets = torch.repeat_interleave(ptr[:-1], counts)
         edge_index = (torch.cat(edges, dim=1) if edges else torch.zeros(2, 0, dtype=torch.int64)) + offsets
-        xs = None if x is None else torch.cat([_rows(v, sizes[i], f"x[{i}]") for i, v in enumerate(x)])
-        ea = None if edge_attr is None else torch.cat(
-            [_rows(v, int(counts[i]), f"edge_attr[{i}]") for i, v in enumerate(edge_attr)]
-        )
+        xs = None if x is None else _stack_rows(x, sizes, "x")
+        ea = None if edge_attr is None else _stack_rows(edge_attr, counts.tolist(), "edge_attr")
         return cls(edge_index, x=xs, edge_attr=ea, ptr=ptr)
 
     @classmethod
@@ -182,7 +196,7 @@ class GraphBatch:
 
         Nodes labelled exactly ``0..n-1`` keep their labels; other labels are numbered in
         ``G.nodes`` order. ``node_attr``/``edge_attr`` name a numeric (scalar or vector)
-        attribute to use as ``x``/``edge_attr``.
+        attribute to use as ``x``/``edge_attr``; every node/edge must have it (ValueError).
         """
         import networkx as nx
 
@@ -192,60 +206,108 @@ class GraphBatch:
         for g, G in enumerate(graphs):
             if not isinstance(G, nx.Graph):
                 raise TypeError(f"graphs[{g}] is a {type(G).__name__}, not a networkx graph")
-            integer_labels = set(G.nodes) == set(range(G.number_of_nodes()))
-            H = nx.convert_node_labels_to_integers(G, ordering="sorted" if integer_labels else "default")
+            labels = list(G.nodes)
+            if set(labels) == set(range(len(labels))):
+                labels = sorted(labels)
+            H = nx.relabel_nodes(G, {v: i for i, v in enumerate(labels)})
             n = H.number_of_nodes()
             ei = torch.as_tensor(np.array(list(H.edges()), dtype=np.int64).reshape(-1, 2).T)
             attrs = None
             if edge_attr is not None:
-                values = [d[edge_attr] for _, _, d in H.edges(data=True)]
-                attrs = torch.tensor(values, dtype=torch.get_default_dtype()).reshape(len(values), -1)
+                items = [(f"edge ({labels[u]!r}, {labels[v]!r})", d) for u, v, d in H.edges(data=True)]
+                attrs = _attr_rows(items, edge_attr, f"graphs[{g}]", "edge_attr")
             if not H.is_directed():
                 ei = torch.cat([ei, ei.flip(0)], dim=1)
                 attrs = None if attrs is None else torch.cat([attrs, attrs])
             pairs.append((ei, n))
             eas.append(attrs)
             if node_attr is not None:
-                xs.append(torch.tensor([H.nodes[v][node_attr] for v in range(n)],
-                                       dtype=torch.get_default_dtype()).reshape(n, -1))
-        return cls.from_edge_lists(pairs, x=xs if node_attr else None, edge_attr=eas if edge_attr else None)
+                items = [(f"node {v!r}", G.nodes[v]) for v in labels]
+                xs.append(_attr_rows(items, node_attr, f"graphs[{g}]", "node_attr"))
+        return cls.from_edge_lists(pairs, x=None if node_attr is None else xs,
+                                   edge_attr=None if edge_attr is None else eas)
+
+    _PYG_LAYOUT = ("x", "edge_index", "edge_attr", "batch", "ptr", "num_nodes")
 
     @classmethod
     def from_pyg(cls, data) -> "GraphBatch":
-        """Convert a ``torch_geometric.data.Batch`` (or single ``Data``) without copying."""
+        """Convert a ``torch_geometric.data.Batch`` (or single ``Data``) without copying.
+
+        Every other attribute (``y``, ``pos``, names, ...) is kept in ``extras`` (and reads as
+        ``graph.y``); :meth:`to_pyg` converts back. Integer ``x``/``edge_attr`` become floats.
+        """
+        if not is_pyg_data(data):
+            raise TypeError(
+                f"data must be a torch_geometric.data.Data or Batch, got {type(data).__name__}; "
+                f"for a list of Data objects pass torch_geometric.data.Batch.from_data_list(data_list)"
+            )
         batch = getattr(data, "batch", None)
         ptr = getattr(data, "ptr", None)
         if batch is not None and ptr is not None:
             batch = None
-        return cls(
-            data.edge_index,
-            x=getattr(data, "x", None),
+        edge_index = data.edge_index if data.edge_index is not None else torch.zeros(2, 0, dtype=torch.int64)
+        out = cls(
+            edge_index,
+            x=data.x,
             edge_attr=getattr(data, "edge_attr", None),
             batch=batch,
             ptr=ptr,
             num_nodes=None if (batch is not None or ptr is not None or data.x is not None) else data.num_nodes,
         )
+        out.extras = {key: data[key] for key in data.keys() if key not in cls._PYG_LAYOUT}
+        # Batch.from_data_list's slicing metadata lets to_pyg() results call to_data_list().
+        out._pyg_meta = tuple(getattr(data, name, None) for name in ("_slice_dict", "_inc_dict"))
+        return out
+
+    def to_pyg(self):
+        """A ``torch_geometric.data.Batch`` with ``x``, ``edge_index``, ``edge_attr``, ``batch``,
+        ``ptr`` and the ``extras``, sharing this batch's tensors (no copy)."""
+        from torch_geometric.data import Batch
+
+        fields = dict(self.extras)
+        fields.update(edge_index=self.edge_index, batch=self.batch, ptr=self._ptr)
+        if self.x is not None:
+            fields["x"] = self.x
+        if self.edge_attr is not None:
+            fields["edge_attr"] = self.edge_attr
+        out = Batch(**fields)
+        if self.x is None:
+            out.num_nodes = self.total_nodes
+        out._num_graphs = self.num_graphs
+        slices, incs = self.__dict__.get("_pyg_meta", (None, None))
+        if slices is not None and incs is not None:
+            out._slice_dict, out._inc_dict = slices, incs
+        return out
+
+    def __getattr__(self, name: str):
+        # only reached when normal lookup fails: expose extras (graph.y)
+        extras = self.__dict__.get("extras")
+        if extras is not None and name in extras:
+            return extras[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    @cached_property
+    def _edges_by_graph(self) -> Tuple[Tensor, Tensor]:
+        """``(order [E], edge_ptr [B + 1])``: edge ids grouped by graph (stable) and offsets."""
+        edge_graph = self.batch[self.edge_index[0]]
+        order = torch.argsort(edge_graph, stable=True)
+        return order, _offsets(torch.bincount(edge_graph, minlength=self.num_graphs))
 
     def select(self, graphs) -> "GraphBatch":
-        """A new batch holding ``graphs`` (indices, in the given order), with their features."""
+        """A new batch holding ``graphs`` (indices ``[G]``, in the given order, repeats allowed:
+        each copy gets its own nodes and edges), with ``x`` and ``edge_attr``."""
         graphs = index_tensor(graphs, "graphs").reshape(-1)
         if graphs.numel() and (int(graphs.min()) < 0 or int(graphs.max()) >= self.num_graphs):
             raise IndexError(f"graph indices must lie in [0, {self.num_graphs}), got {graphs.tolist()[:8]}")
         sizes = self.num_nodes[graphs]
-        new_ptr = torch.cat([torch.zeros(1, dtype=torch.int64), sizes.cumsum(0)])
-        # old node id of every new node, graph by graph
-        nodes = torch.repeat_interleave(self._ptr[graphs] - new_ptr[:-1], sizes) + torch.arange(int(new_ptr[-1]))
-        new_id = torch.full((self.total_nodes,), -1, dtype=torch.int64)
-        new_id[nodes] = torch.arange(nodes.numel())
-        edge_graph = self.batch[self.edge_index[0]]
-        position = torch.full((self.num_graphs,), -1, dtype=torch.int64)
-        position[graphs] = torch.arange(graphs.numel())
-        keep = position[edge_graph] >= 0
-        edge_ids = torch.nonzero(keep).flatten()
-        # edges grouped by new graph order
-        edge_ids = edge_ids[torch.argsort(position[edge_graph[edge_ids]], stable=True)]
+        new_ptr = _offsets(sizes)
+        nodes = _ranges(self._ptr[graphs], sizes)  # old id of every new node
+        order, edge_ptr = self._edges_by_graph
+        edge_counts = edge_ptr.diff()[graphs]
+        edge_ids = order[_ranges(edge_ptr[graphs], edge_counts)]  # old id of every new edge
+        shift = torch.repeat_interleave(new_ptr[:-1] - self._ptr[graphs], edge_counts)
         return GraphBatch(
-            new_id[self.edge_index[:, edge_ids]],
+            self.edge_index[:, edge_ids] + shift,
             x=None if self.x is None else self.x[nodes],
             edge_attr=None if self.edge_attr is None else self.edge_attr[edge_ids],
             ptr=new_ptr,
@@ -363,6 +425,8 @@ class GraphBatch:
         B, n = self.num_graphs, self.n_max
         channels = 1 + (0 if self.edge_attr is None else self.edge_attr.shape[1])
         dtype = torch.get_default_dtype() if self.edge_attr is None else self.edge_attr.dtype
+        check_memory(B * n * n * channels * dtype.itemsize, f"dense_adj() [B={B}, n_max={n}, n_max={n}, {channels}]",
+                     "batch graphs of similar size together, or use the sparse views")
         adj = torch.zeros((B, n, n, channels), dtype=dtype)
         if self.num_edges:
             src, dst = self.edge_index
@@ -381,6 +445,9 @@ class GraphBatch:
     def _dense_x(self) -> Tensor:
         if self.x is None:
             raise ValueError("this GraphBatch has no node features x")
+        B, n, F = self.num_graphs, self.n_max, self.x.shape[1]
+        check_memory(B * n * F * self.x.element_size(), f"dense_x() [B={B}, n_max={n}, {F}]",
+                     "batch graphs of similar size together")
         out = self.x.new_zeros((self.num_graphs, self.n_max, self.x.shape[1]))
         out[self.batch, self.local_index] = self.x
         return out
@@ -396,6 +463,17 @@ class GraphBatch:
                 f"num_edges={self.num_edges}, node_features={f}, edge_features={d})")
 
 
+def _offsets(counts: Tensor) -> Tensor:
+    """``[len + 1]`` exclusive prefix sums of ``counts`` (a ``ptr``)."""
+    return torch.cat([torch.zeros(1, dtype=torch.int64), counts.cumsum(0)])
+
+
+def _ranges(starts: Tensor, counts: Tensor) -> Tensor:
+    """Concatenation of ``arange(starts[i], starts[i] + counts[i])`` over ``i``."""
+    offsets = _offsets(counts)
+    return torch.repeat_interleave(starts - offsets[:-1], counts) + torch.arange(int(offsets[-1]))
+
+
 def _rows(value, count: int, name: str) -> Tensor:
     """``value`` as a ``[count, D]`` float tensor (1-D input becomes one column)."""
     t = float_tensor(value, name)
@@ -403,3 +481,36 @@ def _rows(value, count: int, name: str) -> Tensor:
     if t.dim() != 2 or t.shape[0] != count:
         raise ValueError(f"{name} must have {count} rows, got shape {tuple(t.shape)}")
     return t
+
+
+def _stack_rows(values, counts: Sequence[int], name: str) -> Tensor:
+    """One ``[counts[i], D]`` entry per graph -> ``[sum(counts), D]``; entries with 0 rows
+    take the common width ``D`` (0 graphs give ``[0, 0]``)."""
+    if not isinstance(values, (list, tuple)):
+        raise TypeError(f"{name} must be a list with one tensor per graph, got {type(values).__name__}")
+    if len(values) != len(counts):
+        raise ValueError(f"{name} has {len(values)} entries but there are {len(counts)} graphs")
+    rows = [_rows(v, c, f"{name}[{i}]") for i, (v, c) in enumerate(zip(values, counts))]
+    if not rows:
+        return torch.zeros(0, 0)
+    width = next((t.shape[1] for t in rows if t.shape[0]), rows[0].shape[1])
+    for i, t in enumerate(rows):
+        if t.shape[0] and t.shape[1] != width:
+            raise ValueError(f"{name}[{i}] has {t.shape[1]} columns but earlier entries have {width}")
+    return torch.cat([t if t.shape[0] else t.new_zeros(0, width) for t in rows])
+
+
+def _attr_rows(items, attr: str, where: str, arg: str) -> Tensor:
+    """``[len(items), D]`` from ``(description, attribute dict)`` pairs of networkx nodes/edges;
+    ``arg`` names the argument that chose ``attr``."""
+    values = []
+    for what, d in items:
+        if attr not in d:
+            raise ValueError(f"{arg}={attr!r}: {where} {what} has no attribute {attr!r}")
+        values.append(d[attr])
+    try:
+        t = torch.tensor(values, dtype=torch.get_default_dtype())
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise ValueError(f"{arg}={attr!r}: the values in {where} must be numbers or equal-length vectors "
+                         f"({error})") from None
+    return t.reshape(len(values), -1) if values else t.reshape(0, 0)

@@ -3,7 +3,12 @@
 A model calls ``GINConv.forward(x, edge_index)`` once per layer and per step with the
 same ``edge_index`` object; converting it to CSR every time would cost more than the
 aggregation. Entries are keyed by tensor identity, invalidated when the tensor is
-modified in place (its version counter changes) and dropped when it is freed.
+modified in place through torch (its version counter changes) and dropped when it is freed.
+
+Limitation: writes that bypass torch's version counter are not seen, e.g. through
+``edge_index.numpy()``, a NumPy array the tensor was made from with ``torch.from_numpy``,
+or ``.data``. After such an edit call :func:`clear_graph_cache` (or build the layer with
+``GINConv(..., cache=False)``), otherwise the stale CSR is used.
 """
 import weakref
 from typing import Dict, Optional, Tuple
@@ -12,13 +17,15 @@ import torch
 
 from rpfast.data.batch import GraphBatch
 
+__all__ = ["graph_for_edge_index", "clear_graph_cache", "cache_size"]
+
 _CACHE: Dict[int, Tuple[weakref.ref, int, int, GraphBatch]] = {}
 
 
 def graph_for_edge_index(edge_index: torch.Tensor, num_nodes: Optional[int]) -> GraphBatch:
-    """The cached single-graph GraphBatch for ``edge_index`` with ``num_nodes`` nodes."""
-    if not isinstance(edge_index, torch.Tensor):
-        return GraphBatch(edge_index, num_nodes=num_nodes)
+    """The cached single-graph GraphBatch for ``edge_index [2, E]`` with ``num_nodes`` nodes."""
+    if not isinstance(edge_index, torch.Tensor) or edge_index.layout != torch.strided:
+        return GraphBatch(edge_index, num_nodes=num_nodes)  # validates and explains
     key = id(edge_index)
     entry = _CACHE.get(key)
     if entry is not None:
@@ -32,5 +39,11 @@ def graph_for_edge_index(edge_index: torch.Tensor, num_nodes: Optional[int]) -> 
     return graph
 
 
+def clear_graph_cache() -> None:
+    """Forget every cached CSR (needed after editing an ``edge_index`` behind torch's back)."""
+    _CACHE.clear()
+
+
 def cache_size() -> int:
+    """Number of cached graphs."""
     return len(_CACHE)

@@ -6,6 +6,7 @@ every validation fold), GIN with 5 layers of width 16, RP-GIN with one-hot IDs
 accuracy from 5 averaged inference permutations, several initialisations per fold.
 """
 import functools
+import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from sklearn.model_selection import StratifiedKFold
 from tqdm.auto import tqdm
 
 from rpfast.data import PAPER_SKIPS, csl_batch, csl_dataset
+from rpfast._io import prepare_output_dir
 from rpfast.experiments.report import format_table, summarise, write_outputs
 from rpfast.experiments.training import evaluate, train_epoch
 from rpfast.nn import GIN, RPGIN
@@ -48,8 +50,8 @@ class CSLConfig:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.folds < 2 or self.folds > 15:
             raise ValueError(f"folds must be between 2 and 15 (15 graphs per class), got {self.folds}")
-        if not self.lr > 0:
-            raise ValueError(f"lr must be positive, got {self.lr}")
+        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be positive and finite, got {self.lr!r}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
 
@@ -113,7 +115,13 @@ def run_csl(config: CSLConfig, progress: bool = True) -> Dict:
 
 
 def main(config: CSLConfig, progress: bool = True) -> Dict:
-    """Run the experiment, print the paper-style table and write CSV, JSON and the figure."""
+    """Run the experiment, print the paper-style table and write CSV, JSON and the figure.
+
+    The options and the output directory are checked before any training: a bad
+    ``out_dir`` raises its ``OSError`` at once. Files are written atomically.
+    """
+    config.validate()
+    prepare_output_dir(config.out_dir)
     results = run_csl(config, progress=progress)
     print(format_table(results["summary"], "CSL validation accuracy (%)"))
     paths = write_outputs(results, Path(config.out_dir), class_names=[f"R={r}" for r in PAPER_SKIPS])

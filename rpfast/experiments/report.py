@@ -2,9 +2,11 @@
 import csv
 import json
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
+
+from rpfast._io import atomic_path, prepare_output_dir
 
 STATS = ("mean", "median", "max", "min", "sd")
 
@@ -38,23 +40,31 @@ def format_table(summary: List[Dict], title: str) -> str:
 
 
 def write_outputs(results: Dict, out_dir: Path, class_names: Sequence[str]) -> List[Path]:
-    """Write summary.csv, results.json and a figure (per-fold accuracy, embedding projections)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Write summary.csv, results.json and a figure (per-fold accuracy, embedding projections).
+
+    Each file is written under a temporary name and renamed when complete (:func:`atomic_path`).
+    """
+    out_dir = prepare_output_dir(out_dir)
     summary_csv = out_dir / "summary.csv"
-    with summary_csv.open("w", newline="") as fh:
+    with atomic_path(summary_csv) as tmp, tmp.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=["model", *STATS, "runs"])
         writer.writeheader()
         writer.writerows(results["summary"])
     results_json = out_dir / "results.json"
     payload = {k: results[k] for k in ("config", "summary", "runs", "seconds")}
-    results_json.write_text(json.dumps(payload, indent=2))
+    with atomic_path(results_json) as tmp, tmp.open("w") as fh:
+        json.dump(payload, fh, indent=2)
     figure = out_dir / "csl.png"
-    plot(results, figure, class_names)
+    with atomic_path(figure) as tmp:
+        plot(results, tmp, class_names, fmt="png")
     return [summary_csv, results_json, figure]
 
 
-def plot(results: Dict, path: Path, class_names: Sequence[str]) -> None:
-    """Left: validation accuracy per fold and model. Right: PCA of graph embeddings by class."""
+def plot(results: Dict, path: Path, class_names: Sequence[str], fmt: Optional[str] = None) -> None:
+    """Left: validation accuracy per fold and model. Right: PCA of graph embeddings by class.
+
+    ``fmt`` is the image format (default: from the file name's extension).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -97,5 +107,7 @@ def plot(results: Dict, path: Path, class_names: Sequence[str]) -> None:
         ax.set_ylabel("PC 2")
     axes[-1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, title="class")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=120, format=fmt)
+    finally:
+        plt.close(fig)

@@ -4,8 +4,10 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
+from rpfast._validation import check_memory
 from rpfast.data import GraphBatch
 from rpfast.nn.pooling import sum_pool
+from rpfast.ops.dense import embedding, linear
 from rpfast.ops.gin_layer import gin_mlp
 
 __all__ = ["GIN", "GINLayer"]
@@ -53,11 +55,11 @@ class GINLayer(nn.Module):
     def forward(self, h: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor] = None) -> Tensor:
         z = None
         if self.first is not None:
-            z = h @ self.first.weight.t()
+            z = linear(h, self.first.weight)
         if self.id_weight is not None:
             if ids is None:
                 raise ValueError("this layer was built with id_dim > 0 and needs ids")
-            emb = self.id_weight[ids]  # [R, N, hidden], a gather of weight rows
+            emb = embedding(self.id_weight, ids)  # [R, N, hidden], a gather of weight rows
             z = emb if z is None else z + emb
         eps = self.eps if self.eps is not None else self.fixed_eps
         z = z if z.dim() == 3 else z.unsqueeze(0)
@@ -87,6 +89,11 @@ class GIN(nn.Module):
                                  ("out_dim", out_dim, 1), ("id_dim", id_dim, 0)):
             if not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+            raise ValueError(f"dropout must be a float in [0, 1), got {dropout!r}")
+        width = in_dim + id_dim + num_layers * hidden
+        check_memory(4 * (width * (hidden + out_dim) + num_layers * mlp_layers * hidden * hidden),
+                     f"GIN parameters (in_dim={in_dim}, id_dim={id_dim}, hidden={hidden}, num_layers={num_layers})")
         self.in_dim, self.id_dim = in_dim, id_dim
         self.layers = nn.ModuleList(
             GINLayer(in_dim if l == 0 else hidden, hidden, mlp_layers, train_eps, id_dim if l == 0 else 0)
@@ -103,7 +110,7 @@ class GIN(nn.Module):
         return embedding.squeeze(0) if self._single(x, ids) else embedding
 
     def forward(self, x: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor] = None) -> Tensor:
-        logits = self.classifier(self.dropout(self._embed(x, graph, ids)))
+        logits = linear(self.dropout(self._embed(x, graph, ids)), self.classifier.weight, self.classifier.bias)
         return logits.squeeze(0) if self._single(x, ids) else logits
 
     @staticmethod
@@ -111,7 +118,7 @@ class GIN(nn.Module):
         return ids is None and (x is None or x.dim() == 2)
 
     def _embed(self, x: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor]) -> Tensor:
-        h, R = self._inputs(x, graph, ids)
+        h, ids, R = self._inputs(x, graph, ids)
         pooled = []
         if h is not None:
             pooled.append(sum_pool(h, graph).expand(R, -1, -1))
@@ -122,25 +129,30 @@ class GIN(nn.Module):
             pooled.append(sum_pool(h, graph))
         return torch.cat(pooled, dim=-1)
 
-    def _inputs(self, x, graph: GraphBatch, ids) -> Tuple[Optional[Tensor], int]:
+    def _inputs(self, x, graph: GraphBatch, ids) -> Tuple[Optional[Tensor], Optional[Tensor], int]:
         if not isinstance(graph, GraphBatch):
             raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")
         if self.id_dim and ids is None:
             raise ValueError(f"this GIN has id_dim={self.id_dim} and needs ids [R, N]")
         if ids is not None:
+            if not isinstance(ids, Tensor) or ids.dtype.is_floating_point or ids.dtype.is_complex \
+                    or ids.dtype == torch.bool:
+                raise TypeError(f"ids must be an integer tensor [R, N], got "
+                                f"{ids.dtype if isinstance(ids, Tensor) else type(ids).__name__}")
+            ids = ids.to(torch.int64)
             if ids.dim() != 2 or ids.shape[1] != graph.total_nodes:
                 raise ValueError(f"ids must have shape [R, N={graph.total_nodes}], got {tuple(ids.shape)}")
             if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.id_dim):
                 raise IndexError(f"ids must lie in [0, {self.id_dim}), got {int(ids.min())}..{int(ids.max())}")
         R = ids.shape[0] if ids is not None else (x.shape[0] if x is not None and x.dim() == 3 else 1)
         if self.in_dim == 0:
-            return None, R
+            return None, ids, R
         if x is None:
             raise ValueError(f"this GIN has in_dim={self.in_dim} and needs node features x")
         if x.shape[-1] != self.in_dim or x.shape[-2] != graph.total_nodes:
             raise ValueError(f"x must have shape [..., N={graph.total_nodes}, {self.in_dim}], got {tuple(x.shape)}")
         h = x if x.dim() == 3 else x.unsqueeze(0)
-        return h.to(self.classifier.weight.dtype), R
+        return h.to(self.classifier.weight.dtype), ids, R
 
     def _id_histogram(self, ids: Tensor, graph: GraphBatch) -> Tensor:
         """``[R, B, id_dim]``: how many nodes of each graph carry each ID (pooled one-hots)."""

@@ -1,10 +1,12 @@
 """GINConv: drop-in for torch_geometric.nn.GINConv on rpfast's fused aggregation."""
-from typing import Callable, Optional, Union
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor, nn
 
 from rpfast.data import GraphBatch
+from rpfast.data._validate import check_real, is_pyg_data
+from rpfast.ops._checks import require_flag
 from rpfast.data.cache import graph_for_edge_index
 from rpfast.ops import gin_aggregate
 
@@ -17,20 +19,28 @@ class GINConv(nn.Module):
     .. math:: x_i' = h_\Theta\Big((1 + \epsilon)\, x_i + \sum_{j \to i} x_j\Big)
 
     Same constructor and ``forward(x, edge_index)`` as ``torch_geometric.nn.GINConv``, so
-    a PyG model can switch the import. ``edge_index`` is converted to CSR once per distinct
-    tensor (cached); a :class:`~rpfast.data.GraphBatch` can be passed instead.
+    a PyG model can switch the import. The graph may be an ``edge_index [2, E]``, a
+    :class:`~rpfast.data.GraphBatch`, or a PyG ``Data``/``Batch`` (its ``edge_index`` is used).
+
+    ``edge_index`` is converted to CSR once per distinct tensor and cached
+    (:mod:`rpfast.data.cache`). The cache notices in-place edits made through torch (the
+    tensor's version counter) but not writes through aliases such as ``edge_index.numpy()``
+    or ``torch.from_numpy``'s source array: after those call
+    :func:`rpfast.data.clear_graph_cache`, or build the layer with ``cache=False``.
 
     Args:
         nn: the MLP :math:`h_\Theta` applied after aggregation (any callable module).
         eps: initial :math:`\epsilon`.
         train_eps: learn :math:`\epsilon`.
+        cache: reuse the CSR of an ``edge_index`` tensor across calls (default); ``False``
+            rebuilds it on every call.
 
     Shapes:
         ``x [N, F]`` or ``[R, N, F]`` (R relabelings sharing the graph) -> ``nn``'s output
-        for every node.
+        for every node. Twice differentiable if ``nn`` is.
     """
 
-    def __init__(self, nn: Callable, eps: float = 0.0, train_eps: bool = False, **kwargs):
+    def __init__(self, nn: Callable, eps: float = 0.0, train_eps: bool = False, cache: bool = True, **kwargs):
         super().__init__()
         # PyG forwards these to MessagePassing; only its defaults match what this layer computes.
         supported = {"aggr": "add", "flow": "source_to_target"}
@@ -40,27 +50,42 @@ class GINConv(nn.Module):
                                  f"(it sums messages along source_to_target edges)")
         if not callable(nn):
             raise TypeError(f"nn must be a callable module, got {type(nn).__name__}")
+        cache = require_flag(cache, "cache")
         self.nn = nn
-        self.initial_eps = float(eps)
+        self.initial_eps = check_real(eps, "eps")
+        self.cache = cache
         if train_eps:
-            self.eps = torch.nn.Parameter(torch.tensor([float(eps)]))
+            self.eps = torch.nn.Parameter(torch.tensor([self.initial_eps]))
         else:
-            self.register_buffer("eps", torch.tensor([float(eps)]))
+            self.register_buffer("eps", torch.tensor([self.initial_eps]))
 
     def reset_parameters(self) -> None:
         if hasattr(self.nn, "reset_parameters"):
             self.nn.reset_parameters()
         self.eps.data.fill_(self.initial_eps)
 
-    def forward(self, x: Tensor, edge_index: Union[Tensor, GraphBatch], size: Optional[tuple] = None) -> Tensor:
+    def forward(self, x: Tensor, edge_index, size: Optional[tuple] = None) -> Tensor:
+        """``x [N, F]`` or ``[R, N, F]``; ``edge_index``: ``[2, E]``, GraphBatch or PyG Data/Batch."""
+        if not isinstance(x, Tensor):
+            raise TypeError(f"x must be a tensor [N, F] or [R, N, F] (bipartite (x_src, x_dst) pairs are not "
+                            f"supported), got {type(x).__name__}")
+        if x.dim() not in (2, 3):
+            raise ValueError(f"x must have shape [N, F] or [R, N, F], got {tuple(x.shape)}")
         if isinstance(edge_index, GraphBatch):
             graph = edge_index
         else:
             if size is not None and size[0] != size[1]:
                 raise ValueError(f"bipartite size={size} is not supported; rpfast.GINConv needs a square graph")
-            if not isinstance(x, Tensor):
-                raise TypeError("x must be a tensor (bipartite (x_src, x_dst) pairs are not supported)")
-            graph = graph_for_edge_index(edge_index, x.shape[-2])
+            if is_pyg_data(edge_index):
+                if edge_index.num_nodes is not None and edge_index.num_nodes != x.shape[-2]:
+                    raise ValueError(f"x has {x.shape[-2]} nodes (dim -2) but the PyG "
+                                     f"{type(edge_index).__name__} has {edge_index.num_nodes}")
+                edge_index = edge_index.edge_index if edge_index.edge_index is not None else \
+                    torch.zeros(2, 0, dtype=torch.int64)
+            if self.cache:
+                graph = graph_for_edge_index(edge_index, x.shape[-2])
+            else:
+                graph = GraphBatch(edge_index, num_nodes=x.shape[-2])
         return self.nn(gin_aggregate(x, graph, self.eps.to(x.dtype)))
 
     def __repr__(self) -> str:

@@ -3,6 +3,7 @@
 Every op validates its arguments (dtype, device, shape, index range) and raises
 ``TypeError``/``ValueError``/``IndexError`` naming the bad argument before any kernel runs.
 """
+from rpfast.ops.dense import embedding, linear
 from rpfast.ops.gin import gin_aggregate
 from rpfast.ops.gin_layer import gin_mlp
 from rpfast.ops.norm import batch_norm_relu
@@ -21,6 +22,8 @@ from rpfast.ops.subsets import (
 
 __all__ = [
     "WLOrder",
+    "embedding",
+    "linear",
     "batch_norm_relu",
     "bfs_order",
     "canonical_order_from_mol",

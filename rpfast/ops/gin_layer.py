@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from rpfast import _C
 from rpfast.data import GraphBatch
-from rpfast.ops._checks import require_cpu, require_float, require_tensor
+from rpfast.ops._checks import eps_tensor, require_cpu, require_flag, require_float, require_tensor
 from rpfast.ops._threads import kernel_threads
 
 __all__ = ["gin_mlp"]
@@ -54,7 +54,7 @@ class _GINMLP(torch.autograd.Function):
         ctx.norms, ctx.training = norms, training
         ctx.needs_eps = ctx.needs_input_grad[1]
         ctx.save_for_backward(z, eps, out_rowptr, out_col, *params, *saved)
-        return h.view(z.shape[0], z.shape[1], -1)
+        return h.view(z.shape[0], z.shape[1], h.shape[-1])
 
     @staticmethod
     def backward(ctx, grad):
@@ -64,7 +64,7 @@ class _GINMLP(torch.autograd.Function):
         z, eps, out_rowptr, out_col, *rest = ctx.saved_tensors
         weights, gammas, saved = rest[: L - 1], rest[L - 1: 2 * L - 1], rest[3 * L - 1:]
         R, N = z.shape[0], z.shape[1]
-        g = grad.reshape(R * N, -1).contiguous()
+        g = grad.reshape(R * N, grad.shape[-1]).contiguous()
         grad_weights: List[Tensor] = [None] * len(weights)
         grad_gammas: List[Tensor] = [None] * L
         grad_betas: List[Tensor] = [None] * L
@@ -77,11 +77,12 @@ class _GINMLP(torch.autograd.Function):
                                         grad_gammas[stage].numpy(), grad_betas[stage].numpy(), threads)
             if stage:
                 previous = saved[3 * (stage - 1)]
-                grad_weights[stage - 1] = grad_pre.t() @ previous
+                grad_weights[stage - 1] = torch.empty_like(weights[stage - 1])
+                _C.matmul_tn(grad_pre.numpy(), previous.numpy(), grad_weights[stage - 1].numpy(), threads)
                 g = grad_pre @ weights[stage - 1].detach()
             else:
                 g = grad_pre
-        g = g.view(R, N, -1)
+        g = g.view(R, N, g.shape[-1])
         grad_z = torch.empty_like(g)
         _C.gin_aggregate(g.numpy(), out_rowptr.numpy(), out_col.numpy(), float(eps), grad_z.numpy(), threads)
         grad_eps = None
@@ -101,7 +102,7 @@ def gin_mlp(z: Tensor, graph: GraphBatch, eps: Tensor, weights: Sequence[Tensor]
     Args:
         z: ``[R, N, H]`` the projected node states (first linear map already applied).
         graph: the :class:`~rpfast.data.GraphBatch` with ``N`` nodes.
-        eps: one-element tensor.
+        eps: a float or a one-element float tensor (learnable if it requires grad).
         weights: ``L - 1`` matrices ``[H, H]`` (bias-free: each is followed by BatchNorm).
         norms: ``L`` ``BatchNorm1d(H)`` modules (statistics over all ``R * N`` rows).
         training: batch statistics (and running-stat updates) or running statistics.
@@ -110,6 +111,7 @@ def gin_mlp(z: Tensor, graph: GraphBatch, eps: Tensor, weights: Sequence[Tensor]
     affine parameters; all reductions are deterministic.
     """
     require_tensor(z, "z")
+    training = require_flag(training, "training")
     require_cpu(z, "z")
     require_float(z, "z")
     if not isinstance(graph, GraphBatch):
@@ -129,7 +131,7 @@ def gin_mlp(z: Tensor, graph: GraphBatch, eps: Tensor, weights: Sequence[Tensor]
     if training and z.shape[0] * z.shape[1] < 2:
         raise ValueError("BatchNorm in training mode needs more than one node")
     z = z.contiguous()
-    eps = eps.reshape(()).to(z.dtype)
+    eps = eps_tensor(eps, z.dtype)
     if not all(bn.track_running_stats for bn in norms):
         raise ValueError("gin_mlp needs BatchNorm1d modules with track_running_stats=True")
     params = [*weights, *(bn.weight for bn in norms), *(bn.bias for bn in norms)]

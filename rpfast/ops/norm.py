@@ -1,9 +1,13 @@
 """Fused BatchNorm + ReLU with a deterministic C++ forward and backward."""
+import math
+
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from rpfast import _C
-from rpfast.ops._checks import require_cpu, require_float, require_tensor
+from rpfast.data._validate import check_real
+from rpfast.ops._checks import require_cpu, require_flag, require_float, require_tensor
 from rpfast.ops._threads import kernel_threads
 
 __all__ = ["batch_norm_relu"]
@@ -23,6 +27,7 @@ class _BatchNormReLU(torch.autograd.Function):
         return y
 
     @staticmethod
+    @once_differentiable  # a clear error, not a numpy() failure, on double backward
     def backward(ctx, grad):
         y, xhat, weight, invstd = ctx.saved_tensors
         grad = grad.contiguous()
@@ -46,6 +51,11 @@ def batch_norm_relu(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tenso
     and the running statistics in eval. Same result as
     ``torch.relu(F.batch_norm(x.reshape(-1, H), running_mean, running_var, weight, bias,
     training, momentum, eps))``; reductions are deterministic for any thread count.
+
+    ``momentum`` must be a number: like ``F.batch_norm`` (which raises ``TypeError``), the
+    functional form has no batch counter for ``BatchNorm1d(momentum=None)``'s cumulative
+    average, so ``None`` is a ``ValueError`` telling to pass ``1 / num_batches_tracked``.
+    Not twice differentiable (double backward raises a ``RuntimeError``).
     """
     require_tensor(x, "x")
     require_cpu(x, "x")
@@ -57,8 +67,15 @@ def batch_norm_relu(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tenso
         require_tensor(t, name)
         if t.shape != (H,) or t.dtype != x.dtype or not t.is_contiguous():
             raise ValueError(f"{name} must be a contiguous {x.dtype} tensor of shape ({H},), got {tuple(t.shape)} {t.dtype}")
-    if training and x.numel() // max(H, 1) < 2:
+    training = require_flag(training, "training")
+    if momentum is None:
+        raise ValueError("momentum=None (cumulative average) needs a batch counter the functional op does not "
+                         "have; pass momentum=1 / num_batches_tracked (after incrementing it), as "
+                         "torch.nn.BatchNorm1d does")
+    momentum, eps = check_real(momentum, "momentum"), check_real(eps, "eps")
+    rows = math.prod(x.shape[:-1])
+    if training and rows < 2:
         raise ValueError("batch_norm_relu needs more than one value per channel in training mode")
-    out = _BatchNormReLU.apply(x.reshape(-1, H).contiguous(), weight, bias, running_mean, running_var,
-                               bool(training), float(momentum), float(eps))
+    out = _BatchNormReLU.apply(x.reshape(rows, H).contiguous(), weight, bias, running_mean, running_var,
+                               training, momentum, eps)
     return out.reshape(x.shape)

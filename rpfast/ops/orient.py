@@ -14,7 +14,8 @@ from torch import Tensor
 
 from rpfast import _C
 from rpfast.data import GraphBatch
-from rpfast.ops._checks import as_index_tensor, check_int
+from rpfast.data._validate import check_count
+from rpfast.ops._checks import as_index_tensor, check_output_size, require_dense
 from rpfast.ops._threads import kernel_threads
 
 __all__ = ["dfs_order", "bfs_order", "wl_order", "WLOrder", "canonical_order_from_mol"]
@@ -33,7 +34,7 @@ def _starts(batch: GraphBatch, start: StartSpec, num_samples: Optional[int], gen
             positions = torch.arange(batch.n_max).expand(B, -1)
             return torch.where(positions < sizes.unsqueeze(1), positions, torch.full_like(positions, -1)).contiguous()
         if start == "random":
-            P = 1 if num_samples is None else check_int(num_samples, "num_samples", minimum=1)
+            P = 1 if num_samples is None else check_count(num_samples, "num_samples", minimum=1)
             if generator is not None and not isinstance(generator, torch.Generator):
                 raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
             draws = torch.randint(0, 2**62, (B, P), generator=generator)  # modulo bias < n / 2^62
@@ -45,7 +46,7 @@ def _starts(batch: GraphBatch, start: StartSpec, num_samples: Optional[int], gen
         start = start.unsqueeze(1)
     if start.dim() != 2 or start.shape[0] != B:
         raise ValueError(f"start must have shape [B={B}, P], got {tuple(start.shape)}")
-    if num_samples is not None and num_samples != start.shape[1]:
+    if num_samples is not None and check_count(num_samples, "num_samples", minimum=1) != start.shape[1]:
         raise ValueError(f"num_samples={num_samples} disagrees with start's {start.shape[1]} samples")
     return start
 
@@ -55,13 +56,14 @@ def _traversal(graph: GraphBatch, start, tiebreak, k, num_samples, generator, de
         raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")
     starts = _starts(graph, start, num_samples, generator)
     B, P = starts.shape
-    K = graph.n_max if k is None else check_int(k, "k", minimum=1)
+    K = graph.n_max if k is None else check_count(k, "k", minimum=1)
     ties = None
     if tiebreak is not None:
         ties = as_index_tensor(tiebreak, "tiebreak")
         if ties.dim() != 3 or ties.shape[0] != B or ties.shape[1] != P or ties.shape[2] < graph.n_max:
             raise ValueError(f"tiebreak must have shape [B={B}, P={P}, n_max={graph.n_max}], got {tuple(ties.shape)}")
         ties = ties.numpy()
+    check_output_size(B * P * K, 8, f"orders [B={B}, P={P}, K={K}]")
     out = torch.empty((B, P, K), dtype=torch.int64)
     rowptr, col = graph.undirected_csr()
     _C.traversal_orders(graph.ptr.numpy(), rowptr.numpy(), col.numpy(), starts.numpy(), ties, depth_first,
@@ -132,10 +134,16 @@ def wl_order(graph: GraphBatch, tiebreak: Optional[Tensor] = None, x: Optional[T
     if x is None:
         colours = torch.zeros(N, dtype=torch.int64)
     else:
-        if not isinstance(x, Tensor) or x.dim() not in (1, 2) or x.shape[0] != N:
-            raise ValueError(f"x must be a tensor [N={N}, F], got {getattr(x, 'shape', type(x).__name__)}")
-        rows = x.reshape(N, -1)
-        colours = torch.unique(rows, dim=0, return_inverse=True)[1].to(torch.int64) if N else torch.zeros(0, dtype=torch.int64)
+        if not isinstance(x, Tensor):
+            raise TypeError(f"x must be a tensor [N={N}, F], got {type(x).__name__}")
+        require_dense(x, "x")
+        if x.dim() not in (1, 2) or x.shape[0] != N:
+            raise ValueError(f"x must be a tensor [N={N}, F], got shape {tuple(x.shape)}")
+        rows = x.unsqueeze(1) if x.dim() == 1 else x
+        if N == 0 or rows.shape[1] == 0:  # no nodes, or no features: a single colour
+            colours = torch.zeros(N, dtype=torch.int64)
+        else:
+            colours = torch.unique(rows, dim=0, return_inverse=True)[1].to(torch.int64)
     colours = colours.contiguous().clone()
     rowptr, col = graph.undirected_csr()
     _C.wl_refine(graph.ptr.numpy(), rowptr.numpy(), col.numpy(), colours.numpy(), kernel_threads())

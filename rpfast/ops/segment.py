@@ -10,11 +10,14 @@ __all__ = ["segment_sum"]
 
 
 class _SegmentSum(torch.autograd.Function):
+    """``[R, N, F] -> [R, B, F]``; backward is :class:`_SegmentBroadcast` (and vice versa), so
+    double backward works."""
+
     @staticmethod
     def forward(ctx, x: Tensor, ptr: Tensor) -> Tensor:
         R, N, F = x.shape
         out = x.new_empty((R, ptr.numel() - 1, F))
-        _C.segment_sum(x.numpy(), ptr.numpy(), out.numpy(), kernel_threads())
+        _C.segment_sum(x.detach().numpy(), ptr.numpy(), out.numpy(), kernel_threads())
         ctx.save_for_backward(ptr)
         ctx.num_nodes = N
         return out
@@ -22,10 +25,23 @@ class _SegmentSum(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: Tensor):
         (ptr,) = ctx.saved_tensors
-        grad = grad.contiguous()
-        grad_x = grad.new_empty((grad.shape[0], ctx.num_nodes, grad.shape[2]))
-        _C.segment_broadcast(grad.numpy(), ptr.numpy(), grad_x.numpy(), kernel_threads())
-        return grad_x, None
+        return _SegmentBroadcast.apply(grad.contiguous(), ptr, ctx.num_nodes), None
+
+
+class _SegmentBroadcast(torch.autograd.Function):
+    """``[R, B, F] -> [R, N, F]``: row ``i`` of graph ``b`` gets ``grad[:, b]``."""
+
+    @staticmethod
+    def forward(ctx, grad: Tensor, ptr: Tensor, num_nodes: int) -> Tensor:
+        out = grad.new_empty((grad.shape[0], num_nodes, grad.shape[2]))
+        _C.segment_broadcast(grad.detach().numpy(), ptr.numpy(), out.numpy(), kernel_threads())
+        ctx.save_for_backward(ptr)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (ptr,) = ctx.saved_tensors
+        return _SegmentSum.apply(grad.contiguous(), ptr), None, None
 
 
 def segment_sum(x: Tensor, ptr) -> Tensor:
@@ -38,7 +54,8 @@ def segment_sum(x: Tensor, ptr) -> Tensor:
         ptr: ``[B + 1]`` node offsets (``GraphBatch.ptr``), non-decreasing, ``ptr[-1] = N``.
 
     Returns:
-        ``[B, F]`` or ``[R, B, F]``; deterministic, backward a broadcast (no atomics).
+        ``[B, F]`` or ``[R, B, F]``; deterministic, backward a broadcast (no atomics) that is
+        itself differentiable (double backward).
     """
     require_tensor(x, "x")
     require_ndim(x, "x", (2, 3), "[N, F] or [R, N, F]")

@@ -24,7 +24,8 @@ from torch import Tensor
 
 from rpfast import _C
 from rpfast.data import GraphBatch
-from rpfast.ops._checks import check_int
+from rpfast._validation import check_memory, get_memory_budget, set_memory_budget
+from rpfast.ops._checks import INT64_MAX, check_int, check_output_size
 from rpfast.ops._threads import kernel_threads
 from rpfast.ops.random import random_permutations, seed_from_generator
 
@@ -41,19 +42,7 @@ __all__ = [
 ]
 
 PRUNE_MODES = {"none": 0, "edgeless": 1, "isolated": 2, "connected": 3}
-INT64_MAX = 2**63 - 1
-_memory_budget = 2 * 2**30  # bytes k_subsets may allocate for its output
-
-
-def get_memory_budget() -> int:
-    """Bytes :func:`k_subsets` may allocate for its result (default 2 GiB)."""
-    return _memory_budget
-
-
-def set_memory_budget(num_bytes: int) -> None:
-    """Change the default output budget of :func:`k_subsets` (bytes, > 0)."""
-    global _memory_budget
-    _memory_budget = check_int(num_bytes, "num_bytes", minimum=1)
+UINT64_MAX = 2**64 - 1
 
 
 class SubsetChunk(NamedTuple):
@@ -87,9 +76,28 @@ def _arrays(batch: GraphBatch):
     return batch.ptr.numpy(), rowptr.numpy(), col.numpy()
 
 
-def _task_counts(batch: GraphBatch, k: int, prune: str) -> np.ndarray:
-    """Subsets per (graph, root vertex) task as uint64 (saturated at 2^64 - 1)."""
-    return _C.subsets_count(*_arrays(batch), k, _mode(prune), kernel_threads())
+def _task_counts(batch: GraphBatch, k: int, prune: str, budget: Optional[int] = None) -> np.ndarray:
+    """Subsets per (graph, root vertex) task as uint64.
+
+    Counting stops as soon as one graph passes 2^63 - 1 subsets (OverflowError) or, with
+    a ``budget`` in bytes, as soon as the batch has more rows than fit in it (ValueError),
+    so it never runs far beyond what could be counted or stored.
+    """
+    max_rows = UINT64_MAX if budget is None else budget // (8 * k)
+    counts, exceeded, graph = _C.subsets_count(*_arrays(batch), k, _mode(prune), INT64_MAX, max_rows,
+                                               kernel_threads())
+    if exceeded and graph >= 0:
+        raise OverflowError(f"graph {graph} has more than 2^63 - 1 {prune!r} {k}-subsets, more than a 64-bit "
+                            f"count holds")
+    if exceeded:
+        _check_rows(max_rows + 1, k, prune, budget, at_least=True)
+    return counts
+
+
+def _check_rows(total: int, k: int, prune: str, budget: int, at_least: bool = False) -> None:
+    """ValueError if ``total`` rows of k int64 ids exceed ``budget`` bytes."""
+    check_memory(total * k * 8, f"{'more than ' if at_least else ''}{total - at_least} {prune!r} {k}-subsets",
+                 "stream them with iter_k_subsets or count them with count_k_subsets", budget=budget)
 
 
 def _per_graph(batch: GraphBatch, task_counts: Optional[np.ndarray], k: int, prune: str) -> List[int]:
@@ -122,11 +130,14 @@ def count_k_subsets(graph: GraphLike, k: int, prune: str = "none", num_nodes: Op
     return torch.tensor([int(c) for c in counts], dtype=torch.int64)
 
 
-def _checked_offsets(batch: GraphBatch, k: int, prune: str, tasks: np.ndarray) -> np.ndarray:
+def _checked_offsets(batch: GraphBatch, k: int, prune: str, tasks: np.ndarray, budget: Optional[int] = None) -> np.ndarray:
+    """Row offsets [N + 1] of the tasks; checks the total against 2^63 and the budget."""
     totals = _per_graph(batch, tasks, k, prune)
     grand = sum(totals)
     if grand > INT64_MAX:
         raise OverflowError(f"{grand} {prune!r} {k}-subsets do not fit in a 64-bit count")
+    if budget is not None:
+        _check_rows(grand, k, prune, budget)
     offsets = np.zeros(len(tasks) + 1, dtype=np.int64)
     np.cumsum(tasks.astype(np.int64), out=offsets[1:])
     return offsets
@@ -155,15 +166,11 @@ def k_subsets(graph: GraphLike, k: int, prune: str = "none", num_nodes: Optional
     k = check_int(k, "k", minimum=1)
     mode = _mode(prune)
     budget = get_memory_budget() if max_bytes is None else check_int(max_bytes, "max_bytes", minimum=1)
-    tasks = _task_counts(batch, k, prune)
-    offsets = _checked_offsets(batch, k, prune, tasks)
+    if prune == "none":  # closed form: refuse before counting
+        _check_rows(sum(math.comb(int(n), k) for n in batch.num_nodes.tolist()), k, prune, budget)
+    tasks = _task_counts(batch, k, prune, budget)
+    offsets = _checked_offsets(batch, k, prune, tasks, budget)
     total = int(offsets[-1])
-    if total * k * 8 > budget:
-        raise ValueError(
-            f"k_subsets would return {total} {prune!r} {k}-subsets ({total * k * 8 / 2**30:.2f} GiB), more than "
-            f"the memory budget of {budget / 2**30:.2f} GiB; stream them with iter_k_subsets, count them with "
-            f"count_k_subsets, or raise the budget (max_bytes= or rpfast.ops.set_memory_budget)"
-        )
     out = torch.empty((total, k), dtype=torch.int64)
     if total:
         _C.subsets_fill(*_arrays(batch), k, mode, offsets, 0, len(tasks), out.numpy(), kernel_threads())
@@ -185,6 +192,8 @@ class SubsetStream:
         self._tasks = _task_counts(batch, k, prune)
         self._offsets = _checked_offsets(batch, k, prune, self._tasks)
         self.total = int(self._offsets[-1])
+        check_memory(min(chunk_size, self.total) * k * 8, f"a chunk of {min(chunk_size, self.total)} {k}-subsets",
+                     "lower chunk_size")
         self.counts = torch.from_numpy(np.diff(self._offsets[batch.ptr.numpy()]))
 
     def __iter__(self) -> Iterator[SubsetChunk]:
@@ -215,8 +224,8 @@ def iter_k_subsets(graph: GraphLike, k: int, prune: str = "none", chunk_size: in
     Returns a :class:`SubsetStream` (``.total``, ``.counts``) whose iteration yields
     :class:`SubsetChunk` ``(subsets [c, k], graph [c])`` with ``c <= chunk_size``;
     concatenating the chunks gives ``k_subsets(...)[0]``. Memory stays within
-    ``chunk_size`` rows for the lexicographic modes; ``"connected"`` additionally holds the
-    subsets of one root vertex at a time (they are generated, then sorted).
+    ``chunk_size`` rows in every mode: a root vertex with more subsets than a chunk is
+    resumed after the last row of the previous chunk.
     """
     batch = _as_batch(graph, num_nodes)
     k = check_int(k, "k", minimum=1)
@@ -225,21 +234,17 @@ def iter_k_subsets(graph: GraphLike, k: int, prune: str = "none", chunk_size: in
 
 
 def _stream_task(batch, arrays, k, mode, t, count, chunk_size) -> Iterator[SubsetChunk]:
-    """One (graph, root) task larger than a chunk, in chunk_size pieces."""
+    """One (graph, root) task larger than a chunk, in chunk_size pieces: each piece resumes
+    the lexicographic search after the previous piece's last row (O(chunk) memory)."""
     b = int(batch.batch[t])
     root = t - int(batch.ptr[b])
-    if mode == PRUNE_MODES["connected"]:
-        rows = np.empty((count, k), dtype=np.int64)
-        _C.subsets_fill_task(*arrays, k, mode, b, root, 0, count, None, rows)
-        for start in range(0, count, chunk_size):
-            piece = rows[start:start + chunk_size]
-            yield SubsetChunk(torch.from_numpy(piece.copy()), torch.full((len(piece),), b, dtype=torch.int64))
-        return
     resume = None
     done = 0
     while done < count:
         piece = np.empty((min(chunk_size, count - done), k), dtype=np.int64)
-        written = _C.subsets_fill_task(*arrays, k, mode, b, root, 0, len(piece), resume, piece)
+        written = _C.subsets_fill_window(*arrays, k, mode, b, root, 0, len(piece), resume, piece)
+        if written == 0:  # cannot happen for a consistent count; never loop forever
+            raise RuntimeError(f"subset stream of graph {b} ended after {done} of {count} rows")
         piece = piece[:written]
         done += written
         resume = piece[-1].copy()
@@ -267,6 +272,9 @@ def sample_k_subsets(graph: GraphLike, k: int, num_samples: int, method: str = "
     if method not in ("uniform", "bfs", "dfs"):
         raise ValueError(f"method must be 'uniform', 'bfs' or 'dfs', got {method!r}")
     B = batch.num_graphs
+    check_output_size(B * num_samples * k, 8, f"sample_k_subsets output [B={B}, {num_samples}, k={k}]")
+    if method in ("bfs", "dfs") and k == 1 and prune in ("edgeless", "isolated"):
+        return torch.full((B, num_samples, k), -1, dtype=torch.int64)  # no single vertex has an edge
     if method in ("bfs", "dfs"):
         out = torch.empty((B, num_samples, k), dtype=torch.int64)
         _C.sample_grown_subsets(*_arrays(batch), k, method == "dfs", seed_from_generator(generator), out.numpy(),
@@ -280,8 +288,8 @@ def sample_k_subsets(graph: GraphLike, k: int, num_samples: int, method: str = "
 
 
 def _sample_uniform_pruned(batch, k, num_samples, prune, generator) -> Tensor:
-    """Uniform indices into each graph's enumeration, resolved by one enumeration when it
-    fits the memory budget, else one resumable search per sample (slower, no memory)."""
+    """Uniform indices into each graph's enumeration, resolved in one pass of the search
+    that writes only the picked rows: O(num_samples) memory, whatever the enumeration."""
     tasks = _task_counts(batch, k, prune)
     offsets = _checked_offsets(batch, k, prune, tasks)
     ptr = batch.ptr.numpy()
@@ -291,16 +299,16 @@ def _sample_uniform_pruned(batch, k, num_samples, prune, generator) -> Tensor:
     for b in np.nonzero(totals)[0]:
         picks[b] = torch.randint(0, int(totals[b]), (num_samples,), generator=generator).numpy() + first[b]
     out = torch.full((B, num_samples, k), -1, dtype=torch.int64)
-    valid = torch.from_numpy(picks >= 0)
-    if int(offsets[-1]) * k * 8 <= get_memory_budget():
-        rows, _ = k_subsets(batch, k, prune)
-        out[valid] = rows[torch.from_numpy(picks[picks >= 0])]
-        return out
-    arrays, mode = _arrays(batch), _mode(prune)
-    tasks_of = np.searchsorted(offsets, picks, side="right") - 1
-    row = np.empty((1, k), dtype=np.int64)
-    for b, s in zip(*np.nonzero(picks >= 0)):
-        t = int(tasks_of[b, s])
-        _C.subsets_fill_task(*arrays, k, mode, int(b), t - int(ptr[b]), int(picks[b, s] - offsets[t]), 1, None, row)
-        out[b, s] = torch.from_numpy(row[0])
+    valid = picks >= 0
+    flat = picks[valid]
+    order = np.argsort(flat, kind="stable")
+    ascending = flat[order]
+    task_of = np.searchsorted(offsets, ascending, side="right") - 1
+    pick_ptr = np.searchsorted(task_of, np.arange(len(tasks) + 1), side="left").astype(np.int64)
+    local = (ascending - offsets[task_of]).astype(np.uint64)
+    rows = np.full((len(ascending), k), -1, dtype=np.int64)
+    _C.subsets_pick(*_arrays(batch), k, _mode(prune), pick_ptr, local, rows, kernel_threads())
+    resolved = np.empty_like(rows)
+    resolved[order] = rows
+    out[torch.from_numpy(valid)] = torch.from_numpy(resolved)
     return out

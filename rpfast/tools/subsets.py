@@ -1,20 +1,29 @@
 """``rpfast subsets``: enumerate or count the k-subsets of one graph, streaming the output."""
+import contextlib
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Iterator
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from rpfast.data.readers import graph_from_smiles, read_edge_list
+from rpfast._io import atomic_path
 from rpfast.ops.subsets import count_k_subsets, iter_k_subsets
 
 
 def run_subsets(graph: str, k: int, prune: str = "none", smiles: bool = False, count: bool = False,
-                out: str = "-", chunk_size: int = 1 << 20, progress: bool = True) -> int:
-    """Enumerate (or count) and write; returns the number of subsets. Summary on stderr."""
+                out: str = "-", chunk_size: int = 1 << 20, progress: bool = True, force: bool = False) -> int:
+    """Enumerate (or count) and write; returns the number of subsets. Summary on stderr.
+
+    A file output (``.csv`` or ``.npy``) is written under a temporary name next to it and
+    renamed when complete, so a failed or interrupted run leaves no output file; an
+    existing output is refused unless ``force``.
+    """
     start = time.perf_counter()
+    if not count:
+        _check_output(out, force)
     batch, labels = graph_from_smiles(graph) if smiles else read_edge_list(graph)
     n, m = batch.total_nodes, batch.undirected_csr()[1].numel() // 2
     if count:
@@ -23,10 +32,10 @@ def run_subsets(graph: str, k: int, prune: str = "none", smiles: bool = False, c
     else:
         stream = iter_k_subsets(batch, k, prune, chunk_size=chunk_size)
         total = stream.total
-        with _writer(out, total, k, labels) as write, tqdm(total=total, unit="subset", unit_scale=True,
-                                                            disable=not progress, file=sys.stderr) as bar:
+        with _open_output(out, total, k, labels.dtype) as write, tqdm(
+                total=total, unit="subset", unit_scale=True, disable=not progress, file=sys.stderr) as bar:
             for chunk in stream:
-                write(chunk.subsets.numpy())
+                write(labels[chunk.subsets.numpy()])
                 bar.update(len(chunk.subsets))
     elapsed = time.perf_counter() - start
     print(f"graph: {n} vertices, {m} edges; k={k}, prune={prune}: {total} subsets "
@@ -34,41 +43,35 @@ def run_subsets(graph: str, k: int, prune: str = "none", smiles: bool = False, c
     return total
 
 
-class _writer:
-    """Context manager returning write(rows) for '-' (stdout), .csv or .npy outputs."""
+def _check_output(out: str, force: bool) -> None:
+    """Reject a bad ``--out`` before any work: wrong extension, missing directory, existing file."""
+    if out == "-":
+        return
+    if not out.endswith((".csv", ".npy")):
+        raise ValueError(f"--out must be '-', a .csv or a .npy path, got {out!r}")
+    path = Path(out)
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"output directory {path.parent} does not exist")
+    if path.exists() and not force:
+        raise FileExistsError(f"{out} already exists; pass --force to overwrite it")
 
-    def __init__(self, out: str, total: int, k: int, labels: np.ndarray):
-        self.out, self.total, self.k, self.labels = out, total, k, labels
-        self.fh = None
-        self.array: Optional[np.ndarray] = None
-        self.row = 0
 
-    def __enter__(self):
-        if self.out == "-":
-            self.fh = sys.stdout
-        elif self.out.endswith(".csv"):
-            self.fh = open(self.out, "w")
-        elif self.out.endswith(".npy"):
-            dtype = self.labels.dtype if self.labels.dtype.kind in "iu" else np.dtype(f"<U{max(map(len, self.labels), default=1)}")
-            self.array = np.lib.format.open_memmap(self.out, mode="w+", dtype=dtype, shape=(self.total, self.k))
+@contextlib.contextmanager
+def _open_output(out: str, total: int, k: int, dtype: np.dtype) -> Iterator[Callable[[np.ndarray], None]]:
+    """Yield ``write(rows)`` for '-' (stdout, CSV text), FILE.csv or FILE.npy (``[total, k]``).
+
+    Files are streamed with ordinary writes (so a full disk is an ``OSError``, never a
+    crash in a memory map) into a temporary file that replaces ``out`` only on success.
+    """
+    if out == "-":
+        yield lambda rows: np.savetxt(sys.stdout, rows, fmt="%d", delimiter=",")
+        return
+    npy = out.endswith(".npy")
+    with atomic_path(out) as tmp, open(tmp, "wb" if npy else "w") as fh:
+        if npy:
+            header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
+                      "shape": (total, k)}
+            np.lib.format.write_array_header_1_0(fh, header)
+            yield lambda rows: fh.write(np.ascontiguousarray(rows, dtype=dtype).tobytes())
         else:
-            raise ValueError(f"--out must be '-', a .csv or a .npy path, got {self.out!r}")
-        return self.write
-
-    def write(self, rows: np.ndarray) -> None:
-        labelled = self.labels[rows]
-        if self.array is not None:
-            self.array[self.row:self.row + len(rows)] = labelled
-            self.row += len(rows)
-        else:
-            np.savetxt(self.fh, labelled, fmt="%s", delimiter=",")
-
-    def __exit__(self, *exc):
-        if self.array is not None:
-            self.array.flush()
-            del self.array
-        elif self.fh is not None and self.fh is not sys.stdout:
-            self.fh.close()
-        return False
-
-
+            yield lambda rows: np.savetxt(fh, rows, fmt="%d", delimiter=",")

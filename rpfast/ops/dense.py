@@ -1,0 +1,101 @@
+"""Dense maps with deterministic gradients: a linear map and a row gather (embedding).
+
+torch computes the weight gradient of ``x @ W.T`` with BLAS, which splits the reduction
+over rows by thread, and the gradient of ``W[index]`` with atomic adds; both change in
+the last bits with the thread count. These ops reduce rows in fixed chunks in C++
+(``csrc/rpfast/dense.hpp``), so a training step is bitwise reproducible.
+"""
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from rpfast import _C
+from rpfast.ops._checks import as_index_tensor, require_cpu, require_float, require_tensor
+from rpfast.ops._threads import kernel_threads
+
+__all__ = ["linear", "embedding"]
+
+
+def _rows(t: Tensor) -> Tensor:
+    return t.reshape(-1, t.shape[-1]).contiguous()
+
+
+class _Linear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        out = x @ weight.t()
+        return out + bias if bias is not None else out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        x, weight = ctx.saved_tensors
+        grad_x = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_x = grad @ weight
+        g = _rows(grad)
+        if ctx.needs_input_grad[1]:
+            grad_w = torch.empty_like(weight)
+            _C.matmul_tn(g.numpy(), _rows(x).numpy(), grad_w.numpy(), kernel_threads())
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_b = g.new_empty(g.shape[1])
+            ones = g.new_ones(g.shape[0], 1)
+            _C.matmul_tn(ones.numpy(), g.numpy(), grad_b.view(1, -1).numpy(), kernel_threads())
+        return grad_x, grad_w, grad_b
+
+
+class _Embedding(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, weight: Tensor, index: Tensor) -> Tensor:
+        ctx.save_for_backward(index)
+        ctx.num_rows = weight.shape[0]
+        return weight[index]
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (index,) = ctx.saved_tensors
+        grad_w = grad.new_empty((ctx.num_rows, grad.shape[-1]))
+        _C.scatter_rows_sum(index.reshape(-1).contiguous().numpy(), _rows(grad).numpy(), grad_w.numpy(),
+                            kernel_threads())
+        return grad_w, None
+
+
+def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+    r"""``x @ weight.T + bias`` (as ``torch.nn.functional.linear``) with a deterministic backward.
+
+    Shapes: ``x [..., F]``, ``weight [H, F]``, ``bias [H]`` or None -> ``[..., H]``.
+    ``grad_weight = sum over rows of g^T x`` and ``grad_bias = sum over rows of g`` are
+    reduced in fixed chunks, bitwise identical for any thread count.
+    """
+    for name, t in (("x", x), ("weight", weight)):
+        require_tensor(t, name)
+        require_cpu(t, name)
+        require_float(t, name)
+    if weight.dim() != 2 or x.dim() < 1 or x.shape[-1] != weight.shape[1] or x.dtype != weight.dtype:
+        raise ValueError(f"linear needs x [..., F] and weight [H, F] of one dtype, got x {tuple(x.shape)} {x.dtype}, "
+                         f"weight {tuple(weight.shape)} {weight.dtype}")
+    if bias is not None:
+        require_tensor(bias, "bias")
+        if bias.shape != (weight.shape[0],) or bias.dtype != weight.dtype:
+            raise ValueError(f"bias must have shape ({weight.shape[0]},) and dtype {weight.dtype}, "
+                             f"got {tuple(bias.shape)} {bias.dtype}")
+    return _Linear.apply(x, weight, bias)
+
+
+def embedding(weight: Tensor, index) -> Tensor:
+    r"""``weight[index]``: rows of ``weight [V, H]`` gathered by ``index`` (any shape, values
+    in ``[0, V)``) -> ``[*index.shape, H]``, with a deterministic backward
+    ``grad_weight[v] = sum of the output gradient over positions with index v``.
+    Used for one-hot node IDs: ``onehot(id) @ W`` is ``W[id]``.
+    """
+    require_tensor(weight, "weight")
+    require_cpu(weight, "weight")
+    require_float(weight, "weight")
+    if weight.dim() != 2:
+        raise ValueError(f"weight must have shape [V, H], got {tuple(weight.shape)}")
+    index = as_index_tensor(index, "index")
+    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= weight.shape[0]):
+        raise IndexError(f"index must lie in [0, {weight.shape[0]}), got {int(index.min())}..{int(index.max())}")
+    return _Embedding.apply(weight, index)

@@ -1,0 +1,324 @@
+"""Hostile-user hardening of the ``rpfast`` command (issue 8): one-line errors, atomic outputs,
+strict edge lists, SMILES argument types, broken pipes, and a clear import error from a
+source tree without the compiled extension."""
+import errno
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rpfast
+import rpfast.experiments.csl as csl_module
+import rpfast.experiments.report as report_module
+import rpfast.tools.subsets as subsets_tool
+from rpfast.cli import main
+from rpfast.data import read_edge_list
+from rpfast.experiments.csl import MODELS, CSLConfig
+from rpfast.experiments.report import summarise, write_outputs
+
+EDGE_LIST = "# a triangle with a tail and an isolated vertex\n1 2\n2 3\n3 1\n3 10\n42\n"
+ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def _fails(argv, capsys, code=2):
+    """Run the CLI expecting an error exit; returns stderr, checked to be one line."""
+    with pytest.raises(SystemExit) as exit_info:
+        try:
+            main(argv)
+        except KeyboardInterrupt:  # would otherwise stop the whole pytest session
+            pytest.fail("KeyboardInterrupt escaped rpfast.cli.main")
+    assert exit_info.value.code == code
+    err = capsys.readouterr().err
+    assert err.endswith("\n") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    return err
+
+
+@pytest.fixture
+def graph(tmp_path):
+    path = tmp_path / "g.txt"
+    path.write_text(EDGE_LIST)
+    return path
+
+
+def _leftovers(directory, keep):
+    return sorted(p.name for p in directory.iterdir() if p.name not in keep)
+
+
+# --- defect 2: `rpfast subsets --out` is atomic and refuses to overwrite -----------------
+
+def _stream_failing_after_first_chunk(monkeypatch, error, directory, seen):
+    """Make the subset stream raise ``error`` once the first chunk has been written,
+    noting in ``seen`` the names in ``directory`` at that moment."""
+    real = subsets_tool.iter_k_subsets
+
+    def failing(*args, **kwargs):
+        stream = real(*args, **kwargs)
+
+        class Failing:
+            total = stream.total
+
+            def __iter__(self):
+                for i, chunk in enumerate(stream):
+                    if i == 1:
+                        seen.extend(p.name for p in directory.iterdir())
+                        raise error
+                    yield chunk
+
+        return Failing()
+
+    monkeypatch.setattr(subsets_tool, "iter_k_subsets", failing)
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".csv"])
+@pytest.mark.parametrize("error, code, message", [
+    (KeyboardInterrupt(), 130, "rpfast subsets: interrupted"),
+    (ENOSPC, 2, "rpfast subsets: error: No space left on device"),
+])
+def test_subsets_failure_mid_write_leaves_no_output_and_no_temporary(
+        suffix, error, code, message, graph, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    seen = []
+    _stream_failing_after_first_chunk(monkeypatch, error, tmp_path, seen)
+    err = _fails(["subsets", str(graph), "--k", "2", "--chunk-size", "1", "--no-progress",
+                  "--out", "s" + suffix], capsys, code)
+    assert err.strip() == message
+    # The failure really came mid-write: the rows went to a temporary, not to the output name.
+    assert f".s{suffix}.tmp-{os.getpid()}" in seen and "s" + suffix not in seen
+    assert _leftovers(tmp_path, {"g.txt"}) == []
+
+
+def test_subsets_failure_with_force_keeps_the_previous_output(graph, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "s.csv"
+    out.write_text("previous\n")
+    _stream_failing_after_first_chunk(monkeypatch, KeyboardInterrupt(), tmp_path, [])
+    _fails(["subsets", str(graph), "--k", "2", "--chunk-size", "1", "--no-progress", "--force",
+            "--out", str(out)], capsys, 130)
+    assert out.read_text() == "previous\n"
+    assert _leftovers(tmp_path, {"g.txt", "s.csv"}) == []
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".csv"])
+def test_subsets_refuses_an_existing_output_unless_forced(suffix, graph, tmp_path, capsys):
+    out = tmp_path / ("s" + suffix)
+    out.write_text("keep me")
+    argv = ["subsets", str(graph), "--k", "2", "--no-progress", "--out", str(out)]
+    err = _fails(argv, capsys)
+    assert "already exists" in err and "--force" in err
+    assert out.read_text() == "keep me"
+    assert main(argv + ["--force"]) == 0
+    rows = np.load(out) if suffix == ".npy" else np.loadtxt(out, delimiter=",", dtype=np.int64)
+    assert rows.shape == (10, 2) and rows[0].tolist() == [1, 2]
+    assert _leftovers(tmp_path, {"g.txt", out.name}) == []
+
+
+def test_subsets_npy_output_loads_with_original_labels(graph, tmp_path):
+    out = tmp_path / "s.npy"
+    assert main(["subsets", str(graph), "--k", "3", "--prune", "connected", "--no-progress",
+                 "--chunk-size", "1", "--out", str(out)]) == 0
+    assert np.load(out).tolist() == [[1, 2, 3], [1, 3, 10], [2, 3, 10]]
+
+
+def test_subsets_k_larger_than_the_graph_writes_an_empty_output(graph, tmp_path):
+    out = tmp_path / "s.npy"
+    assert main(["subsets", str(graph), "--k", str(1 << 40), "--no-progress", "--out", str(out)]) == 0
+    assert np.load(out).shape == (0, 1 << 40)
+
+
+def test_subsets_output_in_a_missing_directory_is_refused_before_work(graph, tmp_path, capsys):
+    err = _fails(["subsets", str(graph), "--k", "2", "--out", str(tmp_path / "no" / "s.csv")], capsys)
+    assert "does not exist" in err
+
+
+# --- defect 3: `rpfast csl --out` is checked first and its files are written atomically ---
+
+def _fake_results():
+    rng = np.random.default_rng(0)
+    runs = [{"model": m, "fold": f, "seed": 0, "accuracy": float(a), "final_train_loss": 0.1}
+            for m in MODELS for f, a in enumerate(rng.uniform(0, 100, 2))]
+    return {"config": {"epochs": 1}, "runs": runs, "summary": summarise(runs, MODELS), "seconds": 1.0,
+            "embeddings": {m: rng.normal(size=(150, 4)) for m in MODELS},
+            "labels": np.repeat(np.arange(10), 15)}
+
+
+@pytest.mark.parametrize("make_out", [
+    lambda tmp: tmp / "g.txt",            # an existing regular file
+    lambda tmp: tmp / "g.txt" / "sub",    # a path under a file
+])
+def test_csl_bad_out_fails_before_any_training(make_out, graph, tmp_path, capsys, monkeypatch):
+    def must_not_train(*args, **kwargs):
+        raise AssertionError("trained before checking --out")
+
+    monkeypatch.setattr(csl_module, "run_csl", must_not_train)
+    err = _fails(["csl", "--epochs", "1", "--folds", "2", "--no-progress", "--out", str(make_out(tmp_path))],
+                 capsys)
+    assert err.startswith("rpfast csl: error: ") and "g.txt" in err
+    assert graph.read_text() == EDGE_LIST
+
+
+def test_csl_disk_full_while_writing_is_one_line_and_leaves_no_partial_figure(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(csl_module, "run_csl", lambda config, progress=True: _fake_results())
+
+    def plot_until_disk_full(results, path, class_names, fmt=None):
+        Path(path).write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 20_000)
+        raise ENOSPC
+
+    monkeypatch.setattr(report_module, "plot", plot_until_disk_full)
+    out = tmp_path / "csl"
+    err = _fails(["csl", "--no-progress", "--out", str(out)], capsys)
+    assert err.strip() == "rpfast csl: error: No space left on device"
+    assert sorted(p.name for p in out.iterdir()) == ["results.json", "summary.csv"]
+
+
+@pytest.mark.parametrize("stage", ["json", "plot"])
+def test_write_outputs_interrupted_keeps_previous_files_and_no_temporary(stage, tmp_path, monkeypatch):
+    out = tmp_path / "csl"
+    classes = [f"R={r}" for r in range(10)]
+    write_outputs(_fake_results(), out, classes)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert set(before) == {"summary.csv", "results.json", "csl.png"}
+    json.loads(before["results.json"])
+
+    if stage == "json":
+        def dump_then_interrupt(obj, fh, **kwargs):
+            fh.write('{"config": ')
+            raise KeyboardInterrupt
+        monkeypatch.setattr(report_module.json, "dump", dump_then_interrupt)
+    else:
+        def plot_then_interrupt(results, path, class_names, fmt=None):
+            Path(path).write_bytes(b"\x89PNG partial")
+            raise KeyboardInterrupt
+        monkeypatch.setattr(report_module, "plot", plot_then_interrupt)
+    results = _fake_results()
+    results["seconds"] = 2.0
+    with pytest.raises(KeyboardInterrupt):
+        write_outputs(results, out, classes)
+    after = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert set(after) == set(before)
+    assert after["results.json"] == before["results.json"] or stage == "plot"
+    assert after["csl.png"] == before["csl.png"]
+
+
+# --- defect 11: SMILES arguments ----------------------------------------------------------
+
+def test_batch_from_smiles_treats_a_bare_string_as_one_molecule():
+    pytest.importorskip("rdkit")
+    from rpfast.data import batch_from_smiles
+
+    batch, kept = batch_from_smiles("CCO")
+    assert batch.num_graphs == 1 and batch.total_nodes == 3
+    assert kept.tolist() == [0]
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda f, g: f([None]), "smiles_list[0] must be a SMILES string, got NoneType"),
+    (lambda f, g: f(["CCO", b"CC"]), "smiles_list[1] must be a SMILES string, got bytes"),
+    (lambda f, g: g(None), "smiles must be a SMILES string, got NoneType"),
+])
+def test_smiles_readers_reject_non_strings(call, message):
+    pytest.importorskip("rdkit")
+    from rpfast.data import batch_from_smiles, graph_from_smiles
+
+    with pytest.raises(TypeError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        call(batch_from_smiles, graph_from_smiles)
+
+
+# --- defect 13: strict edge lists, option ranges, broken pipes, full disks ----------------
+
+@pytest.mark.parametrize("content, line, shown", [
+    (b"smiles,label\nCCO,1\n", 1, "smiles,label"),
+    (b"1 2\na b\n", 2, "a b"),
+    (b"1 2\n2 3 4\n", 2, "2 3 4"),
+    (b"1 2\n1.5 2\n", 2, "1.5 2"),
+    (b"# ok\n1 2\n3 99999999999999999999\n", 3, "99999999999999999999"),
+    (b"1 2\n\xff\xfe 3\n", 2, "UTF-8"),
+])
+def test_read_edge_list_rejects_lines_that_are_not_integer_pairs(content, line, shown, tmp_path, capsys):
+    path = tmp_path / "g.csv"
+    path.write_bytes(content)
+    with pytest.raises(ValueError) as info:
+        read_edge_list(path)
+    assert f"{path}:{line}:" in str(info.value) and shown in str(info.value)
+    err = _fails(["subsets", str(path), "--k", "3", "--count"], capsys)
+    assert err.startswith(f"rpfast subsets: error: {path}:{line}:")
+
+
+def test_read_edge_list_keeps_comments_blank_lines_and_negative_ids(tmp_path):
+    path = tmp_path / "g.txt"
+    path.write_text("# header\n\n  -5 7   # an edge\n7\t9\n\n11\n")
+    batch, labels = read_edge_list(path)
+    assert labels.tolist() == [-5, 7, 9, 11] and labels.dtype == np.int64
+    assert batch.total_nodes == 4 and batch.edge_index.shape[1] == 4
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["subsets", "{dir}", "--k", "2"], "is a directory"),
+    (["subsets", "{graph}", "--k", str(2 ** 63)], "argument --k: must be <= 9223372036854775807"),
+    (["subsets", "{graph}", "--k", "0"], "argument --k: must be >= 1, got 0"),
+    (["subsets", "{graph}", "--k", "two"], "argument --k: must be an integer"),
+    (["subsets", "{graph}", "--k", "2", "--chunk-size", "0"], "argument --chunk-size: must be >= 1"),
+    (["csl", "--lr", "inf"], "lr must be positive and finite, got inf"),
+    (["csl", "--lr", "nan"], "lr must be positive and finite, got nan"),
+])
+def test_bad_inputs_are_one_line_errors(argv, message, graph, tmp_path, capsys):
+    argv = [a.replace("{graph}", str(graph)).replace("{dir}", str(tmp_path)) for a in argv]
+    err = _fails(argv + ["--no-progress"], capsys)
+    assert err.startswith(f"rpfast {argv[0]}: error: ") and message in err
+
+
+@pytest.mark.parametrize("lr", [math.inf, -math.inf, math.nan])
+def test_csl_config_rejects_non_finite_learning_rates(lr):
+    with pytest.raises(ValueError, match="lr must be positive and finite"):
+        CSLConfig(lr=lr).validate()
+
+
+def _path_graph(tmp_path, n=400):
+    """A path on n vertices: C(n, 2) 2-subsets, far more output than a pipe buffer holds."""
+    path = tmp_path / "g.txt"
+    path.write_text("".join(f"{i} {i + 1}\n" for i in range(n - 1)))
+    return path
+
+
+def test_subsets_into_a_closed_pipe_exits_quietly(tmp_path):
+    graph = _path_graph(tmp_path)
+    script = (f'"{sys.executable}" -m rpfast subsets "{graph}" --k 2 --no-progress 2>"{tmp_path}/err" '
+              f'| head -1; echo "status=${{PIPESTATUS[0]}}"')
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.stdout.splitlines() == ["0,1", "status=141"]
+    err = (tmp_path / "err").read_text()
+    assert "Traceback" not in err and "Exception ignored" not in err and err == ""
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_subsets_to_a_full_disk_is_one_line_error(tmp_path):
+    graph = _path_graph(tmp_path)
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "rpfast", "subsets", str(graph), "--k", "2", "--no-progress"],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr == "rpfast subsets: error: No space left on device\n"
+
+
+# --- defect 15: importing a source tree that holds no compiled extension ----------------
+
+def test_import_from_source_tree_without_extension_says_what_is_wrong(tmp_path):
+    source = Path(rpfast.__file__).parent
+    shutil.copytree(source, tmp_path / "rpfast",
+                    ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__"))
+    # Without the editable install's import hook (which would load the checkout instead),
+    # as after a non-editable `pip install .` with Python started in the repository root.
+    code = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path "
+            "if not type(f).__module__.startswith('_editable')]; import rpfast")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)}, timeout=300)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: the compiled extension rpfast._C is not in this source tree "
+                           f"{tmp_path / 'rpfast'}")
+    assert "pip install -e ." in last and "outside the source directory" in last
