@@ -22,7 +22,7 @@ SHAPES = {
 def make_case(B, n, C, P, K):
     gen = torch.Generator().manual_seed(0)
     sizes = torch.randint(max(1, n // 6), n + 1, (B,), generator=gen) if n != 41 else torch.full((B,), n)
-    perms = random_permutations(sizes, samples=P, k=K, generator=gen)
+    perms = random_permutations(sizes, num_samples=P, k=K, generator=gen)
     adj = torch.rand((B, n, n, C), generator=gen)
     grad = torch.rand((B, P, K, K, C), generator=gen)
     return adj, perms, grad

@@ -3,13 +3,14 @@ import platform
 
 import torch
 
-from rpfast import _C
+from rpfast.ops._backend import build_info as extension_build_info
+from rpfast.ops._backend import num_threads
 
 
 def build_config() -> dict:
     """The compiled extension's build settings plus the runtime thread count."""
-    info = dict(_C.build_info())
-    info["torch_threads"] = torch.get_num_threads()
+    info = extension_build_info()
+    info["torch_threads"] = num_threads()
     info["torch"] = torch.__version__
     info["python"] = platform.python_version()
     return info

@@ -1,14 +1,30 @@
-"""The one memory budget: every allocation that grows combinatorially or quadratically
-(enumerations, dense adjacency views, relabeled tensors) is checked against it first.
+"""The one validation layer: argument checks shared by every public function, and the one
+memory budget.
 
+Every public entry point validates its arguments here, once, before any kernel runs; the
+bindings then only check that the buffers they receive match (dtype, shape, contiguity).
+Every helper raises ``TypeError``/``ValueError`` whose message names the argument and
+shows the bad value, so callers never surface NumPy or torch internals to the user.
+
+Memory budget: every allocation that grows combinatorially or quadratically
+(enumerations, dense adjacency views, relabeled tensors) is checked against it first.
 The default is half of the memory available when the check runs (``MemAvailable``), so a
 request this machine cannot hold fails at once with a clear error instead of swapping or
 being killed. :func:`set_memory_budget` fixes a budget; ``None`` restores the default.
+
+This module sits below everything else (``_validation <- data <- ops <- nn``) and imports
+no other rpfast module.
 """
 import os
-from typing import Optional
+import sys
+import warnings
+from numbers import Real
+from typing import Iterable, Optional, Tuple
 
-__all__ = ["available_memory", "get_memory_budget", "set_memory_budget", "check_memory"]
+import numpy as np
+import torch
+
+# ============================================================ memory budget
 
 _MIN_DEFAULT = 64 * 2**20
 _budget: Optional[int] = None
@@ -66,3 +82,189 @@ def _gib(num_bytes: int) -> str:
     if num_bytes >= 2**26:
         return f"{num_bytes / 2**30:.2f} GiB"
     return f"{num_bytes / 2**20:.2f} MiB" if num_bytes >= 2**20 else f"{num_bytes} bytes"
+
+
+# ============================================================ values and tensors
+def is_pyg_data(value) -> bool:
+    """True for a ``torch_geometric.data.Data`` or ``Batch`` (without importing PyG)."""
+    pyg = sys.modules.get("torch_geometric.data")
+    return pyg is not None and isinstance(value, pyg.Data)
+
+
+def _reject_graph_objects(value, name: str) -> None:
+    if is_pyg_data(value):
+        raise TypeError(f"{name} is a torch_geometric {type(value).__name__}, not an index tensor; "
+                        f"convert it with GraphBatch.from_pyg(batch)")
+    if isinstance(value, torch.Tensor) and value.layout != torch.strided:
+        hint = f"pass its indices instead: {name}=adj.coalesce().indices()" if name == "edge_index" \
+            else f"pass {name}.to_dense()"
+        raise TypeError(f"{name} is a sparse tensor ({value.layout}); {hint}")
+
+
+def index_tensor(value, name: str, *, ndim: Optional[int] = None) -> torch.Tensor:
+    """Integers (tensor/array/list) -> contiguous int64 tensor on a kernel device, else
+    TypeError/ValueError; with ``ndim``, also checks the number of dimensions."""
+    _reject_graph_objects(value, name)
+    if isinstance(value, torch.Tensor):
+        if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
+            raise TypeError(f"{name} must hold integers (int64), got {value.dtype}")
+        require_kernel_device(value, name)
+        t = value.to(torch.int64).contiguous()
+    else:
+        try:
+            arr = np.asarray(value)
+        except (ValueError, TypeError) as error:  # ragged nesting, unconvertible objects
+            raise TypeError(f"{name} must be an integer tensor/array, got {type(value).__name__} ({error})") from None
+        if arr.dtype == object or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
+            raise TypeError(f"{name} must hold integers, got {type(value).__name__} of dtype {arr.dtype}")
+        t = torch.as_tensor(arr.astype(np.int64, copy=False)).contiguous()
+    if ndim is not None and t.dim() != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {tuple(t.shape)}")
+    return t
+
+
+def float_tensor(value, name: str) -> torch.Tensor:
+    """Numbers (tensor/array/list) -> CPU floating tensor (integers become the default dtype)."""
+    _reject_graph_objects(value, name)
+    if not isinstance(value, torch.Tensor):
+        try:
+            arr = np.asarray(value)
+        except (ValueError, TypeError) as error:
+            raise TypeError(f"{name} must be a numeric tensor/array, got {type(value).__name__} ({error})") from None
+        if arr.dtype == object:
+            raise TypeError(f"{name} must be numeric, got {type(value).__name__} of dtype object")
+        value = torch.as_tensor(arr)
+    require_kernel_device(value, name)
+    if not (value.dtype.is_floating_point or value.dtype in (torch.int64, torch.int32, torch.bool, torch.uint8)):
+        raise TypeError(f"{name} must be numeric, got {value.dtype}")
+    if not value.dtype.is_floating_point:
+        value = value.to(torch.get_default_dtype())
+    return value
+
+
+def check_count(value, name: str, minimum: int = 0) -> int:
+    """An int-like count (Python/NumPy int or 0-d integer tensor) ``>= minimum`` as an ``int``.
+
+    ``bool``, floats (even ``3.0``) and strings are a ``TypeError``: they are never counts, and
+    silently truncating or parsing them hides bugs.
+    """
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and not (
+        value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool
+    ):
+        value = int(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def check_real(value, name: str) -> float:
+    """A real number (Python/NumPy, or a one-element float tensor) as a ``float``; else TypeError."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype.is_floating_point:
+        value = float(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (Real, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a float or a tensor of one float, got {value!r} ({type(value).__name__})")
+    return float(value)
+
+
+def check_sizes(num_nodes: torch.Tensor, name: str = "num_nodes") -> None:
+    if num_nodes.dim() != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {tuple(num_nodes.shape)}")
+    if num_nodes.numel() and int(num_nodes.min()) < 0:
+        b = int(torch.nonzero(num_nodes < 0)[0, 0])
+        raise ValueError(f"{name}[{b}] = {int(num_nodes[b])} is negative")
+
+
+# ============================================================ op arguments
+FLOAT_DTYPES = (torch.float32, torch.float64)
+
+
+def require_tensor(value, name: str) -> torch.Tensor:
+    """``value`` must be a dense (strided) torch.Tensor."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    require_dense(value, name)
+    return value
+
+
+def require_dense(t: torch.Tensor, name: str) -> None:
+    if t.layout != torch.strided:
+        raise TypeError(f"{name} is a {t.layout} tensor; rpfast ops take dense tensors ({name}.to_dense())")
+
+
+def require_flag(value, name: str) -> bool:
+    """A Python/NumPy bool (``training``, ``skip_invalid``, ...), else TypeError."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {value!r} ({type(value).__name__})")
+    return bool(value)
+
+
+# Device types with compiled kernels; rpfast.ops._backend, which owns the kernels, sets it.
+KERNEL_DEVICES: Tuple[str, ...] = ("cpu",)
+
+
+def require_kernel_device(t: torch.Tensor, name: str) -> None:
+    """``t`` must be on a device this build has kernels for (the one device error of every op)."""
+    if t.device.type not in KERNEL_DEVICES:
+        raise ValueError(f"{name} is on {t.device}, but this rpfast build has kernels for "
+                         f"{', '.join(KERNEL_DEVICES)} only; move it with {name}.cpu()")
+
+
+def require_float(t: torch.Tensor, name: str) -> None:
+    if t.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{name} must be float32 or float64, got {t.dtype}")
+
+
+def require_index(t: torch.Tensor, name: str) -> None:
+    if t.dtype != torch.int64:
+        raise TypeError(f"{name} must be an int64 (torch.long) tensor, got {t.dtype}")
+
+
+def require_ndim(t: torch.Tensor, name: str, ndims: Iterable[int], layout: str) -> None:
+    ndims = tuple(ndims)
+    if t.dim() not in ndims:
+        raise ValueError(
+            f"{name} must have shape {layout}, got {tuple(t.shape)} ({t.dim()} dimensions)"
+        )
+
+
+INT64_MAX = 2**63 - 1
+
+
+def check_int(value, name: str, *, minimum: int = 0, maximum: int = INT64_MAX) -> int:
+    """``value`` as a Python int in [minimum, maximum] (:func:`check_count`, plus a maximum:
+    the kernels take 64-bit sizes)."""
+    value = check_count(value, name, minimum)
+    if value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
+    return int(value)
+
+
+def check_output_size(numel: int, element_size: int, name: str) -> None:
+    """Refuse outputs beyond the memory budget (:func:`rpfast.get_memory_budget`)."""
+    check_memory(numel * element_size, name, "reduce the batch, the samples or k")
+
+
+def eps_tensor(eps, dtype: torch.dtype) -> torch.Tensor:
+    """GIN's epsilon as a 0-d tensor of ``dtype`` (keeps autograd): a Python/NumPy number
+    or a one-element floating-point tensor."""
+    if isinstance(eps, torch.Tensor):
+        require_dense(eps, "eps")
+        require_kernel_device(eps, "eps")
+        if eps.numel() != 1 or not eps.dtype.is_floating_point:
+            raise ValueError(f"eps must be a float or a one-element float tensor, got shape {tuple(eps.shape)} "
+                             f"{eps.dtype}")
+        return eps.reshape(()).to(dtype)
+    return torch.tensor(check_real(eps, "eps"), dtype=dtype)
+
+
+def renamed_argument(new_value, old_value, new: str, old: str, default):
+    """The value of an argument renamed from ``old`` to ``new`` (both default to ``None``):
+    the old spelling still works with a ``DeprecationWarning``; passing both is a TypeError."""
+    if old_value is None:
+        return default if new_value is None else new_value
+    if new_value is not None:
+        raise TypeError(f"got both {new}= and its deprecated name {old}=; pass {new}= only")
+    warnings.warn(f"{old}= is deprecated and will be removed; use {new}=", DeprecationWarning, stacklevel=3)
+    return old_value

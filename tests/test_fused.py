@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rpfast.data import GraphBatch
+from rpfast.nn.gin import batch_norm_arguments
 from rpfast.ops import batch_norm_relu, gin_aggregate, gin_mlp, segment_sum
 
 
@@ -65,6 +66,11 @@ def test_segment_sum_rejects_bad_ptr():
         segment_sum(torch.zeros(3, 2), torch.tensor([0, 2, 1, 3]))
 
 
+def gin_mlp_modules(z, graph, eps, weights, norms, training):
+    """gin_mlp with its BatchNorm state taken from modules, as GINLayer calls it."""
+    return gin_mlp(z, graph, eps, weights, training=training, **batch_norm_arguments(norms, training))
+
+
 def reference_gin_mlp(z, graph, eps, weights, norms, training):
     h = gin_aggregate(z, graph, eps).reshape(-1, z.shape[-1])
     for stage, bn in enumerate(norms):
@@ -93,7 +99,7 @@ def test_gin_mlp_matches_unfused_layer(training, stages):
     z2 = z1.detach().clone().requires_grad_()
     e1 = torch.tensor([0.3], dtype=torch.float64, requires_grad=True)
     e2 = e1.detach().clone().requires_grad_()
-    out = gin_mlp(z1, graph, e1, weights, norms, training)
+    out = gin_mlp_modules(z1, graph, e1, weights, norms, training)
     ref = reference_gin_mlp(z2, graph, e2, ref_weights, ref_norms, training)
     torch.testing.assert_close(out, ref)
     for a, b in zip(norms, ref_norms):
@@ -125,7 +131,7 @@ def test_gin_mlp_bitwise_identical_across_threads():
             state = copy.deepcopy(norms)
             zz = z.clone().requires_grad_()
             weight.grad = None
-            out = gin_mlp(zz, graph, torch.tensor([0.1]), [weight], state, True)
+            out = gin_mlp_modules(zz, graph, torch.tensor([0.1]), [weight], state, True)
             out.square().sum().backward()
             results.append((out.detach(), zz.grad, weight.grad.clone(), state[0].weight.grad, state[1].running_var))
     finally:
@@ -138,14 +144,39 @@ def test_gin_mlp_rejects_bad_input():
     graph = GraphBatch(torch.tensor([[0, 1], [1, 0]]), num_nodes=2)
     norms = torch.nn.ModuleList(torch.nn.BatchNorm1d(3) for _ in range(2))
     weight = torch.randn(3, 3)
+
+    def call(z, weights, norms, training=True, **overrides):
+        return gin_mlp(z, graph, torch.zeros(1), weights, training=training,
+                       **{**batch_norm_arguments(norms, training), **overrides})
+
     with pytest.raises(TypeError, match="z must be float32 or float64"):
-        gin_mlp(torch.zeros(1, 2, 3, dtype=torch.int64), graph, torch.zeros(1), [weight], norms, True)
+        call(torch.zeros(1, 2, 3, dtype=torch.int64), [weight], norms)
     with pytest.raises(ValueError, match=r"z must have shape \[R, N=2, H\]"):
-        gin_mlp(torch.zeros(2, 3), graph, torch.zeros(1), [weight], norms, True)
+        call(torch.zeros(2, 3), [weight], norms)
     with pytest.raises(ValueError, match=r"weights\[0\] must be a torch.float32 tensor of shape \(3, 3\)"):
-        gin_mlp(torch.zeros(1, 2, 3), graph, torch.zeros(1), [torch.randn(3, 4)], norms, True)
-    with pytest.raises(ValueError, match=r"norms\[1\] must be a torch.float32 BatchNorm1d\(3\)"):
-        gin_mlp(torch.zeros(1, 2, 3), graph, torch.zeros(1), [weight],
-                [norms[0], torch.nn.BatchNorm1d(4)], True)
-    with pytest.raises(ValueError, match="need one BatchNorm per stage"):
-        gin_mlp(torch.zeros(1, 2, 3), graph, torch.zeros(1), [weight], norms[:1], True)
+        call(torch.zeros(1, 2, 3), [torch.randn(3, 4)], norms)
+    with pytest.raises(ValueError, match=r"bn_weights\[1\] must be a contiguous torch.float32 tensor of shape \(3,\)"):
+        call(torch.zeros(1, 2, 3), [weight], [norms[0], torch.nn.BatchNorm1d(4)])
+    with pytest.raises(ValueError, match="bn_weights needs one tensor per stage: 2 expected"):
+        call(torch.zeros(1, 2, 3), [weight], norms[:1])
+    with pytest.raises(ValueError, match="momentum needs one number or 2"):
+        call(torch.zeros(1, 2, 3), [weight], norms, momentum=[0.1])
+    with pytest.raises(TypeError, match="bn_eps must be a float"):
+        call(torch.zeros(1, 2, 3), [weight], norms, bn_eps="small")
+    with pytest.raises(TypeError, match=r"norms\[0\] must be an affine BatchNorm module"):
+        batch_norm_arguments([torch.nn.BatchNorm1d(3, affine=False)], True)
+
+
+def test_gin_mlp_takes_sync_batch_norm_state():
+    """After SyncBatchNorm conversion (multi-process training) GINLayer still runs: the op takes
+    tensors, not BatchNorm1d modules."""
+    from rpfast.nn import GIN
+
+    torch.manual_seed(0)
+    graph = GraphBatch(torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), num_nodes=3)
+    model = GIN(2, 4, 2, 3)
+    converted = torch.nn.SyncBatchNorm.convert_sync_batchnorm(copy.deepcopy(model))
+    assert any(isinstance(m, torch.nn.SyncBatchNorm) for m in converted.modules())
+    x = torch.randn(3, 2)
+    model.eval(), converted.eval()
+    torch.testing.assert_close(converted(x, graph), model(x, graph))

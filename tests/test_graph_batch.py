@@ -131,3 +131,29 @@ def test_select_keeps_graphs_features_and_order():
     assert picked.edge_attr[:, 0].tolist() == [1.0, 1.0, 1.0]
     with pytest.raises(IndexError, match="graph indices"):
         batch.select([3])
+
+
+def test_num_nodes_means_vertices_per_graph():
+    edges = torch.tensor([[0, 1, 3], [1, 0, 4]])
+    by_sizes = GraphBatch(edges, num_nodes=[2, 0, 3])
+    assert by_sizes.num_nodes.tolist() == [2, 0, 3] and by_sizes.ptr.tolist() == [0, 2, 2, 5]
+    same = GraphBatch(edges, ptr=torch.tensor([0, 2, 2, 5]), num_nodes=torch.tensor([2, 0, 3]))
+    assert torch.equal(same.ptr, by_sizes.ptr)
+    with_batch = GraphBatch(edges, batch=torch.tensor([0, 0, 1, 1, 1]), num_nodes=[2, 3, 0])
+    assert with_batch.num_nodes.tolist() == [2, 3, 0]  # trailing empty graph kept
+    assert GraphBatch(edges, num_nodes=6).num_nodes.tolist() == [6]  # an int: one graph
+    assert GraphBatch(edges, batch=torch.tensor([0, 0, 1, 1, 1]), total_nodes=5).num_graphs == 2
+    assert "total_nodes=5" in repr(by_sizes)
+
+
+def test_num_nodes_disagreements_are_explained():
+    edges = torch.tensor([[0], [1]])
+    with pytest.raises(ValueError, match=r"num_nodes = 5 is one graph's size, but batch describes 2 graphs; "
+                                         r"pass num_nodes as the \[2\] graph sizes, or total_nodes=5"):
+        GraphBatch(edges, batch=torch.tensor([0, 0, 1, 1, 1]), num_nodes=5)
+    with pytest.raises(ValueError, match=r"num_nodes = \[2, 2\] disagrees with the graph sizes that ptr describes"):
+        GraphBatch(edges, ptr=torch.tensor([0, 3, 4]), num_nodes=[2, 2])
+    with pytest.raises(ValueError, match="give num_nodes .* or total_nodes, not both"):
+        GraphBatch(edges, num_nodes=2, total_nodes=2)
+    with pytest.raises(ValueError, match=r"num_nodes\[1\] = -1 is negative"):
+        GraphBatch(edges, num_nodes=[2, -1])

@@ -13,7 +13,7 @@ import networkx as nx
 import pytest
 import torch
 
-from rpfast import _C
+from rpfast.ops import _backend
 from rpfast.data import GraphBatch
 from rpfast.nn import RPGIN
 from rpfast.ops import (
@@ -116,8 +116,8 @@ def test_closed_form_skips_match_enumeration():
 # ------------------------------------------------------------------ 5. Ctrl-C
 @pytest.fixture
 def interrupt_after():
-    yield _C._set_interrupt_countdown
-    _C._set_interrupt_countdown(0)
+    yield _backend.set_interrupt_countdown
+    _backend.set_interrupt_countdown(0)
 
 
 @pytest.mark.parametrize("call", [

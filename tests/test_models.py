@@ -41,7 +41,7 @@ def test_id_gather_equals_materialised_one_hot():
 
 def test_rpgin_shapes_modes_and_reproducibility():
     graph = small_batch()
-    model = RPGIN(2, 8, 2, 3, id_dim=5, num_inference_perms=4, generator=torch.Generator().manual_seed(1))
+    model = RPGIN(2, 8, 2, 3, id_dim=5, eval_samples=4, generator=torch.Generator().manual_seed(1))
     assert model(graph.x, graph).shape == (2, 3)
     model.eval()
     assert model.graph_embedding(graph.x, graph).shape == (2, model.gin.embedding_dim)
@@ -85,7 +85,7 @@ def test_gin_cannot_separate_csl_but_rpgin_embeddings_differ():
 
 @pytest.mark.parametrize("kwargs, match", [
     ({"id_dim": 0}, "id_dim must be an int >= 1"),
-    ({"id_dim": 3, "num_inference_perms": 0}, "num_inference_perms must be an int >= 1"),
+    ({"id_dim": 3, "eval_samples": 0}, "eval_samples must be an int >= 1"),
     ({"id_dim": 3, "hidden": 0}, "hidden must be an int >= 1"),
 ])
 def test_rpgin_rejects_bad_arguments(kwargs, match):
@@ -104,3 +104,11 @@ def test_gin_input_errors():
         gin(graph.x, graph, torch.full((1, graph.total_nodes), 3))
     with pytest.raises(ValueError, match="x must have shape"):
         GIN(3, 4, 2, 2)(graph.x, graph)
+
+
+def test_rpgin_old_sample_names_still_work_with_a_warning():
+    with pytest.warns(DeprecationWarning, match="num_inference_perms= is deprecated"):
+        model = RPGIN(2, 8, 2, 3, id_dim=5, num_inference_perms=4)
+    assert model.eval_samples == 4
+    with pytest.warns(DeprecationWarning, match="train_perms= is deprecated"):
+        assert RPGIN(2, 8, 2, 3, id_dim=5, train_perms=2).train_samples == 2

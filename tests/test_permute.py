@@ -51,7 +51,7 @@ def test_permute_nodes_gradient_matches_indexing(case):
 def test_gradcheck_float64():
     gen = torch.Generator().manual_seed(0)
     num_nodes = torch.tensor([4, 2, 0])
-    perms = random_permutations(num_nodes, samples=3, k=3, generator=gen)
+    perms = random_permutations(num_nodes, num_samples=3, k=3, generator=gen)
     adj = torch.randn(3, 4, 4, 2, dtype=torch.float64, requires_grad=True)
     x = torch.randn(3, 4, 5, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda a: permute_adjacency(a, perms), (adj,))
@@ -62,7 +62,7 @@ def test_without_channel_dimension_and_float32():
     gen = torch.Generator().manual_seed(1)
     adj = torch.rand(2, 5, 5, generator=gen)
     x = torch.rand(2, 5, generator=gen)
-    perms = random_permutations([5, 3], samples=2, generator=gen)
+    perms = random_permutations([5, 3], num_samples=2, generator=gen)
     out = permute_adjacency(adj, perms)
     assert out.shape == (2, 2, 5, 5) and out.dtype == torch.float32
     assert torch.equal(out, permute_adjacency_reference(adj.unsqueeze(-1), perms).squeeze(-1))
@@ -82,7 +82,7 @@ def test_full_permutation_is_a_relabeling():
 def test_bitwise_identical_across_thread_counts(op):
     gen = torch.Generator().manual_seed(3)
     num_nodes = torch.randint(1, 40, (64,), generator=gen)
-    perms = random_permutations(num_nodes, samples=4, k=24, generator=gen)
+    perms = random_permutations(num_nodes, num_samples=4, k=24, generator=gen)
     data = torch.randn((64, 40, 40, 3) if op == "adjacency" else (64, 40, 8), generator=gen, requires_grad=True)
     fn = permute_adjacency if op == "adjacency" else permute_nodes
     results = []

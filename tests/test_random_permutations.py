@@ -16,7 +16,7 @@ from strategies import batch_sizes
 @given(batch_sizes(), st.integers(0, 10))
 def test_rows_are_partial_permutations(sizes, k):
     num_nodes, _ = sizes
-    perms = random_permutations(num_nodes, samples=3, k=k, generator=torch.Generator().manual_seed(k))
+    perms = random_permutations(num_nodes, num_samples=3, k=k, generator=torch.Generator().manual_seed(k))
     assert perms.shape == (len(num_nodes), 3, k) and perms.dtype == torch.int64
     for b, n in enumerate(num_nodes.tolist()):
         take = min(n, k)
@@ -36,7 +36,7 @@ def test_default_k_is_n_max():
 @pytest.mark.parametrize("n, k", [(4, 4), (5, 2)])
 def test_uniform_over_ordered_subsets(n, k):
     samples = 300 * math.perm(n, k)
-    perms = random_permutations([n], samples=samples, k=k, generator=torch.Generator().manual_seed(1234))
+    perms = random_permutations([n], num_samples=samples, k=k, generator=torch.Generator().manual_seed(1234))
     index = {p: i for i, p in enumerate(itertools.permutations(range(n), k))}
     counts = torch.zeros(len(index))
     for row in perms[0].tolist():
@@ -46,12 +46,12 @@ def test_uniform_over_ordered_subsets(n, k):
 
 
 def test_reproducible_from_generator_and_fresh_on_each_call():
-    a = random_permutations([10] * 8, samples=4, generator=torch.Generator().manual_seed(7))
-    b = random_permutations([10] * 8, samples=4, generator=torch.Generator().manual_seed(7))
+    a = random_permutations([10] * 8, num_samples=4, generator=torch.Generator().manual_seed(7))
+    b = random_permutations([10] * 8, num_samples=4, generator=torch.Generator().manual_seed(7))
     assert torch.equal(a, b)
     gen = torch.Generator().manual_seed(7)
-    first = random_permutations([10] * 8, samples=4, generator=gen)
-    second = random_permutations([10] * 8, samples=4, generator=gen)
+    first = random_permutations([10] * 8, num_samples=4, generator=gen)
+    second = random_permutations([10] * 8, num_samples=4, generator=gen)
     assert torch.equal(first, a) and not torch.equal(first, second)
     torch.manual_seed(3)
     c = random_permutations([10] * 8)
@@ -65,7 +65,7 @@ def test_independent_of_thread_count():
         outs = []
         for threads in (1, 2):
             torch.set_num_threads(threads)
-            outs.append(random_permutations(torch.arange(200) % 50, samples=16,
+            outs.append(random_permutations(torch.arange(200) % 50, num_samples=16,
                                             generator=torch.Generator().manual_seed(5)))
     finally:
         torch.set_num_threads(before)
@@ -77,12 +77,12 @@ def test_independent_of_thread_count():
     [
         (([3, -1],), {}, ValueError, r"num_nodes\[1\] = -1 is negative"),
         (([3.5],), {}, TypeError, "num_nodes must hold integers"),
-        (([3],), {"samples": 0}, ValueError, "samples must be >= 1"),
+        (([3],), {"num_samples": 0}, ValueError, "num_samples must be >= 1"),
         (([3],), {"k": -2}, ValueError, "k must be >= 0"),
         (([3],), {"k": 2.0}, TypeError, "k must be an int"),
         (([[3]],), {}, ValueError, "num_nodes must have 1 dimension"),
         (([3],), {"generator": 5}, TypeError, "generator must be a torch.Generator"),
-        (([10**6] * 10,), {"samples": 10**6}, ValueError, "would need"),
+        (([10**6] * 10,), {"num_samples": 10**6}, ValueError, "would need"),
     ],
 )
 def test_rejects_bad_input(args, kwargs, error, match):
@@ -91,4 +91,13 @@ def test_rejects_bad_input(args, kwargs, error, match):
 
 
 def test_empty_batch():
-    assert random_permutations([], samples=2).shape == (0, 2, 0)
+    assert random_permutations([], num_samples=2).shape == (0, 2, 0)
+
+
+def test_samples_is_a_deprecated_spelling_of_num_samples():
+    gen = lambda: torch.Generator().manual_seed(3)  # noqa: E731
+    with pytest.warns(DeprecationWarning, match="samples= is deprecated and will be removed; use num_samples="):
+        old = random_permutations([4, 2], samples=3, generator=gen())
+    assert torch.equal(old, random_permutations([4, 2], num_samples=3, generator=gen()))
+    with pytest.raises(TypeError, match="got both num_samples= and its deprecated name samples="):
+        random_permutations([4], num_samples=2, samples=2)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rpfast.data import GraphBatch, clear_graph_cache
-from rpfast.data._validate import check_count
+from rpfast._validation import check_count
 from rpfast.data.cache import cache_size, graph_for_edge_index
 from rpfast.nn import GINConv, RelationalPooling
 from rpfast.ops import (

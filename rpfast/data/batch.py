@@ -11,8 +11,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from rpfast._validation import check_memory
-from rpfast.data._validate import check_count, check_sizes, float_tensor, index_tensor, is_pyg_data
+from rpfast._validation import check_count, check_memory, check_sizes, float_tensor, index_tensor, is_pyg_data
 
 __all__ = ["GraphBatch"]
 
@@ -26,12 +25,15 @@ class GraphBatch:
         edge_attr: optional edge features ``[E, D]`` (or ``[E]``), aligned with edge_index.
         batch: optional ``[N]`` graph id of every node, non-decreasing (PyG convention).
         ptr: optional ``[B + 1]`` node offsets; alternative to ``batch``.
-        num_nodes: total node count ``N`` when neither ``x``, ``batch`` nor ``ptr`` fixes it
-            (a single graph); default ``edge_index.max() + 1``.
+        num_nodes: vertices per graph, as everywhere in rpfast: a ``[B]`` tensor/list of graph
+            sizes (then it alone can fix ``ptr``), or an int for a batch of one graph. Default
+            for one graph: ``edge_index.max() + 1``.
+        total_nodes: ``N``, the vertices of the whole batch (PyG's ``Batch.num_nodes``), as
+            an alternative to ``num_nodes``.
         num_graphs: ``B`` when given with ``batch`` (lets trailing graphs be empty).
 
-    ``num_nodes``/``num_graphs`` must be ints (Python, NumPy or 0-d integer tensors); a PyG
-    ``Data``/``Batch`` is converted with :meth:`from_pyg`, never passed as ``edge_index``.
+    Counts must be ints (Python, NumPy or 0-d integer tensors); a PyG ``Data``/``Batch`` is
+    converted with :meth:`from_pyg`, never passed as ``edge_index``.
 
     Other attributes: ``extras`` holds the remaining PyG attributes (``y``, ...) kept by
     :meth:`from_pyg` and written back by :meth:`to_pyg`; they read as attributes too
@@ -54,10 +56,11 @@ class GraphBatch:
         edge_attr: Optional[Tensor] = None,
         batch: Optional[Tensor] = None,
         ptr: Optional[Tensor] = None,
-        num_nodes: Optional[int] = None,
+        num_nodes=None,
         num_graphs: Optional[int] = None,
+        total_nodes: Optional[int] = None,
     ):
-        num_nodes = None if num_nodes is None else check_count(num_nodes, "num_nodes")
+        total_nodes = None if total_nodes is None else check_count(total_nodes, "total_nodes")
         num_graphs = None if num_graphs is None else check_count(num_graphs, "num_graphs")
         edge_index = index_tensor(edge_index, "edge_index")
         if edge_index.dim() != 2 or edge_index.shape[0] != 2:
@@ -68,7 +71,9 @@ class GraphBatch:
             self.x = self.x.unsqueeze(-1)
         if self.x is not None and self.x.dim() != 2:
             raise ValueError(f"x must have shape [N, F], got {tuple(self.x.shape)}")
-        self._ptr = self._resolve_ptr(batch, ptr, num_nodes, num_graphs)
+        if num_nodes is not None:
+            batch, ptr, total_nodes = self._sizes_to_ptr(num_nodes, batch, ptr, total_nodes)
+        self._ptr = self._resolve_ptr(batch, ptr, total_nodes, num_graphs)
         self._check_edges()
         self.edge_attr = None
         if edge_attr is not None:
@@ -83,6 +88,45 @@ class GraphBatch:
         self.extras: Dict[str, Any] = {}
 
     # ------------------------------------------------------------------ construction
+    @staticmethod
+    def _sizes_to_ptr(num_nodes, batch, ptr, total_nodes):
+        """Turn ``num_nodes`` (vertices per graph) into ``(batch, ptr, total_nodes)``: an int is
+        one graph of that size, a ``[B]`` sequence is the ptr's differences."""
+        if total_nodes is not None:
+            raise ValueError("give num_nodes (vertices per graph) or total_nodes, not both")
+        sequence = isinstance(num_nodes, (list, tuple, np.ndarray)) or (
+            isinstance(num_nodes, Tensor) and num_nodes.dim() > 0)
+        if not sequence:
+            n = check_count(num_nodes, "num_nodes")
+            described = None if ptr is None and batch is None else "ptr" if ptr is not None else "batch"
+            if described is not None:
+                graphs = GraphBatch._count_graphs(batch, ptr)
+                if graphs != 1:
+                    raise ValueError(f"num_nodes = {n} is one graph's size, but {described} describes {graphs} "
+                                     f"graphs; pass num_nodes as the [{graphs}] graph sizes, or total_nodes={n}")
+            return batch, ptr, n
+        sizes = index_tensor(num_nodes, "num_nodes", ndim=1)
+        check_sizes(sizes, "num_nodes")
+        sizes_ptr = torch.cat([torch.zeros(1, dtype=torch.int64), sizes.cumsum(0)])
+        if ptr is not None:
+            agree = torch.equal(index_tensor(ptr, "ptr", ndim=1), sizes_ptr)
+        elif batch is not None:
+            ids = index_tensor(batch, "batch", ndim=1)
+            agree = torch.equal(torch.bincount(ids.clamp(min=0), minlength=sizes.numel()), sizes)
+        else:
+            agree = True
+        if not agree:
+            raise ValueError(f"num_nodes = {sizes.tolist()[:8]} disagrees with the graph sizes that "
+                             f"{'ptr' if ptr is not None else 'batch'} describes")
+        return None, sizes_ptr, None  # ptr alone now describes the batch
+
+    @staticmethod
+    def _count_graphs(batch, ptr) -> int:
+        if ptr is not None:
+            return max(index_tensor(ptr, "ptr").numel() - 1, 0)
+        batch = index_tensor(batch, "batch")
+        return int(batch.max()) + 1 if batch.numel() else 0
+
     def _resolve_ptr(self, batch, ptr, num_nodes, num_graphs) -> Tensor:
         if batch is not None and ptr is not None:
             raise ValueError("give either batch or ptr, not both")
@@ -123,7 +167,8 @@ class GraphBatch:
         if n_from_x is not None and n_from_x != total:
             raise ValueError(f"x has {n_from_x} rows but batch/ptr describe {total} nodes")
         if num_nodes is not None and num_nodes != total:
-            raise ValueError(f"num_nodes = {num_nodes} but batch/ptr/x describe {total} nodes")
+            raise ValueError(f"{num_nodes} nodes were given (num_nodes/total_nodes) but batch/ptr/x describe "
+                             f"{total} nodes")
         if num_graphs is not None and num_graphs != ptr.numel() - 1:
             raise ValueError(f"num_graphs = {num_graphs} but batch/ptr describe {ptr.numel() - 1} graphs")
         # The cached per-node views (batch, local index, CSR offsets) take ~4 int64 per node.
@@ -252,7 +297,7 @@ class GraphBatch:
             edge_attr=getattr(data, "edge_attr", None),
             batch=batch,
             ptr=ptr,
-            num_nodes=None if (batch is not None or ptr is not None or data.x is not None) else data.num_nodes,
+            total_nodes=None if (batch is not None or ptr is not None or data.x is not None) else data.num_nodes,
         )
         out.extras = {key: data[key] for key in data.keys() if key not in cls._PYG_LAYOUT}
         # Batch.from_data_list's slicing metadata lets to_pyg() results call to_data_list().
@@ -459,7 +504,7 @@ class GraphBatch:
     def __repr__(self) -> str:
         f = None if self.x is None else self.x.shape[1]
         d = None if self.edge_attr is None else self.edge_attr.shape[1]
-        return (f"GraphBatch(num_graphs={self.num_graphs}, num_nodes={self.total_nodes}, "
+        return (f"GraphBatch(num_graphs={self.num_graphs}, total_nodes={self.total_nodes}, "
                 f"num_edges={self.num_edges}, node_features={f}, edge_features={d})")
 
 

@@ -1,16 +1,16 @@
 """GIN (Xu et al., ICLR 2019) as used by the RP paper, with optional one-hot node IDs."""
-from typing import List, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor, nn
 
-from rpfast._validation import check_memory
+from rpfast._validation import check_memory, require_flag
 from rpfast.data import GraphBatch
 from rpfast.nn.pooling import sum_pool
 from rpfast.ops.dense import embedding, linear
 from rpfast.ops.gin_layer import gin_mlp
 
-__all__ = ["GIN", "GINLayer"]
+__all__ = ["GIN", "GINLayer", "batch_norm_arguments"]
 
 
 class GINLayer(nn.Module):
@@ -63,7 +63,33 @@ class GINLayer(nn.Module):
             z = emb if z is None else z + emb
         eps = self.eps if self.eps is not None else self.fixed_eps
         z = z if z.dim() == 3 else z.unsqueeze(0)
-        return gin_mlp(z, graph, eps, [linear.weight for linear in self.linears], self.norms, self.training)
+        return gin_mlp(z, graph, eps, [linear.weight for linear in self.linears], training=self.training,
+                       **batch_norm_arguments(self.norms, self.training))
+
+
+def batch_norm_arguments(norms, training: bool) -> dict:
+    """:func:`rpfast.ops.gin_mlp`'s BatchNorm arguments (``bn_weights``, ``bn_biases``,
+    ``running_means``, ``running_vars``, ``momentum``, ``bn_eps``) from ``L`` BatchNorm modules,
+    counting the step as the modules themselves would: in training ``num_batches_tracked``
+    grows by one and ``momentum=None`` becomes the cumulative factor ``1 / num_batches_tracked``.
+    Accepts ``BatchNorm1d`` and the ``SyncBatchNorm`` that replaces it in multi-process training.
+    """
+    training = require_flag(training, "training")
+    norms = list(norms)
+    for i, bn in enumerate(norms):
+        if not isinstance(bn, nn.modules.batchnorm._BatchNorm) or not bn.affine or not bn.track_running_stats:
+            raise TypeError(f"norms[{i}] must be an affine BatchNorm module with running statistics "
+                            f"(track_running_stats=True), got {bn!r}")
+    momenta = []
+    for bn in norms:
+        if not training:
+            momenta.append(0.0)
+            continue
+        bn.num_batches_tracked.add_(1)
+        momenta.append(1.0 / float(bn.num_batches_tracked) if bn.momentum is None else float(bn.momentum))
+    return {"bn_weights": [bn.weight for bn in norms], "bn_biases": [bn.bias for bn in norms],
+            "running_means": [bn.running_mean for bn in norms], "running_vars": [bn.running_var for bn in norms],
+            "momentum": momenta, "bn_eps": [float(bn.eps) for bn in norms]}
 
 
 class GIN(nn.Module):

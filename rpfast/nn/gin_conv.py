@@ -5,8 +5,7 @@ import torch
 from torch import Tensor, nn
 
 from rpfast.data import GraphBatch
-from rpfast.data._validate import check_real, is_pyg_data
-from rpfast.ops._checks import require_flag
+from rpfast._validation import check_real, is_pyg_data, require_flag
 from rpfast.data.cache import graph_for_edge_index
 from rpfast.ops import gin_aggregate
 

@@ -5,7 +5,7 @@ import torch
 from torch import Tensor, nn
 
 from rpfast.data import GraphBatch
-from rpfast.data._validate import check_count, check_sizes, index_tensor, is_pyg_data
+from rpfast._validation import check_count, check_sizes, index_tensor, is_pyg_data
 from rpfast.ops import permute_adjacency, permute_nodes, random_permutations
 
 __all__ = ["RelationalPooling"]

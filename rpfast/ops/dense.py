@@ -10,9 +10,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from rpfast import _C
-from rpfast.ops._checks import as_index_tensor, require_cpu, require_float, require_tensor
-from rpfast.ops._threads import kernel_threads
+from rpfast.ops import _backend
+from rpfast._validation import index_tensor, require_float, require_kernel_device, require_tensor
 
 __all__ = ["linear", "embedding"]
 
@@ -38,11 +37,11 @@ class _Linear(torch.autograd.Function):
         g = _rows(grad)
         if ctx.needs_input_grad[1]:
             grad_w = torch.empty_like(weight)
-            _C.matmul_tn(g.numpy(), _rows(x).numpy(), grad_w.numpy(), kernel_threads())
+            _backend.call("matmul_tn", g, _rows(x), grad_w)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_b = g.new_empty(g.shape[1])
             ones = g.new_ones(g.shape[0], 1)
-            _C.matmul_tn(ones.numpy(), g.numpy(), grad_b.view(1, -1).numpy(), kernel_threads())
+            _backend.call("matmul_tn", ones, g, grad_b.view(1, -1))
         return grad_x, grad_w, grad_b
 
 
@@ -57,8 +56,7 @@ class _Embedding(torch.autograd.Function):
     def backward(ctx, grad: Tensor):
         (index,) = ctx.saved_tensors
         grad_w = grad.new_empty((ctx.num_rows, grad.shape[-1]))
-        _C.scatter_rows_sum(index.reshape(-1).contiguous().numpy(), _rows(grad).numpy(), grad_w.numpy(),
-                            kernel_threads())
+        _backend.call("scatter_rows_sum", index.reshape(-1).contiguous(), _rows(grad), grad_w)
         return grad_w, None
 
 
@@ -71,7 +69,7 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
     """
     for name, t in (("x", x), ("weight", weight)):
         require_tensor(t, name)
-        require_cpu(t, name)
+        require_kernel_device(t, name)
         require_float(t, name)
     if weight.dim() != 2 or x.dim() < 1 or x.shape[-1] != weight.shape[1] or x.dtype != weight.dtype:
         raise ValueError(f"linear needs x [..., F] and weight [H, F] of one dtype, got x {tuple(x.shape)} {x.dtype}, "
@@ -91,11 +89,11 @@ def embedding(weight: Tensor, index) -> Tensor:
     Used for one-hot node IDs: ``onehot(id) @ W`` is ``W[id]``.
     """
     require_tensor(weight, "weight")
-    require_cpu(weight, "weight")
+    require_kernel_device(weight, "weight")
     require_float(weight, "weight")
     if weight.dim() != 2:
         raise ValueError(f"weight must have shape [V, H], got {tuple(weight.shape)}")
-    index = as_index_tensor(index, "index")
+    index = index_tensor(index, "index")
     if index.numel() and (int(index.min()) < 0 or int(index.max()) >= weight.shape[0]):
         raise IndexError(f"index must lie in [0, {weight.shape[0]}), got {int(index.min())}..{int(index.max())}")
     return _Embedding.apply(weight, index)

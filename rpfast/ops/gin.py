@@ -4,10 +4,9 @@ from typing import Union
 import torch
 from torch import Tensor
 
-from rpfast import _C
+from rpfast.ops import _backend
 from rpfast.data import GraphBatch
-from rpfast.ops._checks import eps_tensor, require_cpu, require_float, require_ndim, require_tensor
-from rpfast.ops._threads import kernel_threads
+from rpfast._validation import eps_tensor, require_float, require_kernel_device, require_ndim, require_tensor
 
 __all__ = ["gin_aggregate"]
 
@@ -25,8 +24,7 @@ class _GINAggregate(torch.autograd.Function):
     def forward(ctx, x: Tensor, in_rowptr: Tensor, in_col: Tensor, out_rowptr: Tensor, out_col: Tensor,
                 eps: Tensor) -> Tensor:
         out = torch.empty_like(x)
-        _C.gin_aggregate(x.detach().numpy(), in_rowptr.numpy(), in_col.numpy(), float(eps), out.numpy(),
-                         kernel_threads())
+        _backend.call("gin_aggregate", x, in_rowptr, in_col, float(eps), out)
         ctx.save_for_backward(x, in_rowptr, in_col, out_rowptr, out_col, eps)
         return out
 
@@ -41,7 +39,7 @@ class _GINAggregate(torch.autograd.Function):
             if torch.is_grad_enabled():  # create_graph=True: keep grad_eps differentiable
                 grad_eps = (grad * x).sum().reshape(eps.shape)
             else:
-                grad_eps = torch.full_like(eps, _C.sum_product(grad.numpy(), x.detach().numpy(), kernel_threads()))
+                grad_eps = torch.full_like(eps, _backend.call("sum_product", grad, x))
         return grad_x, None, None, None, None, grad_eps
 
 
@@ -66,7 +64,7 @@ def gin_aggregate(x: Tensor, graph: GraphBatch, eps: Union[float, Tensor] = 0.0)
     """
     require_tensor(x, "x")
     require_ndim(x, "x", (2, 3), "[N, F] or [R, N, F]")
-    require_cpu(x, "x")
+    require_kernel_device(x, "x")
     require_float(x, "x")
     if not isinstance(graph, GraphBatch):
         raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")

@@ -6,61 +6,54 @@ forward runs the C++ aggregation and fused BatchNorm-ReLU kernels (matrix produc
 torch's BLAS) and the backward is written out by hand, so a layer is one node in the
 autograd graph.
 """
-from typing import List, Sequence
+from typing import List, Sequence, Union
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
-from rpfast import _C
 from rpfast.data import GraphBatch
-from rpfast.ops._checks import eps_tensor, require_cpu, require_flag, require_float, require_tensor
-from rpfast.ops._threads import kernel_threads
+from rpfast.ops import _backend
+from rpfast._validation import (
+    check_real,
+    eps_tensor,
+    require_flag,
+    require_float,
+    require_kernel_device,
+    require_tensor,
+)
+from rpfast.ops.norm import bn_relu_backward, bn_relu_forward
 
 __all__ = ["gin_mlp"]
 
 
-def _bn_relu_forward(x: Tensor, bn: nn.BatchNorm1d, training: bool, threads: int):
-    y, xhat = torch.empty_like(x), torch.empty_like(x)
-    invstd = x.new_empty(x.shape[1])
-    if training:
-        bn.num_batches_tracked.add_(1)
-        momentum = 1.0 / float(bn.num_batches_tracked) if bn.momentum is None else bn.momentum
-    else:
-        momentum = 0.0
-    _C.batch_norm_relu_forward(x.numpy(), bn.weight.detach().numpy(), bn.bias.detach().numpy(),
-                               bn.running_mean.numpy(), bn.running_var.numpy(), training, momentum,
-                               bn.eps, y.numpy(), xhat.numpy(), invstd.numpy(), threads)
-    return y, xhat, invstd
-
-
 class _GINMLP(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, z, eps, in_rowptr, in_col, out_rowptr, out_col, norms, training, *params):
+    def forward(ctx, z, eps, in_rowptr, in_col, out_rowptr, out_col, stats, training, momenta, bn_eps, *params):
         # params = L - 1 weights, then L BatchNorm weights and L BatchNorm biases; the
-        # affine parameters are inputs so autograd routes their gradients.
-        weights = params[: len(norms) - 1]
-        threads = kernel_threads()
+        # affine parameters are inputs so autograd routes their gradients. ``stats`` holds
+        # the L (running_mean, running_var) pairs, updated in place in training.
+        L = len(stats)
+        weights, gammas, betas = params[: L - 1], params[L - 1: 2 * L - 1], params[2 * L - 1:]
         M, H = z.shape[0] * z.shape[1], z.shape[2]
         aggregated = torch.empty_like(z)
-        _C.gin_aggregate(z.numpy(), in_rowptr.numpy(), in_col.numpy(), float(eps), aggregated.numpy(), threads)
+        _backend.call("gin_aggregate", z, in_rowptr, in_col, float(eps), aggregated)
         h = aggregated.view(M, H)
         saved: List[Tensor] = []
-        for stage, bn in enumerate(norms):
+        for stage, (running_mean, running_var) in enumerate(stats):
             if stage:
                 h = h @ weights[stage - 1].detach().t()
-            y, xhat, invstd = _bn_relu_forward(h, bn, training, threads)
+            y, xhat, invstd = bn_relu_forward(h, gammas[stage].detach(), betas[stage].detach(), running_mean,
+                                              running_var, training, momenta[stage], bn_eps[stage])
             saved += [y, xhat, invstd]
             h = y
-        ctx.norms, ctx.training = norms, training
+        ctx.num_stages, ctx.training = L, training
         ctx.needs_eps = ctx.needs_input_grad[1]
         ctx.save_for_backward(z, eps, out_rowptr, out_col, *params, *saved)
         return h.view(z.shape[0], z.shape[1], h.shape[-1])
 
     @staticmethod
     def backward(ctx, grad):
-        threads = kernel_threads()
-        norms = ctx.norms
-        L = len(norms)
+        L = ctx.num_stages
         z, eps, out_rowptr, out_col, *rest = ctx.saved_tensors
         weights, gammas, saved = rest[: L - 1], rest[L - 1: 2 * L - 1], rest[3 * L - 1:]
         R, N = z.shape[0], z.shape[1]
@@ -68,72 +61,105 @@ class _GINMLP(torch.autograd.Function):
         grad_weights: List[Tensor] = [None] * len(weights)
         grad_gammas: List[Tensor] = [None] * L
         grad_betas: List[Tensor] = [None] * L
-        for stage in range(len(norms) - 1, -1, -1):
+        for stage in range(L - 1, -1, -1):
             y, xhat, invstd = saved[3 * stage: 3 * stage + 3]
-            grad_pre = torch.empty_like(g)
-            grad_gammas[stage], grad_betas[stage] = torch.empty_like(invstd), torch.empty_like(invstd)
-            _C.batch_norm_relu_backward(g.numpy(), y.numpy(), xhat.numpy(), gammas[stage].detach().numpy(),
-                                        invstd.numpy(), ctx.training, grad_pre.numpy(),
-                                        grad_gammas[stage].numpy(), grad_betas[stage].numpy(), threads)
+            grad_pre, grad_gammas[stage], grad_betas[stage] = bn_relu_backward(
+                g, y, xhat, gammas[stage].detach(), invstd, ctx.training)
             if stage:
                 previous = saved[3 * (stage - 1)]
                 grad_weights[stage - 1] = torch.empty_like(weights[stage - 1])
-                _C.matmul_tn(grad_pre.numpy(), previous.numpy(), grad_weights[stage - 1].numpy(), threads)
+                _backend.call("matmul_tn", grad_pre, previous, grad_weights[stage - 1])
                 g = grad_pre @ weights[stage - 1].detach()
             else:
                 g = grad_pre
         g = g.view(R, N, g.shape[-1])
         grad_z = torch.empty_like(g)
-        _C.gin_aggregate(g.numpy(), out_rowptr.numpy(), out_col.numpy(), float(eps), grad_z.numpy(), threads)
+        _backend.call("gin_aggregate", g, out_rowptr, out_col, float(eps), grad_z)
         grad_eps = None
         if ctx.needs_eps:
-            grad_eps = torch.full_like(eps, _C.sum_product(g.numpy(), z.numpy(), threads))
-        return (grad_z, grad_eps, None, None, None, None, None, None, *grad_weights, *grad_gammas, *grad_betas)
+            grad_eps = torch.full_like(eps, _backend.call("sum_product", g, z))
+        return (grad_z, grad_eps, None, None, None, None, None, None, None, None,
+                *grad_weights, *grad_gammas, *grad_betas)
 
 
-def gin_mlp(z: Tensor, graph: GraphBatch, eps: Tensor, weights: Sequence[Tensor],
-            norms: Sequence[nn.BatchNorm1d], training: bool) -> Tensor:
+Number = Union[float, int]
+
+
+def gin_mlp(z: Tensor, graph: GraphBatch, eps, weights: Sequence[Tensor], bn_weights: Sequence[Tensor],
+            bn_biases: Sequence[Tensor], running_means: Sequence[Tensor], running_vars: Sequence[Tensor],
+            training: bool, momentum: Union[Number, Sequence[Number]] = 0.1,
+            bn_eps: Union[Number, Sequence[Number]] = 1e-5) -> Tensor:
     r"""One GIN layer after its first linear map, as a single autograd node.
 
     .. math::
         a = (1 + \epsilon) z + A z, \quad h_1 = \mathrm{ReLU}(\mathrm{BN}_1(a)), \quad
         h_k = \mathrm{ReLU}(\mathrm{BN}_k(h_{k-1} W_k^\top)),\ k = 2..L
 
+    with :math:`\mathrm{BN}_k` the batch normalisation of stage k over all ``R * N`` rows
+    (:func:`rpfast.ops.batch_norm_relu` semantics). The op takes the BatchNorm state as
+    tensors and numbers, so any module that holds it (``BatchNorm1d``, ``SyncBatchNorm``)
+    can call it; the module keeps its own bookkeeping (``num_batches_tracked``).
+
     Args:
         z: ``[R, N, H]`` the projected node states (first linear map already applied).
         graph: the :class:`~rpfast.data.GraphBatch` with ``N`` nodes.
         eps: a float or a one-element float tensor (learnable if it requires grad).
         weights: ``L - 1`` matrices ``[H, H]`` (bias-free: each is followed by BatchNorm).
-        norms: ``L`` ``BatchNorm1d(H)`` modules (statistics over all ``R * N`` rows).
+        bn_weights, bn_biases: ``L`` affine tensors ``[H]`` each (gradients flow to them).
+        running_means, running_vars: ``L`` statistics tensors ``[H]`` each, updated in place
+            in training with ``momentum`` (as ``F.batch_norm``).
         training: batch statistics (and running-stat updates) or running statistics.
+        momentum: the running-average factor of this call, one number or one per stage
+            (a module with ``momentum=None`` passes ``1 / num_batches_tracked``).
+        bn_eps: BatchNorm's variance epsilon, one number or one per stage.
 
     Returns ``[R, N, H]``. Gradients flow to ``z``, ``eps``, ``weights`` and the BatchNorm
-    affine parameters; all reductions are deterministic.
+    affine tensors; all reductions are deterministic.
     """
     require_tensor(z, "z")
     training = require_flag(training, "training")
-    require_cpu(z, "z")
+    require_kernel_device(z, "z")
     require_float(z, "z")
     if not isinstance(graph, GraphBatch):
         raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")
-    if len(norms) != len(weights) + 1:
-        raise ValueError(f"need one BatchNorm per stage: {len(weights) + 1} expected, got {len(norms)}")
     if z.dim() != 3 or z.shape[1] != graph.total_nodes:
         raise ValueError(f"z must have shape [R, N={graph.total_nodes}, H], got {tuple(z.shape)}")
     H = z.shape[2]
+    weights = list(weights)
+    L = len(weights) + 1
     for i, w in enumerate(weights):
         if not isinstance(w, Tensor) or w.shape != (H, H) or w.dtype != z.dtype:
             raise ValueError(f"weights[{i}] must be a {z.dtype} tensor of shape ({H}, {H}), "
                              f"got {getattr(w, 'shape', type(w).__name__)}")
-    for i, bn in enumerate(norms):
-        if not isinstance(bn, nn.BatchNorm1d) or bn.num_features != H or bn.weight is None or bn.weight.dtype != z.dtype:
-            raise ValueError(f"norms[{i}] must be a {z.dtype} BatchNorm1d({H}) with affine=True")
+    state = {}
+    for name, tensors in (("bn_weights", bn_weights), ("bn_biases", bn_biases),
+                          ("running_means", running_means), ("running_vars", running_vars)):
+        tensors = list(tensors)
+        if len(tensors) != L:
+            raise ValueError(f"{name} needs one tensor per stage: {L} expected ({len(weights)} weights + 1), "
+                             f"got {len(tensors)}")
+        for i, t in enumerate(tensors):
+            require_tensor(t, f"{name}[{i}]")
+            if t.shape != (H,) or t.dtype != z.dtype or not t.is_contiguous():
+                raise ValueError(f"{name}[{i}] must be a contiguous {z.dtype} tensor of shape ({H},), "
+                                 f"got {tuple(t.shape)} {t.dtype}")
+        state[name] = tensors
+    momenta = _per_stage(momentum, L, "momentum")
+    bn_eps = _per_stage(bn_eps, L, "bn_eps")
     if training and z.shape[0] * z.shape[1] < 2:
         raise ValueError("BatchNorm in training mode needs more than one node")
     z = z.contiguous()
     eps = eps_tensor(eps, z.dtype)
-    if not all(bn.track_running_stats for bn in norms):
-        raise ValueError("gin_mlp needs BatchNorm1d modules with track_running_stats=True")
-    params = [*weights, *(bn.weight for bn in norms), *(bn.bias for bn in norms)]
-    return _GINMLP.apply(z, eps, graph.t_rowptr, graph.t_col, graph.rowptr, graph.col, tuple(norms),
-                         bool(training), *params)
+    stats = tuple(zip(state["running_means"], state["running_vars"]))
+    params = [*weights, *state["bn_weights"], *state["bn_biases"]]
+    return _GINMLP.apply(z, eps, graph.t_rowptr, graph.t_col, graph.rowptr, graph.col, stats, training,
+                         momenta, bn_eps, *params)
+
+
+def _per_stage(value, stages: int, name: str) -> tuple:
+    """A number for every stage: one number repeated, or a sequence of ``stages`` numbers."""
+    values = list(value) if isinstance(value, (list, tuple)) else [value] * stages
+    if len(values) != stages:
+        raise ValueError(f"{name} needs one number or {stages} (one per stage), got {len(values)}")
+    return tuple(check_real(v, f"{name}[{i}]" if isinstance(value, (list, tuple)) else name)
+                 for i, v in enumerate(values))

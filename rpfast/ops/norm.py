@@ -5,23 +5,36 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from rpfast import _C
-from rpfast.data._validate import check_real
-from rpfast.ops._checks import require_cpu, require_flag, require_float, require_tensor
-from rpfast.ops._threads import kernel_threads
+from rpfast.ops import _backend
+from rpfast._validation import check_real, require_flag, require_float, require_kernel_device, require_tensor
 
 __all__ = ["batch_norm_relu"]
+
+
+def bn_relu_forward(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
+                    training: bool, momentum: float, eps: float):
+    """The fused kernel on validated ``x [M, H]``: returns ``(y, xhat, invstd)``, the output,
+    the normalised input and ``1 / sqrt(var + eps)`` (saved for the backward). Running
+    statistics are updated in place in training."""
+    y, xhat = torch.empty_like(x), torch.empty_like(x)
+    invstd = x.new_empty(x.shape[1])
+    _backend.call("batch_norm_relu_forward", x, weight, bias, running_mean, running_var, training, momentum, eps,
+                  y, xhat, invstd)
+    return y, xhat, invstd
+
+
+def bn_relu_backward(grad: Tensor, y: Tensor, xhat: Tensor, weight: Tensor, invstd: Tensor, training: bool):
+    """Gradients ``(grad_x [M, H], grad_weight [H], grad_bias [H])`` of the fused forward."""
+    grad_x = torch.empty_like(grad)
+    grad_w, grad_b = torch.empty_like(invstd), torch.empty_like(invstd)
+    _backend.call("batch_norm_relu_backward", grad, y, xhat, weight, invstd, training, grad_x, grad_w, grad_b)
+    return grad_x, grad_w, grad_b
 
 
 class _BatchNormReLU(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps):
-        y = torch.empty_like(x)
-        xhat = torch.empty_like(x)
-        invstd = x.new_empty(x.shape[1])
-        _C.batch_norm_relu_forward(x.numpy(), weight.detach().numpy(), bias.detach().numpy(),
-                                   running_mean.numpy(), running_var.numpy(), training, momentum, eps,
-                                   y.numpy(), xhat.numpy(), invstd.numpy(), kernel_threads())
+        y, xhat, invstd = bn_relu_forward(x, weight, bias, running_mean, running_var, training, momentum, eps)
         ctx.save_for_backward(y, xhat, weight, invstd)
         ctx.training = training
         return y
@@ -30,13 +43,7 @@ class _BatchNormReLU(torch.autograd.Function):
     @once_differentiable  # a clear error, not a numpy() failure, on double backward
     def backward(ctx, grad):
         y, xhat, weight, invstd = ctx.saved_tensors
-        grad = grad.contiguous()
-        grad_x = torch.empty_like(grad)
-        grad_w = torch.empty_like(weight)
-        grad_b = torch.empty_like(weight)
-        _C.batch_norm_relu_backward(grad.numpy(), y.numpy(), xhat.numpy(), weight.detach().numpy(),
-                                    invstd.numpy(), ctx.training, grad_x.numpy(), grad_w.numpy(),
-                                    grad_b.numpy(), kernel_threads())
+        grad_x, grad_w, grad_b = bn_relu_backward(grad.contiguous(), y, xhat, weight, invstd, ctx.training)
         return grad_x, grad_w, grad_b, None, None, None, None, None
 
 
@@ -58,7 +65,7 @@ def batch_norm_relu(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tenso
     Not twice differentiable (double backward raises a ``RuntimeError``).
     """
     require_tensor(x, "x")
-    require_cpu(x, "x")
+    require_kernel_device(x, "x")
     require_float(x, "x")
     if x.dim() < 1:
         raise ValueError("x must have at least one dimension [..., H]")

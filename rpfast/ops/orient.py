@@ -12,11 +12,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from rpfast import _C
+from rpfast.ops import _backend
 from rpfast.data import GraphBatch
-from rpfast.data._validate import check_count
-from rpfast.ops._checks import as_index_tensor, check_output_size, require_dense
-from rpfast.ops._threads import kernel_threads
+from rpfast._validation import check_count, check_output_size, index_tensor, require_dense
 
 __all__ = ["dfs_order", "bfs_order", "wl_order", "WLOrder", "canonical_order_from_mol"]
 
@@ -41,7 +39,7 @@ def _starts(batch: GraphBatch, start: StartSpec, num_samples: Optional[int], gen
             picked = draws % sizes.clamp(min=1).unsqueeze(1)
             return torch.where(sizes.unsqueeze(1) > 0, picked, torch.full_like(picked, -1)).contiguous()
         raise ValueError(f"start must be a tensor [B, P], 'random' or 'all', got {start!r}")
-    start = as_index_tensor(start, "start")
+    start = index_tensor(start, "start")
     if start.dim() == 1:
         start = start.unsqueeze(1)
     if start.dim() != 2 or start.shape[0] != B:
@@ -59,15 +57,14 @@ def _traversal(graph: GraphBatch, start, tiebreak, k, num_samples, generator, de
     K = graph.n_max if k is None else check_count(k, "k", minimum=1)
     ties = None
     if tiebreak is not None:
-        ties = as_index_tensor(tiebreak, "tiebreak")
+        ties = index_tensor(tiebreak, "tiebreak")
         if ties.dim() != 3 or ties.shape[0] != B or ties.shape[1] != P or ties.shape[2] < graph.n_max:
             raise ValueError(f"tiebreak must have shape [B={B}, P={P}, n_max={graph.n_max}], got {tuple(ties.shape)}")
         ties = ties.numpy()
     check_output_size(B * P * K, 8, f"orders [B={B}, P={P}, K={K}]")
     out = torch.empty((B, P, K), dtype=torch.int64)
     rowptr, col = graph.undirected_csr()
-    _C.traversal_orders(graph.ptr.numpy(), rowptr.numpy(), col.numpy(), starts.numpy(), ties, depth_first,
-                        out.numpy(), kernel_threads())
+    _backend.call("traversal_orders", graph.ptr, rowptr, col, starts, ties, depth_first, out)
     return out
 
 
@@ -146,12 +143,12 @@ def wl_order(graph: GraphBatch, tiebreak: Optional[Tensor] = None, x: Optional[T
             colours = torch.unique(rows, dim=0, return_inverse=True)[1].to(torch.int64)
     colours = colours.contiguous().clone()
     rowptr, col = graph.undirected_csr()
-    _C.wl_refine(graph.ptr.numpy(), rowptr.numpy(), col.numpy(), colours.numpy(), kernel_threads())
+    _backend.call("wl_refine", graph.ptr, rowptr, col, colours)
 
     if tiebreak is None:
         ranks = torch.arange(n_max).expand(B, 1, n_max)
     else:
-        ranks = as_index_tensor(tiebreak, "tiebreak")
+        ranks = index_tensor(tiebreak, "tiebreak")
         if ranks.dim() != 3 or ranks.shape[0] != B or ranks.shape[2] < n_max:
             raise ValueError(f"tiebreak must have shape [B={B}, P, n_max={n_max}], got {tuple(ranks.shape)}")
         ranks = ranks[:, :, :n_max]

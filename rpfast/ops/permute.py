@@ -10,17 +10,16 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from rpfast import _C
-from rpfast.ops._checks import (
-    as_index_tensor,
+from rpfast.ops import _backend
+from rpfast._validation import (
     check_output_size,
-    require_cpu,
+    index_tensor,
     require_float,
     require_index,
+    require_kernel_device,
     require_ndim,
     require_tensor,
 )
-from rpfast.ops._threads import kernel_threads
 
 __all__ = ["permute_adjacency", "permute_nodes"]
 
@@ -31,7 +30,7 @@ def _permute_adjacency(adj: Tensor, perms: Tensor) -> Tensor:
     B, _, _, C = adj.shape
     _, P, K = perms.shape
     out = adj.new_empty((B, P, K, K, C))
-    _C.permute_adjacency_forward(adj.numpy(), perms.numpy(), out.numpy(), kernel_threads())
+    _backend.call("permute_adjacency_forward", adj, perms, out)
     return out
 
 
@@ -44,7 +43,7 @@ def _(adj: Tensor, perms: Tensor) -> Tensor:
 def _permute_adjacency_backward(grad: Tensor, perms: Tensor, n_max: int) -> Tensor:
     B, C = grad.shape[0], grad.shape[-1]
     grad_adj = grad.new_empty((B, n_max, n_max, C))
-    _C.permute_adjacency_backward(grad.numpy(), perms.numpy(), grad_adj.numpy(), kernel_threads())
+    _backend.call("permute_adjacency_backward", grad, perms, grad_adj)
     return grad_adj
 
 
@@ -71,7 +70,7 @@ _permute_adjacency.register_autograd(_adjacency_backward, setup_context=_adjacen
 @torch.library.custom_op("rpfast::permute_nodes", mutates_args=())
 def _permute_nodes(x: Tensor, perms: Tensor) -> Tensor:
     out = x.new_empty((x.shape[0], perms.shape[1], perms.shape[2], x.shape[2]))
-    _C.permute_nodes_forward(x.numpy(), perms.numpy(), out.numpy(), kernel_threads())
+    _backend.call("permute_nodes_forward", x, perms, out)
     return out
 
 
@@ -83,7 +82,7 @@ def _(x: Tensor, perms: Tensor) -> Tensor:
 @torch.library.custom_op("rpfast::permute_nodes_backward", mutates_args=())
 def _permute_nodes_backward(grad: Tensor, perms: Tensor, n_max: int) -> Tensor:
     grad_x = grad.new_empty((grad.shape[0], n_max, grad.shape[-1]))
-    _C.permute_nodes_backward(grad.numpy(), perms.numpy(), grad_x.numpy(), kernel_threads())
+    _backend.call("permute_nodes_backward", grad, perms, grad_x)
     return grad_x
 
 
@@ -109,7 +108,7 @@ _permute_nodes.register_autograd(_nodes_backward, setup_context=_nodes_setup)
 # ----------------------------------------------------------------------------- public API
 def _check_perms(perms, batch_size: int, n_max: int, num_nodes) -> Tensor:
     require_tensor(perms, "perms")
-    require_cpu(perms, "perms")
+    require_kernel_device(perms, "perms")
     require_index(perms, "perms")
     require_ndim(perms, "perms", (3,), "[B, P, K]")
     if perms.shape[0] != batch_size:
@@ -118,10 +117,10 @@ def _check_perms(perms, batch_size: int, n_max: int, num_nodes) -> Tensor:
         )
     perms = perms.contiguous()
     if num_nodes is not None:
-        num_nodes = as_index_tensor(num_nodes, "num_nodes", ndim=1)
+        num_nodes = index_tensor(num_nodes, "num_nodes", ndim=1)
         if num_nodes.numel() != batch_size:
             raise ValueError(f"num_nodes has {num_nodes.numel()} entries, expected {batch_size}")
-        _C.check_permutations(perms.numpy(), batch_size, n_max, num_nodes.numpy())
+        _backend.call("check_permutations", perms, batch_size, n_max, num_nodes)
     return perms
 
 
@@ -149,7 +148,7 @@ def permute_adjacency(adj: Tensor, perms: Tensor, num_nodes: Optional[Tensor] = 
     """
     require_tensor(adj, "adj")
     require_ndim(adj, "adj", (3, 4), "[B, n, n, C] or [B, n, n]")
-    require_cpu(adj, "adj")
+    require_kernel_device(adj, "adj")
     require_float(adj, "adj")
     if adj.shape[1] != adj.shape[2]:
         raise ValueError(f"adj must be square in dims 1 and 2, got shape {tuple(adj.shape)}")
@@ -178,7 +177,7 @@ def permute_nodes(x: Tensor, perms: Tensor, num_nodes: Optional[Tensor] = None) 
     """
     require_tensor(x, "x")
     require_ndim(x, "x", (2, 3), "[B, n, F] or [B, n]")
-    require_cpu(x, "x")
+    require_kernel_device(x, "x")
     require_float(x, "x")
     squeeze = x.dim() == 2
     x3 = x.unsqueeze(-1) if squeeze else x

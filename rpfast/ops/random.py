@@ -4,9 +4,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from rpfast import _C
-from rpfast.ops._checks import as_index_tensor, check_int, check_output_size
-from rpfast.ops._threads import kernel_threads
+from rpfast.ops import _backend
+from rpfast._validation import check_int, check_output_size, index_tensor, renamed_argument
 
 __all__ = ["random_permutations", "seed_from_generator"]
 
@@ -26,9 +25,11 @@ def seed_from_generator(generator: Optional[torch.Generator]) -> int:
 
 def random_permutations(
     num_nodes,
-    samples: int = 1,
+    num_samples: Optional[int] = None,
     k: Optional[int] = None,
     generator: Optional[torch.Generator] = None,
+    *,
+    samples: Optional[int] = None,
 ) -> Tensor:
     """Uniformly random (partial) relabelings of every graph in a batch.
 
@@ -40,7 +41,8 @@ def random_permutations(
 
     Args:
         num_nodes: ``[B]`` graph sizes (tensor, array or list of non-negative ints).
-        samples: permutations per graph ``P`` (>= 1).
+        num_samples: permutations per graph ``P`` (>= 1, default 1; ``samples=`` is its
+            deprecated spelling).
         k: positions per permutation ``K`` (default ``max(num_nodes)``); the k-ary view.
         generator: a CPU ``torch.Generator``; advanced by one draw per call.
 
@@ -48,16 +50,17 @@ def random_permutations(
         LongTensor ``[B, P, K]`` in the gather convention, ready for
         :func:`rpfast.ops.permute_adjacency`.
     """
-    num_nodes = as_index_tensor(num_nodes, "num_nodes", ndim=1)
+    num_nodes = index_tensor(num_nodes, "num_nodes", ndim=1)
     if num_nodes.numel() and int(num_nodes.min()) < 0:
         bad = int(torch.nonzero(num_nodes < 0)[0, 0])
         raise ValueError(f"num_nodes[{bad}] = {int(num_nodes[bad])} is negative")
-    samples = check_int(samples, "samples", minimum=1)
+    samples = renamed_argument(num_samples, samples, "num_samples", "samples", default=1)
+    samples = check_int(samples, "num_samples", minimum=1)
     n_max = int(num_nodes.max()) if num_nodes.numel() else 0
     K = n_max if k is None else check_int(k, "k", minimum=0)
     B = num_nodes.numel()
     check_output_size(B * samples * K, 8, "random_permutations output")
     seed = seed_from_generator(generator)
     out = torch.empty((B, samples, K), dtype=torch.int64)
-    _C.random_permutations(num_nodes.numpy(), seed, out.numpy(), kernel_threads())
+    _backend.call("random_permutations", num_nodes, seed, out)
     return out

@@ -2,9 +2,14 @@
 import torch
 from torch import Tensor
 
-from rpfast import _C
-from rpfast.ops._checks import as_index_tensor, require_cpu, require_float, require_ndim, require_tensor
-from rpfast.ops._threads import kernel_threads
+from rpfast.ops import _backend
+from rpfast._validation import (
+    index_tensor,
+    require_float,
+    require_kernel_device,
+    require_ndim,
+    require_tensor,
+)
 
 __all__ = ["segment_sum"]
 
@@ -17,7 +22,7 @@ class _SegmentSum(torch.autograd.Function):
     def forward(ctx, x: Tensor, ptr: Tensor) -> Tensor:
         R, N, F = x.shape
         out = x.new_empty((R, ptr.numel() - 1, F))
-        _C.segment_sum(x.detach().numpy(), ptr.numpy(), out.numpy(), kernel_threads())
+        _backend.call("segment_sum", x, ptr, out)
         ctx.save_for_backward(ptr)
         ctx.num_nodes = N
         return out
@@ -34,7 +39,7 @@ class _SegmentBroadcast(torch.autograd.Function):
     @staticmethod
     def forward(ctx, grad: Tensor, ptr: Tensor, num_nodes: int) -> Tensor:
         out = grad.new_empty((grad.shape[0], num_nodes, grad.shape[2]))
-        _C.segment_broadcast(grad.detach().numpy(), ptr.numpy(), out.numpy(), kernel_threads())
+        _backend.call("segment_broadcast", grad, ptr, out)
         ctx.save_for_backward(ptr)
         return out
 
@@ -59,9 +64,9 @@ def segment_sum(x: Tensor, ptr) -> Tensor:
     """
     require_tensor(x, "x")
     require_ndim(x, "x", (2, 3), "[N, F] or [R, N, F]")
-    require_cpu(x, "x")
+    require_kernel_device(x, "x")
     require_float(x, "x")
-    ptr = as_index_tensor(ptr, "ptr", ndim=1)
+    ptr = index_tensor(ptr, "ptr", ndim=1)
     if ptr.numel() < 1 or int(ptr[0]) != 0 or int(ptr[-1]) != x.shape[-2]:
         raise ValueError(f"ptr must start at 0 and end at N = {x.shape[-2]}, got {ptr.tolist()[:3]}...")
     if bool((ptr.diff() < 0).any()):

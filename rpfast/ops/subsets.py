@@ -25,7 +25,7 @@ from torch import Tensor
 from rpfast import _C
 from rpfast.data import GraphBatch
 from rpfast._validation import check_memory, get_memory_budget, set_memory_budget
-from rpfast.ops._checks import INT64_MAX, check_int, check_output_size
+from rpfast._validation import INT64_MAX, check_int, check_output_size
 from rpfast.ops._threads import kernel_threads
 from rpfast.ops.random import random_permutations, seed_from_generator
 

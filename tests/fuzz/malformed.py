@@ -46,6 +46,7 @@ from hypothesis import strategies as st  # noqa: E402
 from rpfast import ops  # noqa: E402
 from rpfast.data import GraphBatch, batch_from_smiles  # noqa: E402
 from rpfast.nn import GIN, RPGIN, GINConv, RelationalPooling  # noqa: E402
+from rpfast.nn.gin import batch_norm_arguments  # noqa: E402
 from strategies import partial_permutations  # noqa: E402
 
 # ============================================================================ describing
@@ -398,7 +399,7 @@ def random_permutations_case(draw):
                                st.lists(st.sampled_from(HUGE + [0, 1, 5]), min_size=1, max_size=2)))
     kwargs = {}
     if draw(st.booleans()):
-        kwargs["samples"] = draw(scalar_int(st.integers(1, 4)))
+        kwargs["num_samples"] = draw(scalar_int(st.integers(1, 4)))
     if draw(st.booleans()):
         kwargs["k"] = draw(st.one_of(st.none(), scalar_int(st.integers(0, 9))))
     kwargs["generator"] = draw(gen_arg())
@@ -471,7 +472,12 @@ def gin_mlp_case(draw):
     if draw(st.integers(0, 9)) == 0:
         norms = norms[:-1]
     training = draw(maybe(st.booleans(), junk()))
-    return Case("gin_mlp", ops.gin_mlp, (z, graph, eps, weights, norms, training))
+    return Case("gin_mlp", _gin_mlp_with_modules, (z, graph, eps, weights, norms, training))
+
+
+def _gin_mlp_with_modules(z, graph, eps, weights, norms, training):
+    """gin_mlp with its BatchNorm state read from modules, as rpfast.nn.GINLayer calls it."""
+    return ops.gin_mlp(z, graph, eps, weights, training=training, **batch_norm_arguments(norms, training))
 
 
 @st.composite
@@ -834,9 +840,9 @@ def rpgin_case(draw):
     dims = _gin_dims(draw)
     extra = {"id_dim": draw(module_int(st.integers(1, 5)))}
     if draw(st.booleans()):
-        extra["num_inference_perms"] = draw(module_int(st.integers(1, 3)))
+        extra["eval_samples"] = draw(module_int(st.integers(1, 3)))
     if draw(st.booleans()):
-        extra["train_perms"] = draw(module_int(st.integers(1, 3)))
+        extra["train_samples"] = draw(module_int(st.integers(1, 3)))
     extra["generator"] = draw(gen_arg())
     graph = draw(graph_arg(max_nodes=5))
     N = _n(graph)

@@ -24,6 +24,7 @@ from reference import (k_subsets_reference, keep_subset, nx_graph, permute_adjac
 from rpfast import ops
 from rpfast.data import GraphBatch
 from rpfast.nn import GIN, RPGIN, GINConv, RelationalPooling
+from rpfast.nn.gin import batch_norm_arguments
 from strategies import batch_sizes, permuted_batches
 
 PRUNES = ["none", "edgeless", "isolated", "connected"]
@@ -212,7 +213,7 @@ def test_gin_mlp(graphs, R, H, L, training, eps, momentum, seed):
     w2 = [w.clone().requires_grad_() for w in weights]
     e1 = torch.tensor([eps], dtype=torch.float64, requires_grad=True)
     e2 = torch.tensor([eps], dtype=torch.float64, requires_grad=True)
-    out = ops.gin_mlp(z1, batch, e1, w1, norms, training)
+    out = ops.gin_mlp(z1, batch, e1, w1, training=training, **batch_norm_arguments(norms, training))
     a = (1 + e2) * z2 + incoming_matrix(batch, torch.float64) @ z2
     h = bn_reference(a.reshape(R * N, H), ref_norms[0], training)
     for stage in range(1, L):
@@ -592,7 +593,7 @@ def test_gin_and_rpgin(graphs, in_dim, hidden, layers, id_dim, R, training, seed
         torch.testing.assert_close(a.grad, b.grad, msg=name)
     if id_dim:  # RPGIN = GIN on the IDs drawn from the same generator state, averaged
         count("RPGIN")
-        rp = RPGIN(in_dim, hidden, layers, 2, id_dim=id_dim, num_inference_perms=R, train_perms=R,
+        rp = RPGIN(in_dim, hidden, layers, 2, id_dim=id_dim, eval_samples=R, train_samples=R,
                    generator=torch.Generator().manual_seed(seed)).double().train(training)
         gin_copy = copy.deepcopy(rp.gin)
         ids_rp = rp.sample_ids(batch, R)

@@ -1,0 +1,109 @@
+"""The one boundary between rpfast's Python code and its compiled kernels (``rpfast._C``).
+
+Ops validate their arguments, allocate their outputs and then hand tensors to :func:`call`.
+This module alone imports the extension, and it
+
+* checks that every tensor argument lives on a device that has kernels
+  (:func:`check_device`; one error message for every op),
+* turns tensors into the buffers the bindings take (zero-copy NumPy views of CPU tensors;
+  outputs are written in place through them),
+* passes the thread count (:func:`num_threads`, i.e. ``torch.get_num_threads()``) to every
+  kernel that parallelises.
+
+CUDA kernels will register a second implementation table under ``"cuda"`` in
+:data:`_IMPLEMENTATIONS`: a change here, not in every op.
+"""
+import importlib.machinery
+import os
+from typing import Any, Dict
+
+import torch
+
+from rpfast import _validation
+
+__all__ = ["call", "check_device", "num_threads", "build_info", "kernel_devices", "set_interrupt_countdown"]
+
+
+def _import_extension():
+    """Import ``rpfast._C``, turning a missing or stale build into an actionable error.
+
+    Run from a source checkout without a build in it (e.g. after a non-editable
+    ``pip install .``, Python started in the repository root imports this source tree, not
+    the installed package), the import would otherwise fail with a confusing "partially
+    initialized module ... circular import" message.
+    """
+    try:
+        from rpfast import _C
+    except ImportError as error:
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        if any(os.path.exists(os.path.join(here, "_C" + s)) for s in importlib.machinery.EXTENSION_SUFFIXES):
+            message = (f"the compiled extension rpfast._C in {here} could not be loaded ({error}); "
+                       "rebuild it with `pip install -e .`")
+        else:
+            message = (f"the compiled extension rpfast._C is not in this source tree {here}; either run "
+                       f"`pip install -e .` in {os.path.dirname(here)} to build it in place, or run "
+                       "Python from outside the source directory so the installed package is used")
+        raise ImportError(message) from error
+    return _C
+
+
+_C = _import_extension()
+
+# device type -> module with the kernels for tensors on that device
+_IMPLEMENTATIONS: Dict[str, Any] = {"cpu": _C}
+# the argument checks name these devices (rpfast._validation.require_kernel_device)
+_validation.KERNEL_DEVICES = tuple(_IMPLEMENTATIONS)
+# kernels that run on one thread (every other kernel takes ``threads=``)
+_SINGLE_THREADED = frozenset({"check_permutations", "subsets_fill_window"})
+
+
+def kernel_devices() -> tuple:
+    """Device types this build has kernels for (``("cpu",)`` without CUDA)."""
+    return tuple(_IMPLEMENTATIONS)
+
+
+def check_device(t: torch.Tensor, name: str) -> None:
+    """Raise ``ValueError`` naming ``name`` if no kernel runs on ``t``'s device."""
+    _validation.require_kernel_device(t, name)
+
+
+def num_threads() -> int:
+    """Threads a kernel uses: ``torch.get_num_threads()``, so ``torch.set_num_threads`` controls them."""
+    return max(1, torch.get_num_threads())
+
+
+def _buffer(t: torch.Tensor):
+    """A zero-copy view the bindings can read and write (the tensor must be contiguous)."""
+    return t.detach().numpy()
+
+
+def call(kernel: str, *args):
+    """Run kernel ``kernel`` on ``args``; tensors become buffers, other values pass through.
+
+    All tensor arguments must be on one device with kernels. Returns what the kernel returns
+    (outputs are usually tensors the caller allocated and passed in).
+    """
+    first = None
+    for value in args:
+        if isinstance(value, torch.Tensor):
+            if first is None:
+                first = value
+                check_device(value, f"{kernel}'s input")
+            elif value.device != first.device:
+                raise ValueError(f"{kernel}: arguments are on {first.device} and {value.device}; "
+                                 "put them on one device")
+    implementation = getattr(_IMPLEMENTATIONS["cpu" if first is None else first.device.type], kernel)
+    buffers = [_buffer(v) if isinstance(v, torch.Tensor) else v for v in args]
+    if kernel in _SINGLE_THREADED:
+        return implementation(*buffers)
+    return implementation(*buffers, threads=num_threads())
+
+
+def build_info() -> dict:
+    """The extension's build settings (compiler, flags, OpenMP, CUDA)."""
+    return dict(_C.build_info())
+
+
+def set_interrupt_countdown(polls: int) -> None:
+    """Testing only: raise the kernels' interrupt flag after ``polls`` further polls, as a Ctrl-C would."""
+    _C._set_interrupt_countdown(polls)

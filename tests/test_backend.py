@@ -1,0 +1,49 @@
+"""rpfast.ops._backend: the one boundary to the compiled kernels (buffers, devices, threads)."""
+import pytest
+import torch
+
+from rpfast import ops
+from rpfast.data import GraphBatch
+from rpfast.ops import _backend
+
+META = torch.device("meta")  # a device with no rpfast kernel, available on every machine
+DEVICE_ERROR = r"is on meta, but this rpfast build has kernels for cpu only; move it with .*\.cpu\(\)"
+
+
+@pytest.mark.parametrize("call", [
+    lambda: ops.segment_sum(torch.zeros(3, 2, device=META), torch.tensor([0, 3])),
+    lambda: ops.batch_norm_relu(torch.zeros(4, 2, device=META), *[torch.ones(2)] * 4, training=True),
+    lambda: ops.permute_adjacency(torch.zeros(1, 3, 3, device=META), torch.zeros(1, 1, 3, dtype=torch.long)),
+    lambda: ops.permute_nodes(torch.zeros(1, 3, 2, device=META), torch.zeros(1, 1, 3, dtype=torch.long)),
+    lambda: ops.gin_aggregate(torch.zeros(2, 1, device=META), GraphBatch(torch.tensor([[0], [1]]))),
+    lambda: ops.random_permutations(torch.tensor([3], device=META)),
+    lambda: ops.linear(torch.zeros(2, 3, device=META), torch.zeros(4, 3)),
+])
+def test_one_error_for_a_device_without_kernels(call):
+    with pytest.raises(ValueError, match=DEVICE_ERROR):
+        call()
+
+
+def test_call_converts_tensors_and_passes_threads():
+    x = torch.arange(6.0).reshape(1, 3, 2)
+    out = torch.empty(1, 2, 2)
+    _backend.call("segment_sum", x, torch.tensor([0, 1, 3]), out)
+    torch.testing.assert_close(out[0], torch.tensor([[0.0, 1.0], [6.0, 8.0]]))
+
+
+def test_call_rejects_mixed_devices_and_unknown_devices():
+    with pytest.raises(ValueError, match="segment_sum's input is on meta"):
+        _backend.call("segment_sum", torch.zeros(1, 3, 2, device=META), torch.tensor([0, 3]), torch.empty(1, 1, 2))
+    with pytest.raises(ValueError, match="arguments are on cpu and meta"):
+        _backend.call("segment_sum", torch.zeros(1, 3, 2), torch.tensor([0, 3], device=META), torch.empty(1, 1, 2))
+
+
+def test_threads_follow_torch():
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert _backend.num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    assert _backend.kernel_devices() == ("cpu",)
+    assert set(_backend.build_info()) >= {"compiler", "openmp", "cuda"}
