@@ -94,8 +94,8 @@ def test_sample_k_subsets_on_a_huge_graph_fails_cleanly(budget):
 # ------------------------------------------------------------------ 4. counting stops early
 def test_counting_stops_at_the_memory_budget(budget):
     budget(64 * 2**20)
-    with pytest.raises(ValueError, match=r"more than \d+ 'connected' 8-subsets would need .* budget"):
-        k_subsets(complete_graph(60), 8, prune="connected")
+    with pytest.raises(ValueError, match=r"more than \d+ 'disconnected' 8-subsets would need .* budget"):
+        k_subsets(complete_graph(60), 8, prune="disconnected")
 
 
 def test_count_overflow_is_raised_instead_of_spinning():
@@ -107,7 +107,7 @@ def test_closed_form_skips_match_enumeration():
     """Subtree skipping (kAll, kEdgeless with an edge) gives the enumerated counts."""
     g = nx.gnp_random_graph(14, 0.25, seed=1)
     batch = GraphBatch.from_networkx(g)
-    for prune in ("none", "edgeless", "isolated", "connected"):
+    for prune in ("none", "edgeless", "isolated", "disconnected"):
         for k in (1, 3, 5):
             rows, _ = k_subsets(batch, k, prune=prune)
             assert int(count_k_subsets(batch, k, prune=prune)[0]) == len(rows)
@@ -121,11 +121,11 @@ def interrupt_after():
 
 
 @pytest.mark.parametrize("call", [
-    lambda: k_subsets(complete_graph(12), 4, prune="connected"),
+    lambda: k_subsets(complete_graph(12), 4, prune="disconnected"),
     lambda: k_subsets(complete_graph(12), 4, prune="isolated"),
-    lambda: count_k_subsets(complete_graph(12), 5, prune="connected"),
-    lambda: list(iter_k_subsets(star_graph(60), 3, prune="connected", chunk_size=10)),
-    lambda: sample_k_subsets(complete_graph(12), 4, 50, prune="connected"),
+    lambda: count_k_subsets(complete_graph(12), 5, prune="disconnected"),
+    lambda: list(iter_k_subsets(star_graph(60), 3, prune="disconnected", chunk_size=10)),
+    lambda: sample_k_subsets(complete_graph(12), 4, 50, prune="disconnected"),
     lambda: sample_k_subsets(complete_graph(12), 4, 5000, method="bfs"),
     lambda: wl_order(path_graph(5000)),
     lambda: dfs_order(path_graph(300), start="all"),
@@ -148,7 +148,7 @@ def test_ctrl_c_stops_a_long_count_within_a_second():
         ei = torch.tensor(list(itertools.permutations(range(48), 2))).t()
         graph = GraphBatch(ei, num_nodes=48)
         print("ready", flush=True)
-        count_k_subsets(graph, 14, prune="connected")  # ~10^12 subsets: hours
+        count_k_subsets(graph, 14, prune="disconnected")  # ~10^12 subsets: hours
     """)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "ready"
@@ -172,7 +172,7 @@ def test_connected_streaming_is_bounded_by_the_chunk():
         ei = torch.stack([torch.zeros(400, dtype=torch.int64), torch.arange(1, 401)])
         star = GraphBatch(torch.cat([ei, ei.flip(0)], dim=1), num_nodes=401)
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        rows = sum(len(c.subsets) for c in iter_k_subsets(star, 4, prune="connected", chunk_size=1000))
+        rows = sum(len(c.subsets) for c in iter_k_subsets(star, 4, prune="disconnected", chunk_size=1000))
         print(rows, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
     """, timeout=300)
     assert result.returncode == 0, result.stderr
@@ -181,7 +181,7 @@ def test_connected_streaming_is_bounded_by_the_chunk():
     assert grown_kib < 100_000  # the old code held the 10.6M-row task (~1 GB)
 
 
-@pytest.mark.parametrize("prune", ["edgeless", "isolated", "connected"])
+@pytest.mark.parametrize("prune", ["edgeless", "isolated", "disconnected"])
 def test_streaming_small_chunks_equals_enumeration(prune):
     g = nx.gnp_random_graph(13, 0.35, seed=7)
     batch = GraphBatch.from_networkx([g, nx.cycle_graph(6), nx.empty_graph(3)])
@@ -202,7 +202,7 @@ def test_uniform_pruned_sampling_stays_within_the_budget(budget):
         ei = torch.stack([torch.zeros(400, dtype=torch.int64), torch.arange(1, 401)])
         star = GraphBatch(torch.cat([ei, ei.flip(0)], dim=1), num_nodes=401)
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        rows = sample_k_subsets(star, 4, 200, prune="connected", generator=torch.Generator().manual_seed(0))
+        rows = sample_k_subsets(star, 4, 200, prune="disconnected", generator=torch.Generator().manual_seed(0))
         assert bool((rows[0, :, 0] == 0).all())  # every connected 4-subset of a star holds the centre
         print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
     """, timeout=300)
@@ -212,7 +212,7 @@ def test_uniform_pruned_sampling_stays_within_the_budget(budget):
 
 def test_uniform_pruned_sampling_is_uniform():
     g = GraphBatch.from_networkx(nx.cycle_graph(7))
-    rows = sample_k_subsets(g, 3, 7000, prune="connected", generator=torch.Generator().manual_seed(1))[0]
+    rows = sample_k_subsets(g, 3, 7000, prune="disconnected", generator=torch.Generator().manual_seed(1))[0]
     counts = torch.unique(rows, dim=0, return_counts=True)[1]
     assert len(counts) == 7  # the 7 paths of 3 consecutive vertices
     assert int(counts.min()) > 850 and int(counts.max()) < 1150  # 1000 expected each, sd ~30
@@ -313,4 +313,4 @@ def test_grown_single_vertices_respect_pruning():
     g = GraphBatch.from_edge_lists([(torch.tensor([[0, 1], [1, 0]]), 3)])
     for prune in ("edgeless", "isolated"):
         assert bool((sample_k_subsets(g, 1, 4, "bfs", prune=prune) == -1).all())
-    assert bool((sample_k_subsets(g, 1, 4, "dfs", prune="connected") >= 0).all())
+    assert bool((sample_k_subsets(g, 1, 4, "dfs", prune="disconnected") >= 0).all())

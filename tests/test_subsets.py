@@ -12,11 +12,12 @@ from scipy.stats import chisquare
 
 from rpfast.data import GraphBatch
 from rpfast.ops import count_k_subsets, iter_k_subsets, k_subsets, sample_k_subsets, set_memory_budget
-from rpfast.ops.subsets import get_memory_budget
+from rpfast.ops import _backend
+from rpfast.ops.subsets import PRUNE_MODES, Prune, get_memory_budget
 
 from reference import k_subsets_reference, keep_subset  # noqa: E402
 
-MODES = ["none", "edgeless", "isolated", "connected"]
+MODES = ["none", "edgeless", "isolated", "disconnected"]
 
 
 @st.composite
@@ -66,7 +67,7 @@ def test_matches_brute_force(graphs, k, prune):
 def test_cycle_has_n_connected_subsets_of_each_size(n):
     ei = torch.tensor([[i, (i + 1) % n] for i in range(n)]).t()
     for k in range(1, n):
-        assert count_k_subsets(ei, k, "connected", num_nodes=n).item() == n
+        assert count_k_subsets(ei, k, "disconnected", num_nodes=n).item() == n
 
 
 @pytest.mark.parametrize("prune", MODES)
@@ -80,7 +81,7 @@ def test_complete_graph_keeps_everything(prune):
 def test_self_loops_do_not_count_as_edges():
     ei = torch.tensor([[0, 1, 2], [0, 1, 2]])
     assert k_subsets(ei, 2, "edgeless", num_nodes=3)[0].shape == (0, 2)
-    assert count_k_subsets(ei, 1, "connected", num_nodes=3).item() == 3
+    assert count_k_subsets(ei, 1, "disconnected", num_nodes=3).item() == 3
 
 
 def test_k_larger_than_graph_gives_empty_result_and_bad_k_raises():
@@ -156,7 +157,7 @@ def test_grown_samples_are_connected_distinct_and_reproducible(method):
     assert set(samples[3].flatten().tolist()) <= {2, 3, 4, 5}  # only the 4-cycle is big enough
 
 
-@pytest.mark.parametrize("prune", ["none", "connected"])
+@pytest.mark.parametrize("prune", ["none", "disconnected"])
 def test_uniform_sampling_is_uniform(prune):
     G = nx.path_graph(6)
     batch = GraphBatch.from_networkx([G])
@@ -178,7 +179,7 @@ def test_uniform_pruned_sampling_without_memory_for_the_enumeration():
     before = get_memory_budget()
     try:
         set_memory_budget(2 * 60 * 4 * 8)  # exactly the output
-        samples = sample_k_subsets(batch, 4, 60, prune="connected", generator=torch.Generator().manual_seed(4))
+        samples = sample_k_subsets(batch, 4, 60, prune="disconnected", generator=torch.Generator().manual_seed(4))
     finally:
         set_memory_budget(before)
     rows = samples[0].tolist()
@@ -193,3 +194,243 @@ def test_sampling_rejects_bad_arguments():
         sample_k_subsets(batch, 3, 5, "random-walk")
     with pytest.raises(ValueError, match="num_samples must be >= 1"):
         sample_k_subsets(batch, 3, 0)
+
+
+# ------------------------------------------------------------------------- prune vocabulary
+def small_batch():
+    return GraphBatch.from_networkx([nx.gnp_random_graph(9, 0.4, seed=3), nx.path_graph(5), nx.empty_graph(2),
+                                     nx.disjoint_union(nx.path_graph(3), nx.cycle_graph(4))])
+
+
+def test_prune_is_an_enum_of_what_is_dropped():
+    assert [p.value for p in Prune] == MODES
+    assert [p.code for p in Prune] == [0, 1, 2, 3]
+    assert PRUNE_MODES == {p.value: p for p in Prune}
+    assert Prune("disconnected") is Prune.DISCONNECTED and Prune.DISCONNECTED == "disconnected"
+    assert f"{Prune.ISOLATED}" == str(Prune.ISOLATED) == "isolated"
+    batch = small_batch()
+    for prune in Prune:
+        assert torch.equal(k_subsets(batch, 3, prune)[0], k_subsets(batch, 3, prune.value)[0])
+        assert torch.equal(count_k_subsets(batch, 3, prune), count_k_subsets(batch, 3, prune.value))
+
+
+def test_connected_is_a_deprecated_alias_of_disconnected():
+    batch = small_batch()
+    expected = k_subsets(batch, 3, Prune.DISCONNECTED)
+    message = 'prune="connected" was renamed "disconnected"'
+    with pytest.warns(DeprecationWarning, match=message) as caught:
+        renamed = k_subsets(batch, 3, "connected")
+    assert caught[0].filename == __file__  # the warning points at the caller
+    assert torch.equal(renamed[0], expected[0]) and torch.equal(renamed[1], expected[1])
+    with pytest.warns(DeprecationWarning, match=message):
+        assert torch.equal(count_k_subsets(batch, 3, "connected"), count_k_subsets(batch, 3, "disconnected"))
+    with pytest.warns(DeprecationWarning, match=message):
+        streamed = torch.cat([c.subsets for c in iter_k_subsets(batch, 3, prune="connected", chunk_size=4)])
+    assert torch.equal(streamed, expected[0])
+    generator = torch.Generator().manual_seed(5)
+    with pytest.warns(DeprecationWarning, match=message):
+        sampled = sample_k_subsets(batch, 3, 20, prune="connected", generator=generator)
+    assert torch.equal(sampled, sample_k_subsets(batch, 3, 20, prune="disconnected",
+                                                 generator=torch.Generator().manual_seed(5)))
+    with pytest.warns(DeprecationWarning, match=message) as caught:
+        assert Prune("connected") is Prune.DISCONNECTED
+    assert caught[0].filename == __file__
+
+
+@pytest.mark.parametrize("bad", ["sparse", "", "NONE", "connected ", None, 3, 1.0, ["none"]])
+def test_invalid_prune_is_refused_by_every_function(bad):
+    batch = small_batch()
+    for call in (lambda: k_subsets(batch, 3, bad), lambda: count_k_subsets(batch, 3, bad),
+                 lambda: iter_k_subsets(batch, 3, bad), lambda: sample_k_subsets(batch, 3, 4, prune=bad),
+                 lambda: sample_k_subsets(batch, 3, 4, "bfs", prune=bad)):
+        with pytest.raises(ValueError, match=r"prune must be one of \['none', 'edgeless', 'isolated', 'disconnected'\]"):
+            call()
+
+
+def test_kernels_refuse_an_unknown_prune_code():
+    batch = small_batch()
+    rowptr, col = batch.undirected_csr()
+    for code in (-1, 4, 2**40):
+        with pytest.raises(ValueError, match=f"unknown prune mode {code}"):
+            _backend.call("subsets_count", batch.ptr, rowptr, col, 3, code, 2**63 - 1, 2**64 - 1)
+        with pytest.raises(ValueError, match=f"unknown prune mode {code}"):
+            _backend.create("SubsetEnumerator", batch.ptr, rowptr, col, 3, code,
+                            torch.zeros(batch.total_nodes + 1, dtype=torch.int64), 4)
+
+
+# ------------------------------------------------------------------------- the stream object
+def _task_rows(rows: torch.Tensor, graph: torch.Tensor, batch: GraphBatch) -> list:
+    """Rows per (graph, root) task, from an enumeration (the root is a row's first vertex)."""
+    counts = [0] * batch.total_nodes
+    for (root, *_), b in zip(rows.tolist(), graph.tolist()):
+        counts[int(batch.ptr[b]) + root] += 1
+    return counts
+
+
+def _reference_chunk_sizes(task_rows: list, chunk: int) -> list:
+    """The chunking of iter_k_subsets: runs of whole tasks that fit in a chunk; a task larger
+    than a chunk alone, in chunk-sized pieces."""
+    offsets = np.concatenate([[0], np.cumsum(task_rows)])
+    sizes, t = [], 0
+    while t < len(task_rows):
+        if task_rows[t] == 0:
+            t += 1
+            continue
+        end = int(np.searchsorted(offsets, offsets[t] + chunk, side="right")) - 1
+        if end > t:
+            sizes.append(int(offsets[end] - offsets[t]))
+            t = end
+            continue
+        left = task_rows[t]
+        while left:
+            sizes.append(min(chunk, left))
+            left -= sizes[-1]
+        t += 1
+    return sizes
+
+
+@pytest.mark.parametrize("prune", MODES)
+@pytest.mark.parametrize("chunk_size", [1, 7, 40, 1 << 40])
+def test_stream_keeps_its_position_between_chunks(prune, chunk_size):
+    batch = GraphBatch.from_networkx([nx.star_graph(9), nx.empty_graph(3), nx.gnp_random_graph(10, 0.5, seed=1),
+                                      nx.cycle_graph(6), nx.complete_graph(7)])
+    expected, ptr = k_subsets(batch, 4, prune)
+    graph_of_row = torch.repeat_interleave(torch.arange(batch.num_graphs), ptr.diff())
+    stream = iter_k_subsets(batch, 4, prune, chunk_size=chunk_size)
+    assert stream.total == len(expected) and torch.equal(stream.counts, ptr.diff())
+    chunks = list(stream)
+    assert [len(c.subsets) for c in chunks] == _reference_chunk_sizes(_task_rows(expected, graph_of_row, batch),
+                                                                      chunk_size)
+    assert torch.equal(torch.cat([c.subsets for c in chunks]), expected)
+    assert torch.equal(torch.cat([c.graph for c in chunks]), graph_of_row)
+    again = list(stream)  # every pass starts from the beginning
+    assert all(torch.equal(a.subsets, b.subsets) and torch.equal(a.graph, b.graph) for a, b in zip(chunks, again))
+
+
+def test_two_passes_over_one_stream_are_independent():
+    batch = GraphBatch.from_networkx([nx.star_graph(12), nx.cycle_graph(8)])
+    stream = iter_k_subsets(batch, 3, "disconnected", chunk_size=5)
+    first, second = iter(stream), iter(stream)
+    a = [next(first), next(first)]
+    b = [next(second)]
+    a += list(first)
+    b += list(second)
+    expected = k_subsets(batch, 3, "disconnected")[0]
+    assert torch.equal(torch.cat([c.subsets for c in a]), expected)
+    assert torch.equal(torch.cat([c.subsets for c in b]), expected)
+
+
+def _enumerator(batch, k, prune, chunk_size):
+    stream = iter_k_subsets(batch, k, prune, chunk_size=chunk_size)
+    rowptr, col = batch.undirected_csr()
+    return _backend.create("SubsetEnumerator", batch.ptr, rowptr, col, k, Prune(prune).code, stream._offsets,
+                           chunk_size)
+
+
+def _drain(enumerator, k):
+    rows = []
+    while (n := enumerator.next_rows()) > 0:
+        out, graph = torch.empty(n, k, dtype=torch.int64), torch.empty(n, dtype=torch.int64)
+        assert enumerator.fill(out, graph) == n
+        rows.append(out)
+    return torch.cat(rows) if rows else torch.zeros(0, k, dtype=torch.int64)
+
+
+def test_enumerator_object_interface():
+    batch = GraphBatch.from_networkx([nx.star_graph(9), nx.path_graph(4)])
+    expected = k_subsets(batch, 3, "disconnected")[0]  # C(9, 2) = 36 rows rooted at the centre, then 2
+    enumerator = _enumerator(batch, 3, "disconnected", 10)
+    assert (enumerator.total, enumerator.position, enumerator.k, enumerator.chunk_size) == (len(expected), 0, 3, 10)
+    assert enumerator.next_rows() == 10 and enumerator.next_rows() == 10  # asking does not advance
+    with pytest.raises(ValueError, match="the next chunk has 10 rows, more than the buffers hold"):
+        enumerator.fill(torch.empty(9, 3, dtype=torch.int64), torch.empty(9, dtype=torch.int64))
+    with pytest.raises(ValueError, match="out: dimension 1 is 4, expected 3"):
+        enumerator.fill(torch.empty(10, 4, dtype=torch.int64), torch.empty(10, dtype=torch.int64))
+    with pytest.raises(TypeError, match="out: expected dtype int64"):
+        enumerator.fill(torch.empty(10, 3), torch.empty(10, dtype=torch.int64))
+    assert enumerator.position == 0
+    out, graph = torch.full((12, 3), -7, dtype=torch.int64), torch.full((12,), -7, dtype=torch.int64)
+    assert enumerator.fill(out, graph) == 10  # a larger buffer: only the chunk is written
+    assert torch.equal(out[:10], expected[:10]) and (out[10:] == -7).all() and (graph[:10] == 0).all()
+    assert enumerator.position == 10
+    rest = _drain(enumerator, 3)
+    assert torch.equal(rest, expected[10:])
+    assert enumerator.position == enumerator.total and enumerator.next_rows() == 0
+    assert enumerator.fill(out, graph) == 0  # exhausted
+
+
+def test_enumerator_checks_its_graph_once_at_construction():
+    batch = GraphBatch.from_networkx([nx.path_graph(4)])
+    rowptr, col = batch.undirected_csr()
+    offsets = torch.zeros(5, dtype=torch.int64)
+    bad_col = col.clone()
+    bad_col[0] = 9
+    with pytest.raises(IndexError, match="not a local vertex of graph 0"):
+        _backend.create("SubsetEnumerator", batch.ptr, rowptr, bad_col, 2, 0, offsets, 4)
+    with pytest.raises(ValueError, match="offsets: dimension 0 is 4, expected 5"):
+        _backend.create("SubsetEnumerator", batch.ptr, rowptr, col, 2, 0, offsets[:4], 4)
+    with pytest.raises(ValueError, match="offsets decreases at task 1"):
+        _backend.create("SubsetEnumerator", batch.ptr, rowptr, col, 2, 0, torch.tensor([0, 3, 2, 2, 2]), 4)
+    with pytest.raises(ValueError, match="chunk_size must be >= 1"):
+        _backend.create("SubsetEnumerator", batch.ptr, rowptr, col, 2, 0, offsets, 0)
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        _backend.create("SubsetEnumerator", batch.ptr, rowptr, col, 0, 0, offsets, 4)
+    # the enumerator keeps copies: changing the arrays afterwards cannot lead it astray
+    rowptr, col = rowptr.clone(), col.clone()
+    enumerator = _backend.create("SubsetEnumerator", batch.ptr, rowptr, col, 2, 3,
+                                 torch.tensor([0, 1, 1, 1, 0]).cumsum(0), 4)
+    col.fill_(10**6)
+    rowptr.fill_(0)
+    assert _drain(enumerator, 2).tolist() == [[0, 1], [1, 2], [2, 3]]
+
+
+@pytest.mark.parametrize("chunk_size", [5, 31464])  # whole tasks in parallel / a piece of one large task
+def test_interrupted_fill_keeps_the_position(chunk_size):
+    # K_32, k = 5: the centre task alone has C(31, 4) = 31465 rows, more than either chunk;
+    # a piece of 31464 rows takes > 4096 search steps, so the search polls for Ctrl-C.
+    batch = GraphBatch.from_networkx([nx.path_graph(6), nx.complete_graph(32)] if chunk_size > 5
+                                     else [nx.path_graph(6), nx.cycle_graph(7)])
+    expected = k_subsets(batch, 5, "none")[0]
+    enumerator = _enumerator(batch, 5, "none", chunk_size)
+    first = enumerator.next_rows()
+    out, graph = torch.empty(first, 5, dtype=torch.int64), torch.empty(first, dtype=torch.int64)
+    enumerator.fill(out, graph)
+    n = enumerator.next_rows()
+    try:
+        _backend.set_interrupt_countdown(1)
+        with pytest.raises(KeyboardInterrupt):
+            enumerator.fill(torch.empty(n, 5, dtype=torch.int64), torch.empty(n, dtype=torch.int64))
+    finally:
+        _backend.set_interrupt_countdown(0)
+    assert enumerator.position == first and enumerator.next_rows() == n
+    assert torch.equal(torch.cat([out, _drain(enumerator, 5)]), expected)
+
+
+def test_enumerator_objects_check_devices_like_kernels():
+    batch = GraphBatch.from_networkx([nx.path_graph(4)])
+    rowptr, col = batch.undirected_csr()
+    meta = torch.device("meta")
+    with pytest.raises(ValueError, match="SubsetEnumerator's input is on meta"):
+        _backend.create("SubsetEnumerator", batch.ptr.to(meta), rowptr, col, 2, 0, torch.zeros(5, dtype=torch.int64), 4)
+    enumerator = _enumerator(batch, 2, "none", 4)
+    with pytest.raises(ValueError, match="SubsetEnumerator.fill's input is on meta"):
+        enumerator.fill(torch.empty(4, 2, dtype=torch.int64, device=meta), torch.empty(4, dtype=torch.int64))
+
+
+def test_stream_with_k_beyond_every_graph_and_inconsistent_offsets():
+    batch = GraphBatch.from_networkx([nx.path_graph(4)])
+    stream = iter_k_subsets(batch, 1 << 40)
+    assert stream.total == 0 and list(stream) == []
+    rowptr, col = batch.undirected_csr()
+    claims_too_many = torch.tensor([0, 9, 9, 9, 9])  # root 0 has 3 rows for k = 2, not 9
+    enumerator = _backend.create("SubsetEnumerator", batch.ptr, rowptr, col, 2, 0, claims_too_many, 2)
+    assert _drain_until_error(enumerator, 2) == [[0, 1], [0, 2], [0, 3]]
+
+
+def _drain_until_error(enumerator, k):
+    rows = []
+    with pytest.raises(RuntimeError, match="subset stream of graph 0 ended after 3 of 9 rows"):
+        while (n := enumerator.next_rows()) > 0:
+            out = torch.empty(n, k, dtype=torch.int64)
+            rows += out[:enumerator.fill(out, torch.empty(n, dtype=torch.int64))].tolist()
+    return rows

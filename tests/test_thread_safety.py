@@ -64,14 +64,14 @@ def _gin_aggregate(i):
 
 
 def _k_subsets(i):
-    prune = ["none", "edgeless", "isolated", "connected"][i % 4]
+    prune = ["none", "edgeless", "isolated", "disconnected"][i % 4]
     sub = GRAPH.select([i % 6, 7])
     return k_subsets(sub, 3 + i % 2, prune), count_k_subsets(sub, 3, prune)
 
 
 def _sample_k_subsets(i):
     method = ["uniform", "bfs", "dfs"][i % 3]
-    return sample_k_subsets(GRAPH, 4, 16, method, prune="connected" if method == "uniform" else "none",
+    return sample_k_subsets(GRAPH, 4, 16, method, prune="disconnected" if method == "uniform" else "none",
                             generator=torch.Generator().manual_seed(300 + i))
 
 

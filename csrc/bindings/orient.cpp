@@ -17,17 +17,14 @@ void orders(const py::array& ptr, const py::array& rowptr, const py::array& col,
   int64_t* o = out_ptr<int64_t>(out, "out", 3);
   expect_leading(out, "out", {batch.B, P});
   const int64_t K = out.shape(2);
-  int64_t n_max = 0;
-  for (int64_t b = 0; b < batch.B; ++b) n_max = std::max(n_max, batch.ptr[b + 1] - batch.ptr[b]);
   const int64_t* t = nullptr;
   py::array tie;
   if (!tiebreak.is_none()) {
     tie = tiebreak.cast<py::array>();
     t = in_ptr<int64_t>(tie, "tiebreak", 3);
     expect_leading(tie, "tiebreak", {batch.B, P});
-    if (tie.shape(2) < n_max) throw std::invalid_argument("tiebreak must have n_max entries per row");
   }
-  const int64_t stride = t ? tie.shape(2) : n_max;
+  const int64_t stride = t ? tie.shape(2) : batch.max_nodes();
   rpfast::check_orientation_inputs(batch, s, t, P, stride);
   run_kernel([&] { rpfast::traversal_orders(batch, s, t, P, stride, K, depth_first, o, threads); });
 }

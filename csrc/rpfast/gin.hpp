@@ -5,34 +5,18 @@
 // x and out are [R, N, F] (R replicas sharing one graph), rowptr [N + 1], col [E].
 // With the CSR of incoming edges (rows = targets) this is PyG's GINConv aggregation;
 // its adjoint is the same kernel over the outgoing-edge CSR (the transpose), so the
-// backward needs no atomics and sums in a fixed order.
+// backward needs no atomics and sums in a fixed order. The binding checks the CSR with
+// check_csr (graph.hpp).
 #pragma once
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "rpfast/graph.hpp"
 #include "rpfast/parallel.hpp"
 
 namespace rpfast {
-
-// Throws unless rowptr is a valid CSR offset array for E entries and every col is in [0, N).
-inline void check_csr(const int64_t* rowptr, const int64_t* col, int64_t N, int64_t E,
-                      const char* name) {
-  if (rowptr[0] != 0 || rowptr[N] != E)
-    throw std::invalid_argument(std::string(name) + ": rowptr must start at 0 and end at E = " +
-                                std::to_string(E) + ", got " + std::to_string(rowptr[0]) +
-                                " .. " + std::to_string(rowptr[N]));
-  for (int64_t i = 0; i < N; ++i)
-    if (rowptr[i + 1] < rowptr[i])
-      throw std::invalid_argument(std::string(name) + ": rowptr decreases at row " +
-                                  std::to_string(i));
-  for (int64_t k = 0; k < E; ++k)
-    if (col[k] < 0 || col[k] >= N)
-      throw std::out_of_range(std::string(name) + ": col[" + std::to_string(k) + "] = " +
-                              std::to_string(col[k]) + " is outside [0, " + std::to_string(N) +
-                              ")");
-}
 
 template <class T>
 void gin_aggregate(const T* x, const int64_t* rowptr, const int64_t* col, T scale, T* out,

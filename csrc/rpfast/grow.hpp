@@ -7,10 +7,13 @@
 // the visiting order. Rows of graphs without such a component are all -1.
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
+#include "rpfast/graph.hpp"
+#include "rpfast/interrupt.hpp"
+#include "rpfast/parallel.hpp"
 #include "rpfast/random.hpp"
-#include "rpfast/subsets_batch.hpp"
 
 namespace rpfast {
 

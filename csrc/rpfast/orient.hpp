@@ -12,18 +12,21 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "rpfast/graph.hpp"
 #include "rpfast/parallel.hpp"
-
-#include "rpfast/subsets_batch.hpp"
 
 namespace rpfast {
 
-// Throws unless start[b, p] in [0, n_b) (or -1: that row is all -1) and tiebreak rows are
-// permutations of 0..n_b-1 on their first n_b entries.
+// Throws unless start[b, p] in [0, n_b) (or -1: that row is all -1) and tiebreak rows
+// (n_max entries each, at least the largest graph's size) are permutations of 0..n_b-1
+// on their first n_b entries.
 inline void check_orientation_inputs(const GraphBatchView& batch, const int64_t* start, const int64_t* tiebreak,
                                      int64_t P, int64_t n_max) {
+  if (tiebreak && n_max < batch.max_nodes())
+    throw std::invalid_argument("tiebreak must have n_max entries per row");
   std::vector<int64_t> seen(static_cast<size_t>(n_max), -1);
   for (int64_t b = 0; b < batch.B; ++b) {
     const int64_t n = batch.ptr[b + 1] - batch.ptr[b];

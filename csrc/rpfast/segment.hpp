@@ -9,17 +9,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "rpfast/graph.hpp"
 #include "rpfast/parallel.hpp"
 
 namespace rpfast {
-
-inline void check_ptr(const int64_t* ptr, int64_t B, int64_t N) {
-  if (ptr[0] != 0 || ptr[B] != N)
-    throw std::invalid_argument("ptr must start at 0 and end at N = " + std::to_string(N));
-  for (int64_t b = 0; b < B; ++b)
-    if (ptr[b + 1] < ptr[b])
-      throw std::invalid_argument("ptr decreases at graph " + std::to_string(b));
-}
 
 template <class T>
 void segment_sum(const T* x, const int64_t* ptr, int64_t R, int64_t N, int64_t B, int64_t F, T* out,

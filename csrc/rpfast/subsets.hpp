@@ -1,22 +1,22 @@
 // k-subset enumeration of the vertices of small graphs with pruning inside the search.
 //
-// A graph is a simple undirected adjacency in CSR form with local vertex ids
-// (rowptr[n + 1], col sorted ascending, no self-loops, no duplicates). A "task" is one
-// root vertex: the subsets whose smallest vertex is the root. Within a task, subsets come
-// out in lexicographic order; tasks in root order, so the concatenation over roots is the
+// A graph is a simple undirected adjacency in CSR form with local vertex ids (LocalGraph,
+// graph.hpp: col sorted ascending, no self-loops, no duplicates). A "task" is one root
+// vertex: the subsets whose smallest vertex is the root. Within a task, subsets come out
+// in lexicographic order; tasks in root order, so the concatenation over roots is the
 // lexicographic order of all subsets of the graph.
 //
-// Modes (which k-subsets S are kept):
-//   kAll        every S;
-//   kEdgeless   drop S whose induced subgraph has no edge;
-//   kIsolated   drop S in which some vertex has no neighbour inside S;
-//   kConnected  keep S whose induced subgraph is connected.
+// Prune modes (which k-subsets S are dropped; Prune names what is dropped):
+//   kNone          nothing: every S is kept;
+//   kEdgeless      drop S whose induced subgraph has no edge;
+//   kIsolated      drop S in which some vertex has no neighbour inside S;
+//   kDisconnected  drop S whose induced subgraph is disconnected.
 // The lexicographic modes run a depth-first search over increasing vertex sequences with
 // a per-vertex count of neighbours inside the current prefix; a prefix is cut as soon as
-// no completion can satisfy the mode. Counting sinks skip whole subtrees whose size has a
-// closed form (every completion qualifies: kAll, or kEdgeless once the prefix has an
-// edge), so counts of astronomically many subsets take O(prefixes that matter).
-// kConnected has two searches: ESU (Wernicke 2006), which only ever visits connected
+// no completion can be kept. Counting sinks skip whole subtrees whose size has a closed
+// form (every completion is kept: kNone, or kEdgeless once the prefix has an edge), so
+// counts of astronomically many subsets take O(prefixes that matter).
+// kDisconnected has two searches: ESU (Wernicke 2006), which only ever visits connected
 // sets and is fastest for whole tasks (counted, or generated and then sorted), and the
 // lexicographic search with connectivity checks, which streams a task in order in O(k)
 // memory (windows, resumption, sampling). Long searches poll for Ctrl-C.
@@ -28,24 +28,34 @@
 #include <limits>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
+#include "rpfast/graph.hpp"
 #include "rpfast/interrupt.hpp"
 
 namespace rpfast {
 
-enum class SubsetMode : int { kAll = 0, kEdgeless = 1, kIsolated = 2, kConnected = 3 };
+// What a subset enumeration drops. The values are the codes the bindings receive
+// (rpfast.ops.subsets.Prune carries the same codes).
+enum class Prune : int { kNone = 0, kEdgeless = 1, kIsolated = 2, kDisconnected = 3 };
 
-struct LocalGraph {
-  int64_t n;
-  const int64_t* rowptr;  // [n + 1], offsets into col (may start at a non-zero base)
-  const int64_t* col;     // neighbours as local ids, ascending
-
-  const int64_t* begin(int64_t u) const { return col + (rowptr[u] - rowptr[0]); }
-  const int64_t* end(int64_t u) const { return col + (rowptr[u + 1] - rowptr[0]); }
-  int64_t max_neighbour(int64_t u) const { return begin(u) == end(u) ? -1 : *(end(u) - 1); }
-  bool adjacent(int64_t u, int64_t w) const { return std::binary_search(begin(u), end(u), w); }
-};
+// The Prune of a binding's integer code; std::invalid_argument for any other value.
+inline Prune prune_from_code(int64_t code) {
+  switch (code) {
+    case static_cast<int>(Prune::kNone):
+      return Prune::kNone;
+    case static_cast<int>(Prune::kEdgeless):
+      return Prune::kEdgeless;
+    case static_cast<int>(Prune::kIsolated):
+      return Prune::kIsolated;
+    case static_cast<int>(Prune::kDisconnected):
+      return Prune::kDisconnected;
+    default:
+      throw std::invalid_argument("unknown prune mode " + std::to_string(code) +
+                                  " (0 none, 1 edgeless, 2 isolated, 3 disconnected)");
+  }
+}
 
 // Receives each k-subset (ascending local ids) in search order. emit returns false to
 // stop the search. Before a subtree of `count` subsets whose rows all qualify, the search
@@ -78,13 +88,13 @@ inline uint64_t binomial(int64_t n, int64_t r) {
 }
 
 // ------------------------------------------------------------------ lexicographic search
-// All modes, kConnected included (with connectivity checks instead of ESU): subsets of a
+// All modes, kDisconnected included (with connectivity checks instead of ESU): subsets of a
 // root come out in lexicographic order, so a task can be streamed, resumed after any
 // row, windowed and sampled in O(n + k) memory.
 class LexSearch {
  public:
-  LexSearch(const LocalGraph& g, int64_t k, SubsetMode mode)
-      : g_(g), k_(k), mode_(mode), chosen_(k), inside_(g.n, 0), in_prefix_(g.n, 0), max_nb_(g.n),
+  LexSearch(const LocalGraph& g, int64_t k, Prune prune)
+      : g_(g), k_(k), prune_(prune), chosen_(k), inside_(g.n, 0), in_prefix_(g.n, 0), max_nb_(g.n),
         edge_from_(g.n + 1, 0), stamp_(g.n, 0), component_(k) {
     for (int64_t u = 0; u < g.n; ++u) max_nb_[u] = g.max_neighbour(u);
     // edge_from_[t] = 1 if some edge (a, b) has t <= a < b.
@@ -153,25 +163,25 @@ class LexSearch {
     return count;
   }
 
-  // Can the prefix chosen_[0..depth) still be completed under the mode?
+  // Can the prefix chosen_[0..depth) still be completed to a kept subset?
   bool feasible(int64_t depth) {
     const int64_t last = chosen_[depth - 1];
     const int64_t remaining = k_ - depth;
     if (g_.n - 1 - last < remaining) return false;
-    if (mode_ == SubsetMode::kEdgeless && edges_ == 0) {
+    if (prune_ == Prune::kEdgeless && edges_ == 0) {
       if (remaining == 0) return false;
       bool neighbour_later = false;
       for (int64_t d = 0; d < depth && !neighbour_later; ++d) neighbour_later = max_nb_[chosen_[d]] > last;
       return neighbour_later || (remaining >= 2 && edge_from_[last + 1]);
     }
-    if (mode_ == SubsetMode::kIsolated && uncovered_ > 0) {
+    if (prune_ == Prune::kIsolated && uncovered_ > 0) {
       if (remaining == 0) return false;
       for (int64_t d = 0; d < depth; ++d) {
         const int64_t u = chosen_[d];
         if (inside_[u] == 0 && max_nb_[u] <= last) return false;  // u can never be covered
       }
     }
-    if (mode_ == SubsetMode::kConnected && remaining > 0) {
+    if (prune_ == Prune::kDisconnected && remaining > 0) {
       // Every component of the prefix must still reach a later vertex.
       label_components(depth);
       for (int64_t d = 0; d < depth; ++d) reaches_later_[d] = 0;
@@ -185,7 +195,7 @@ class LexSearch {
 
   // Every completion of the prefix qualifies (its count has a closed form).
   bool all_completions_qualify() const {
-    return mode_ == SubsetMode::kAll || (mode_ == SubsetMode::kEdgeless && edges_ > 0);
+    return prune_ == Prune::kNone || (prune_ == Prune::kEdgeless && edges_ > 0);
   }
 
   bool extend(int64_t depth) {
@@ -242,9 +252,9 @@ class LexSearch {
         }
     }
     std::sort(candidates_.begin(), candidates_.end());
-    const int64_t components = mode_ == SubsetMode::kConnected ? label_components(depth) : 1;
+    const int64_t components = prune_ == Prune::kDisconnected ? label_components(depth) : 1;
     for (int64_t w : candidates_) {
-      if (mode_ == SubsetMode::kIsolated && !covers_prefix(depth, w)) continue;
+      if (prune_ == Prune::kIsolated && !covers_prefix(depth, w)) continue;
       if (components > 1 && !joins_components(depth, w)) continue;
       chosen_[depth] = w;
       if (!sink_->emit(chosen_.data())) return false;
@@ -262,7 +272,7 @@ class LexSearch {
     return true;
   }
 
-  // For kConnected: w must touch every component of the prefix (component_ is labelled).
+  // For kDisconnected: w must touch every component of the prefix (component_ is labelled).
   bool joins_components(int64_t depth, int64_t w) {
     for (int64_t d = 0; d < depth; ++d) reaches_later_[d] = 0;
     for (int64_t d = 0; d < depth; ++d)
@@ -274,7 +284,7 @@ class LexSearch {
 
   LocalGraph g_;
   int64_t k_;
-  SubsetMode mode_;
+  Prune prune_;
   std::vector<int64_t> chosen_;
   std::vector<int32_t> inside_;     // neighbours of each vertex inside the prefix
   std::vector<char> in_prefix_;     // membership of the prefix
@@ -283,7 +293,7 @@ class LexSearch {
   std::vector<uint64_t> stamp_;     // last_position() de-duplication
   uint64_t round_ = 0;
   std::vector<int64_t> candidates_;
-  std::vector<int64_t> component_;  // kConnected: component label of each prefix position
+  std::vector<int64_t> component_;  // kDisconnected: component label of each prefix position
   std::vector<char> reaches_later_ = std::vector<char>(static_cast<size_t>(k_));
   int64_t edges_ = 0, uncovered_ = 0;
   const int64_t* resume_ = nullptr;
@@ -465,13 +475,13 @@ inline void sort_rows(int64_t* rows, int64_t count, int64_t k) {
 // The searches of one graph, built once (O(n)) and reused for all of its root tasks.
 class SubsetSearch {
  public:
-  SubsetSearch(const LocalGraph& g, int64_t k, SubsetMode mode) : g_(g), k_(k), mode_(mode), lex_(g, k, mode) {
-    if (mode == SubsetMode::kConnected) connected_ = std::make_unique<ConnectedSearch>(g, k);
+  SubsetSearch(const LocalGraph& g, int64_t k, Prune prune) : g_(g), k_(k), prune_(prune), lex_(g, k, prune) {
+    if (prune == Prune::kDisconnected) connected_ = std::make_unique<ConnectedSearch>(g, k);
   }
 
-  // Counts `root`'s task into sink (closed form for kAll).
+  // Counts `root`'s task into sink (closed form for kNone).
   void count(int64_t root, CountSink& sink) {
-    if (mode_ == SubsetMode::kAll) {
+    if (prune_ == Prune::kNone) {
       sink.add(binomial(g_.n - 1 - root, k_ - 1));
     } else if (connected_) {
       connected_->run(root, sink);
@@ -482,7 +492,7 @@ class SubsetSearch {
   }
 
   // Writes all `rows` subsets of `root`'s task, in lexicographic order, to out.
-  // kConnected runs ESU and sorts (fastest when the whole task is wanted).
+  // kDisconnected runs ESU and sorts (fastest when the whole task is wanted).
   void fill_task(int64_t root, int64_t rows, int64_t* out) {
     if (rows <= 0) return;
     WriteSink sink(k_, out, 0, rows);
@@ -514,7 +524,7 @@ class SubsetSearch {
  private:
   LocalGraph g_;
   int64_t k_;
-  SubsetMode mode_;
+  Prune prune_;
   LexSearch lex_;
   std::unique_ptr<ConnectedSearch> connected_;
 };

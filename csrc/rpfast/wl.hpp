@@ -18,8 +18,8 @@
 #include <numeric>
 #include <vector>
 
+#include "rpfast/graph.hpp"
 #include "rpfast/parallel.hpp"
-#include "rpfast/subsets_batch.hpp"
 
 namespace rpfast {
 
@@ -142,8 +142,7 @@ class WLRefiner {
 // colours [N]: initial colours in (any integers), stable canonical colours out (per graph
 // 0..c_b-1).
 inline void wl_refine(const GraphBatchView& batch, int64_t* colours, int threads) {
-  int64_t n_max = 0;
-  for (int64_t b = 0; b < batch.B; ++b) n_max = std::max(n_max, batch.ptr[b + 1] - batch.ptr[b]);
+  const int64_t n_max = batch.max_nodes();
   parallel_items(
       batch.B, threads, 4, [&] { return WLRefiner(n_max); },
       [&](WLRefiner& refiner, int64_t b) { refiner.refine(batch.graph(b), colours + batch.ptr[b]); });

@@ -1,6 +1,6 @@
 """GraphBatch: a batch of graphs in PyTorch Geometric's layout with cached views.
 
-Layout (DESIGN.md): ``x [N, F]``, ``edge_index [2, E]`` int64 (an undirected edge is
+Layout (docs/architecture.md): ``x [N, F]``, ``edge_index [2, E]`` int64 (an undirected edge is
 stored in both directions), ``edge_attr [E, D]``, ``batch [N]`` / ``ptr [B + 1]``.
 The CSR, transpose CSR and dense padded views are built once, lazily, and cached.
 """
@@ -127,7 +127,7 @@ class GraphBatch:
         batch = index_tensor(batch, "batch")
         return int(batch.max()) + 1 if batch.numel() else 0
 
-    def _resolve_ptr(self, batch, ptr, num_nodes, num_graphs) -> Tensor:
+    def _resolve_ptr(self, batch, ptr, total_nodes, num_graphs) -> Tensor:
         if batch is not None and ptr is not None:
             raise ValueError("give either batch or ptr, not both")
         n_from_x = None if self.x is None else self.x.shape[0]
@@ -159,15 +159,15 @@ class GraphBatch:
         else:
             if n_from_x is not None:
                 total = n_from_x
-            elif num_nodes is not None:
-                total = num_nodes
+            elif total_nodes is not None:
+                total = total_nodes
             else:
                 total = int(self.edge_index.max()) + 1 if self.edge_index.numel() else 0
             ptr = torch.tensor([0, total], dtype=torch.int64)
         if n_from_x is not None and n_from_x != total:
             raise ValueError(f"x has {n_from_x} rows but batch/ptr describe {total} nodes")
-        if num_nodes is not None and num_nodes != total:
-            raise ValueError(f"{num_nodes} nodes were given (num_nodes/total_nodes) but batch/ptr/x describe "
+        if total_nodes is not None and total_nodes != total:
+            raise ValueError(f"{total_nodes} nodes were given (num_nodes/total_nodes) but batch/ptr/x describe "
                              f"{total} nodes")
         if num_graphs is not None and num_graphs != ptr.numel() - 1:
             raise ValueError(f"num_graphs = {num_graphs} but batch/ptr describe {ptr.numel() - 1} graphs")

@@ -21,7 +21,7 @@ import torch
 
 from rpfast import _validation
 
-__all__ = ["call", "check_device", "num_threads", "build_info", "kernel_devices", "set_interrupt_countdown"]
+__all__ = ["call", "create", "check_device", "num_threads", "build_info", "kernel_devices", "set_interrupt_countdown"]
 
 
 def _import_extension():
@@ -53,8 +53,9 @@ _C = _import_extension()
 _IMPLEMENTATIONS: Dict[str, Any] = {"cpu": _C}
 # the argument checks name these devices (rpfast._validation.require_kernel_device)
 _validation.KERNEL_DEVICES = tuple(_IMPLEMENTATIONS)
-# kernels that run on one thread (every other kernel takes ``threads=``)
-_SINGLE_THREADED = frozenset({"check_permutations", "subsets_fill_window"})
+# kernels that run on one thread (every other kernel takes ``threads=``); for the classes
+# that create() builds, "Class" is the constructor and "Class.method" a method
+_SINGLE_THREADED = frozenset({"check_permutations", "SubsetEnumerator", "SubsetEnumerator.next_rows"})
 
 
 def kernel_devices() -> tuple:
@@ -83,20 +84,74 @@ def call(kernel: str, *args):
     All tensor arguments must be on one device with kernels. Returns what the kernel returns
     (outputs are usually tensors the caller allocated and passed in).
     """
+    device = _device_type(kernel, args)
+    return _run(kernel, getattr(_IMPLEMENTATIONS[device], kernel), args)
+
+
+def _device_type(what: str, args) -> str:
+    """The device type of the tensors in ``args`` (``"cpu"`` without tensors), checked as in :func:`call`."""
     first = None
     for value in args:
         if isinstance(value, torch.Tensor):
             if first is None:
                 first = value
-                check_device(value, f"{kernel}'s input")
+                check_device(value, f"{what}'s input")
             elif value.device != first.device:
-                raise ValueError(f"{kernel}: arguments are on {first.device} and {value.device}; "
+                raise ValueError(f"{what}: arguments are on {first.device} and {value.device}; "
                                  "put them on one device")
-    implementation = getattr(_IMPLEMENTATIONS["cpu" if first is None else first.device.type], kernel)
+    return "cpu" if first is None else first.device.type
+
+
+def _run(name: str, function, args):
+    """``function(*args)`` with tensors as buffers, plus ``threads=`` unless ``name`` is single-threaded."""
     buffers = [_buffer(v) if isinstance(v, torch.Tensor) else v for v in args]
-    if kernel in _SINGLE_THREADED:
-        return implementation(*buffers)
-    return implementation(*buffers, threads=num_threads())
+    if name in _SINGLE_THREADED:
+        return function(*buffers)
+    return function(*buffers, threads=num_threads())
+
+
+class KernelObject:
+    """A compiled kernel class instance made by :func:`create`.
+
+    Its methods take tensors like :func:`call` (buffers, one device: the one it was created
+    on; ``threads=`` unless ``"Class.method"`` is in ``_SINGLE_THREADED``); other attributes
+    (properties) pass through.
+    """
+
+    def __init__(self, name: str, device: str, instance):
+        self._name, self._device, self._instance = name, device, instance
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        value = getattr(self._instance, attr)
+        if not callable(value):
+            return value
+        kernel = f"{self._name}.{attr}"
+
+        def method(*args):
+            device = _device_type(kernel, args)
+            if any(isinstance(v, torch.Tensor) for v in args) and device != self._device:
+                raise ValueError(f"{kernel}: arguments are on {device}, but the {self._name} was created on "
+                                 f"{self._device}; put them on one device")
+            return _run(kernel, value, args)
+
+        method.__name__ = attr
+        return method
+
+    def __repr__(self) -> str:
+        return f"<rpfast kernel object {self._name} on {self._device}>"
+
+
+def create(name: str, *args) -> KernelObject:
+    """Construct the compiled class ``name`` from ``args`` as :func:`call` runs a kernel.
+
+    Tensors become buffers, all on one device with kernels, which picks the implementation;
+    the constructor gets ``threads=`` unless ``name`` is in ``_SINGLE_THREADED``. The
+    returned :class:`KernelObject`'s methods take tensors the same way.
+    """
+    device = _device_type(name, args)
+    return KernelObject(name, device, _run(name, getattr(_IMPLEMENTATIONS[device], name), args))
 
 
 def build_info() -> dict:

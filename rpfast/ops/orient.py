@@ -60,7 +60,6 @@ def _traversal(graph: GraphBatch, start, tiebreak, k, num_samples, generator, de
         ties = index_tensor(tiebreak, "tiebreak")
         if ties.dim() != 3 or ties.shape[0] != B or ties.shape[1] != P or ties.shape[2] < graph.n_max:
             raise ValueError(f"tiebreak must have shape [B={B}, P={P}, n_max={graph.n_max}], got {tuple(ties.shape)}")
-        ties = ties.numpy()
     check_output_size(B * P * K, 8, f"orders [B={B}, P={P}, K={K}]")
     out = torch.empty((B, P, K), dtype=torch.int64)
     rowptr, col = graph.undirected_csr()

@@ -1,6 +1,6 @@
 """Batched permutation gathers: relabel dense adjacency tensors and node features.
 
-Gather convention (DESIGN.md): ``perms[b, p, i]`` is the original vertex of graph ``b``
+Gather convention (docs/architecture.md): ``perms[b, p, i]`` is the original vertex of graph ``b``
 placed at position ``i`` by sample ``p``; -1 marks padding and yields zeros. With
 ``K = perms.shape[-1] < n`` the result is the k-ary top-left block of the relabeled
 graph (paper Fig. 2) without computing the rest.

@@ -515,7 +515,7 @@ def segment_sum_case(draw):
 
 
 # ============================================================================ targets: subsets
-PRUNES = ["none", "edgeless", "isolated", "connected"]
+PRUNES = ["none", "edgeless", "isolated", "disconnected"]
 
 
 def prune_arg():
@@ -984,7 +984,7 @@ def _reference_rows(pairs, singles, k, prune):
         H = G.subgraph(c)
         keep = (prune == "none" or (prune == "edgeless" and H.number_of_edges() > 0)
                 or (prune == "isolated" and all(H.degree(v) > 0 for v in H))
-                or (prune == "connected" and nx.is_connected(H)))
+                or (prune == "disconnected" and nx.is_connected(H)))
         if keep:
             rows.append(",".join(map(str, c)))
     return rows

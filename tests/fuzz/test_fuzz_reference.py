@@ -27,7 +27,7 @@ from rpfast.nn import GIN, RPGIN, GINConv, RelationalPooling
 from rpfast.nn.gin import batch_norm_arguments
 from strategies import batch_sizes, permuted_batches
 
-PRUNES = ["none", "edgeless", "isolated", "connected"]
+PRUNES = ["none", "edgeless", "isolated", "disconnected"]
 
 
 def count(*names):
@@ -332,7 +332,7 @@ def test_sample_k_subsets(graphs, k, prune, method, samples, seed):
             admissible = [c for c in itertools.combinations(range(n), k) if keep_subset(G, c, prune)]
         else:  # grown subsets are connected (so they satisfy every prune mode when k >= 2)
             admissible = any(len(comp) >= k for comp in nx.connected_components(G)) and (
-                k >= 2 or prune in ("none", "connected"))
+                k >= 2 or prune in ("none", "disconnected"))
         rows = out[b].tolist()
         if not admissible:
             assert all(r == [-1] * k for r in rows), (b, rows)
