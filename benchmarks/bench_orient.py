@@ -6,30 +6,22 @@ rpfast answers the random-start case in one batched call. For all starts the out
 [B, n_max, n_max], so on molecules of 1 to 132 atoms rpfast runs 32 size-sorted batches
 (``GraphBatch.select``; built outside the timing) to keep the padding small.
 """
-import csv
-from pathlib import Path
-
 import networkx as nx
 import numpy as np
 import pytest
 import torch
 
 from baselines import traversal_loops as loops
+from reference import ranked_digraph
+from rpfast.data import batch_from_smiles, load_tox21
 from rpfast.ops import bfs_order, dfs_order
 
-TOX21 = Path(__file__).resolve().parents[2] / "shared" / "data" / "tox21.csv"
 _CACHE = {}
 
 
 def tox21():
     if "batch" not in _CACHE:
-        if not TOX21.is_file():
-            pytest.skip(f"{TOX21} not found")
-        from rpfast.data import batch_from_smiles
-
-        with TOX21.open() as fh:
-            smiles = [row["smiles"] for row in csv.DictReader(fh)]
-        batch, _ = batch_from_smiles(smiles, skip_invalid=True)
+        batch, _ = batch_from_smiles(load_tox21().smiles, skip_invalid=True)
         rowptr, col = (t.numpy() for t in batch.undirected_csr())
         ptr = batch.ptr.numpy()
         mats = loops.per_graph_csr(rowptr, col, ptr)
@@ -86,13 +78,7 @@ def test_orders(benchmark, case, search, impl):
     else:
         if case == CASES[0]:
             pytest.skip("networkx needs minutes for 145k searches; timed on the 1024-molecule case")
-        ranked = []
-        for G, rank in zip(graphs, ranks):  # adjacency in rank order, as networkx iterates it
-            D = nx.DiGraph()
-            D.add_nodes_from(range(G.number_of_nodes()))
-            for u in G:
-                D.add_edges_from((u, w) for w in sorted(G[u], key=lambda v: rank[v]))
-            ranked.append(D)
+        ranked = [ranked_digraph(G, rank) for G, rank in zip(graphs, ranks)]  # neighbours in rank order
         run = lambda: loops.networkx_orders(ranked, starts, search == "dfs")  # noqa: E731
     benchmark.group = f"{search.upper()} orders: {case}"
     benchmark.extra_info.update(impl=impl, items=searches)

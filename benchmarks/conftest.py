@@ -1,4 +1,7 @@
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+# benchmarks/ (baselines, graphs) and tests/ (reference.py: the one home of the references
+# that tests and baselines share; benchmarks depend on tests, never the other way).
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]

@@ -77,7 +77,8 @@ tests_start=$(date +%s)
 if [ "$#" -gt 0 ]; then
   TESTS=("$@")
 else
-  TESTS=(tests/test_permute.py tests/test_random_permutations.py tests/test_gin.py tests/test_fused.py
+  TESTS=(tests/test_permute.py tests/test_random_permutations.py tests/test_gin.py tests/test_norm.py
+         tests/test_segment.py tests/test_gin_layer.py
          tests/test_subsets.py tests/test_orient.py tests/test_graph_batch.py tests/test_models.py
          tests/test_thread_safety.py tests/fuzz)
 fi

@@ -4,6 +4,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from assertions import assert_backward_matches, assert_thread_invariant
 from rpfast.data import GraphBatch
 from rpfast.data.cache import cache_size, graph_for_edge_index
 from rpfast.nn import GINConv
@@ -37,10 +38,7 @@ def test_matches_reference_values_and_gradients(graph, R, F, eps, replicas):
     ref = reference(x2, edge_index, e2)
     torch.testing.assert_close(out, ref)
     g = torch.randn(shape, dtype=torch.float64)
-    (out * g).sum().backward()
-    (ref * g).sum().backward()
-    torch.testing.assert_close(x1.grad, x2.grad)
-    torch.testing.assert_close(e1.grad, e2.grad)
+    assert_backward_matches(out, ref, g, [(x1, x2), (e1, e2)])
 
 
 def test_gradcheck():
@@ -65,20 +63,15 @@ def test_bitwise_identical_across_thread_counts():
     batch = GraphBatch(edge_index, num_nodes=3000)
     x = torch.randn(3000, 32, generator=gen)
     g = torch.randn(3000, 32, generator=gen)
-    results = []
-    before = torch.get_num_threads()
-    try:
-        for threads in (1, 2):
-            torch.set_num_threads(threads)
-            xt = x.clone().requires_grad_()
-            eps = torch.tensor(0.1, requires_grad=True)
-            out = gin_aggregate(xt, batch, eps)
-            (out * g).sum().backward()
-            results.append((out.detach(), xt.grad, eps.grad))
-    finally:
-        torch.set_num_threads(before)
-    for a, b in zip(*results):
-        assert torch.equal(a, b)
+
+    def run():
+        xt = x.clone().requires_grad_()
+        eps = torch.tensor(0.1, requires_grad=True)
+        out = gin_aggregate(xt, batch, eps)
+        (out * g).sum().backward()
+        return out, xt.grad, eps.grad
+
+    assert_thread_invariant(run)
 
 
 def test_rejects_bad_input():

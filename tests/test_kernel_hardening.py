@@ -2,7 +2,6 @@
 parallel regions, unbounded counting and memory, Ctrl-C, WL complexity, NaN, determinism."""
 import itertools
 import math
-import os
 import signal
 import subprocess
 import sys
@@ -13,6 +12,7 @@ import networkx as nx
 import pytest
 import torch
 
+from assertions import assert_thread_invariant
 from rpfast.ops import _backend
 from rpfast.data import GraphBatch
 from rpfast.nn import RPGIN
@@ -265,20 +265,15 @@ def test_rpgin_gradients_are_bitwise_identical_across_threads():
 
     graphs, labels = csl_dataset(seed=0)
     batch = csl_batch(graphs, list(range(60)))
-    grads = []
-    before = torch.get_num_threads()
-    try:
-        for threads in (1, 2, 1, 2):
-            torch.set_num_threads(threads)
-            torch.manual_seed(0)
-            model = RPGIN(1, 16, 5, 10, id_dim=10, generator=torch.Generator().manual_seed(0))
-            loss = torch.nn.functional.cross_entropy(model(batch.x, batch), labels[:60])
-            loss.backward()
-            grads.append([p.grad.clone() for p in model.parameters()])
-    finally:
-        torch.set_num_threads(before)
-    for other in grads[1:]:
-        assert all(torch.equal(a, b) for a, b in zip(grads[0], other))
+
+    def gradients():
+        torch.manual_seed(0)
+        model = RPGIN(1, 16, 5, 10, id_dim=10, generator=torch.Generator().manual_seed(0))
+        loss = torch.nn.functional.cross_entropy(model(batch.x, batch), labels[:60])
+        loss.backward()
+        return [p.grad for p in model.parameters()]
+
+    assert_thread_invariant(gradients, threads=(1, 2, 1, 2))
 
 
 # ------------------------------------------------------------------ found by the fuzz suite

@@ -3,6 +3,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 
+from assertions import assert_backward_matches, assert_thread_invariant
 from rpfast.ops import permute_adjacency, permute_nodes, random_permutations
 from reference import permute_adjacency_reference, permute_nodes_reference
 from strategies import permuted_batches
@@ -31,9 +32,8 @@ def test_permute_adjacency_gradient_matches_indexing(case):
     a1 = adj.clone().requires_grad_()
     a2 = adj.clone().requires_grad_()
     g = torch.randn(adj.shape[0], perms.shape[1], perms.shape[2], perms.shape[2], adj.shape[3], dtype=adj.dtype)
-    (permute_adjacency(a1, perms) * g).sum().backward()
-    (permute_adjacency_reference(a2, perms) * g).sum().backward()
-    torch.testing.assert_close(a1.grad, a2.grad, rtol=1e-12, atol=1e-12)
+    assert_backward_matches(permute_adjacency(a1, perms), permute_adjacency_reference(a2, perms), g, [(a1, a2)],
+                            rtol=1e-12, atol=1e-12)
 
 
 @settings(max_examples=60, deadline=None)
@@ -43,9 +43,8 @@ def test_permute_nodes_gradient_matches_indexing(case):
     x1 = x.clone().requires_grad_()
     x2 = x.clone().requires_grad_()
     g = torch.randn(x.shape[0], perms.shape[1], perms.shape[2], x.shape[2], dtype=x.dtype)
-    (permute_nodes(x1, perms) * g).sum().backward()
-    (permute_nodes_reference(x2, perms) * g).sum().backward()
-    torch.testing.assert_close(x1.grad, x2.grad, rtol=1e-12, atol=1e-12)
+    assert_backward_matches(permute_nodes(x1, perms), permute_nodes_reference(x2, perms), g, [(x1, x2)],
+                            rtol=1e-12, atol=1e-12)
 
 
 def test_gradcheck_float64():
@@ -85,19 +84,14 @@ def test_bitwise_identical_across_thread_counts(op):
     perms = random_permutations(num_nodes, num_samples=4, k=24, generator=gen)
     data = torch.randn((64, 40, 40, 3) if op == "adjacency" else (64, 40, 8), generator=gen, requires_grad=True)
     fn = permute_adjacency if op == "adjacency" else permute_nodes
-    results = []
-    before = torch.get_num_threads()
-    try:
-        for threads in (1, 2):
-            torch.set_num_threads(threads)
-            data.grad = None
-            out = fn(data, perms)
-            (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
-            results.append((out.detach().clone(), data.grad.clone()))
-    finally:
-        torch.set_num_threads(before)
-    assert torch.equal(results[0][0], results[1][0])
-    assert torch.equal(results[0][1], results[1][1])
+
+    def run():
+        data.grad = None
+        out = fn(data, perms)
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        return out, data.grad
+
+    assert_thread_invariant(run)
 
 
 # ------------------------------------------------------------------------------ errors

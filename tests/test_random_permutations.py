@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
+from assertions import assert_thread_invariant
 from rpfast.ops import random_permutations
 from strategies import batch_sizes
 
@@ -60,16 +61,8 @@ def test_reproducible_from_generator_and_fresh_on_each_call():
 
 
 def test_independent_of_thread_count():
-    before = torch.get_num_threads()
-    try:
-        outs = []
-        for threads in (1, 2):
-            torch.set_num_threads(threads)
-            outs.append(random_permutations(torch.arange(200) % 50, num_samples=16,
-                                            generator=torch.Generator().manual_seed(5)))
-    finally:
-        torch.set_num_threads(before)
-    assert torch.equal(outs[0], outs[1])
+    assert_thread_invariant(lambda: random_permutations(torch.arange(200) % 50, num_samples=16,
+                                                        generator=torch.Generator().manual_seed(5)))
 
 
 @pytest.mark.parametrize(

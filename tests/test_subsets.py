@@ -15,6 +15,7 @@ from rpfast.ops import count_k_subsets, iter_k_subsets, k_subsets, sample_k_subs
 from rpfast.ops import _backend
 from rpfast.ops.subsets import PRUNE_MODES, Prune, get_memory_budget
 
+from assertions import assert_thread_invariant  # noqa: E402
 from reference import k_subsets_reference, keep_subset  # noqa: E402
 
 MODES = ["none", "edgeless", "isolated", "disconnected"]
@@ -122,15 +123,7 @@ def test_count_overflow_is_reported():
 def test_identical_for_any_thread_count():
     gen = torch.Generator().manual_seed(0)
     ei = torch.randint(0, 60, (2, 150), generator=gen)
-    before = torch.get_num_threads()
-    try:
-        results = []
-        for threads in (1, 2):
-            torch.set_num_threads(threads)
-            results.append([k_subsets(ei, 4, prune, num_nodes=60)[0] for prune in MODES])
-    finally:
-        torch.set_num_threads(before)
-    assert all(torch.equal(a, b) for a, b in zip(*results))
+    assert_thread_invariant(lambda: [k_subsets(ei, 4, prune, num_nodes=60)[0] for prune in MODES])
 
 
 # ------------------------------------------------------------------------- sampling

@@ -6,6 +6,7 @@ import networkx as nx
 import pytest
 import torch
 
+from assertions import bitwise_equal
 from rpfast.data import GraphBatch
 from rpfast.ops import (
     bfs_order,
@@ -33,14 +34,6 @@ def _graphs() -> GraphBatch:
 
 
 GRAPH = _graphs()
-
-
-def _equal(a, b) -> bool:
-    if isinstance(a, torch.Tensor):
-        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
-    if isinstance(a, (tuple, list)):
-        return type(a) is type(b) and len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
-    return a == b
 
 
 def _permute_fwd_bwd(i):
@@ -118,7 +111,7 @@ def test_concurrent_calls_match_sequential(name):
     sequential = [fn(i) for i in calls]
     with ThreadPoolExecutor(max_workers=THREADS) as pool:
         concurrent = list(pool.map(fn, calls))
-    mismatched = [i for i in calls if not _equal(sequential[i], concurrent[i])]
+    mismatched = [i for i in calls if not bitwise_equal(sequential[i], concurrent[i])]
     assert not mismatched, f"{name}: calls {mismatched[:10]} differ when run from {THREADS} threads at once"
 
 
@@ -128,7 +121,7 @@ def test_all_ops_at_once():
     sequential = [OPS[name](i) for name, i in jobs]
     with ThreadPoolExecutor(max_workers=THREADS) as pool:
         concurrent = list(pool.map(lambda job: OPS[job[0]](job[1]), jobs))
-    bad = [job for job, a, b in zip(jobs, sequential, concurrent) if not _equal(a, b)]
+    bad = [job for job, a, b in zip(jobs, sequential, concurrent) if not bitwise_equal(a, b)]
     assert not bad, f"results differ under concurrency: {bad[:10]}"
 
 
@@ -144,4 +137,4 @@ def test_cold_graph_caches_from_many_threads():
         fresh = GraphBatch(GRAPH.edge_index.clone(), x=GRAPH.x.clone(), ptr=GRAPH.ptr.clone())
         with ThreadPoolExecutor(max_workers=THREADS) as pool:
             results = list(pool.map(lambda _: views(fresh), range(THREADS * 2)))
-        assert all(_equal(r, expected) for r in results)
+        assert all(bitwise_equal(r, expected) for r in results)

@@ -2,6 +2,7 @@
 from rpfast.data.batch import GraphBatch
 from rpfast.data.cache import clear_graph_cache
 from rpfast.data.csl import PAPER_SKIPS, csl_batch, csl_dataset, csl_graph
+from rpfast.data.moleculenet import MoleculeDataset, load_tox21, read_moleculenet_csv
 from rpfast.data.readers import batch_from_smiles, graph_from_smiles, read_edge_list
 
 __all__ = [
@@ -14,4 +15,7 @@ __all__ = [
     "read_edge_list",
     "graph_from_smiles",
     "batch_from_smiles",
+    "MoleculeDataset",
+    "load_tox21",
+    "read_moleculenet_csv",
 ]

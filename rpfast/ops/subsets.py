@@ -26,8 +26,7 @@ import torch
 from torch import Tensor
 
 from rpfast.data import GraphBatch
-from rpfast._validation import check_memory, get_memory_budget, set_memory_budget
-from rpfast._validation import INT64_MAX, check_int, check_output_size
+from rpfast._validation import INT64_MAX, check_int, check_memory, check_output_size, get_memory_budget, set_memory_budget
 from rpfast.ops import _backend
 from rpfast.ops.random import random_permutations, seed_from_generator
 

@@ -47,6 +47,7 @@ from rpfast import ops  # noqa: E402
 from rpfast.data import GraphBatch, batch_from_smiles  # noqa: E402
 from rpfast.nn import GIN, RPGIN, GINConv, RelationalPooling  # noqa: E402
 from rpfast.nn.gin import batch_norm_arguments  # noqa: E402
+from reference import keep_subset  # noqa: E402
 from strategies import partial_permutations  # noqa: E402
 
 # ============================================================================ describing
@@ -979,15 +980,7 @@ def _reference_rows(pairs, singles, k, prune):
     G = nx.Graph()
     G.add_nodes_from(labels)
     G.add_edges_from((u, v) for u, v in pairs if u != v)
-    rows = []
-    for c in itertools.combinations(labels, k):
-        H = G.subgraph(c)
-        keep = (prune == "none" or (prune == "edgeless" and H.number_of_edges() > 0)
-                or (prune == "isolated" and all(H.degree(v) > 0 for v in H))
-                or (prune == "disconnected" and nx.is_connected(H)))
-        if keep:
-            rows.append(",".join(map(str, c)))
-    return rows
+    return [",".join(map(str, c)) for c in itertools.combinations(labels, k) if keep_subset(G, c, prune)]
 
 
 @st.composite

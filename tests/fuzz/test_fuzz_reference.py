@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import fuzzing
+from assertions import assert_backward_matches
 from fuzzing import fuzz_settings
 from reference import (k_subsets_reference, keep_subset, nx_graph, permute_adjacency_reference,
                        permute_nodes_reference, traversal_order_reference)
@@ -114,10 +115,7 @@ def test_permute_adjacency(case, squeeze, noncontig, pass_sizes, dtype):
     ref = ref[..., 0] if squeeze else ref
     assert out.shape == ref.shape
     assert torch.equal(out, ref)
-    g = randn(out.shape, dtype, seed=1)
-    (out * g).sum().backward()
-    (ref * g).sum().backward()
-    torch.testing.assert_close(a1.grad, a2.grad)
+    assert_backward_matches(out, ref, randn(out.shape, dtype, seed=1), [(a1, a2)])
 
 
 @fuzz_settings(400)
@@ -134,10 +132,7 @@ def test_permute_nodes(case, squeeze, noncontig, dtype):
     ref = permute_nodes_reference(x2 if not squeeze else x2.unsqueeze(-1), perms)
     ref = ref[..., 0] if squeeze else ref
     assert torch.equal(out, ref)
-    g = randn(out.shape, dtype, seed=1)
-    (out * g).sum().backward()
-    (ref * g).sum().backward()
-    torch.testing.assert_close(x1.grad, x2.grad)
+    assert_backward_matches(out, ref, randn(out.shape, dtype, seed=1), [(x1, x2)])
 
 
 @fuzz_settings(400)
@@ -176,12 +171,8 @@ def test_gin_aggregate(graphs, R, F_, eps, eps_kind, noncontig, dtype):
     ref = (1 + e2) * x2 + incoming_matrix(batch, dtype) @ x2
     tol = {} if dtype == torch.float64 else {"atol": 1e-4, "rtol": 1e-4}
     torch.testing.assert_close(out, ref, **tol)
-    g = randn(shape, dtype, seed=1)
-    (out * g).sum().backward()
-    (ref * g).sum().backward()
-    torch.testing.assert_close(x1.grad, x2.grad, **tol)
-    if eps_kind == "grad":
-        torch.testing.assert_close(e1.grad, e2.grad, **tol)
+    assert_backward_matches(out, ref, randn(shape, dtype, seed=1),
+                            [(x1, x2)] + ([(e1, e2)] if eps_kind == "grad" else []), **tol)
 
 
 def bn_reference(h, bn, training):
@@ -225,15 +216,9 @@ def test_gin_mlp(graphs, R, H, L, training, eps, momentum, seed):
         torch.testing.assert_close(bn.running_var, rbn.running_var)
         assert int(bn.num_batches_tracked) == int(rbn.num_batches_tracked)
     g = torch.randn(out.shape, dtype=torch.float64, generator=gen)
-    (out * g).sum().backward()
-    (ref * g).sum().backward()
-    torch.testing.assert_close(z1.grad, z2.grad)
-    torch.testing.assert_close(e1.grad, e2.grad)
-    for a_, b_ in zip(w1, w2):
-        torch.testing.assert_close(a_.grad, b_.grad)
-    for bn, rbn in zip(norms, ref_norms):
-        torch.testing.assert_close(bn.weight.grad, rbn.weight.grad)
-        torch.testing.assert_close(bn.bias.grad, rbn.bias.grad)
+    assert_backward_matches(out, ref, g, [(z1, z2), (e1, e2), *zip(w1, w2),
+                                          *((bn.weight, rbn.weight) for bn, rbn in zip(norms, ref_norms)),
+                                          *((bn.bias, rbn.bias) for bn, rbn in zip(norms, ref_norms))])
 
 
 @fuzz_settings(400)

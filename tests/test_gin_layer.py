@@ -1,69 +1,14 @@
-"""Fused kernels behind the GIN layers against plain PyTorch: BatchNorm-ReLU, segment sums, gin_mlp."""
+"""gin_mlp (rpfast/ops/gin_layer.py), the fused GIN layer, against the unfused layer in plain PyTorch."""
 import copy
 
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
+from assertions import assert_backward_matches, assert_thread_invariant
 from rpfast.data import GraphBatch
 from rpfast.nn.gin import batch_norm_arguments
-from rpfast.ops import batch_norm_relu, gin_aggregate, gin_mlp, segment_sum
-
-
-@settings(max_examples=40, deadline=None)
-@given(st.integers(2, 300), st.integers(1, 20), st.booleans())
-def test_batch_norm_relu_matches_torch(M, H, training):
-    gen = torch.Generator().manual_seed(M * 31 + H)
-    x1 = torch.randn(M, H, dtype=torch.float64, generator=gen).requires_grad_()
-    x2 = x1.detach().clone().requires_grad_()
-    w1 = torch.rand(H, dtype=torch.float64, generator=gen).requires_grad_()
-    b1 = torch.randn(H, dtype=torch.float64, generator=gen).requires_grad_()
-    w2, b2 = w1.detach().clone().requires_grad_(), b1.detach().clone().requires_grad_()
-    rm1, rv1 = torch.randn(H, dtype=torch.float64, generator=gen), torch.rand(H, dtype=torch.float64, generator=gen) + 0.5
-    rm2, rv2 = rm1.clone(), rv1.clone()
-    out = batch_norm_relu(x1, w1, b1, rm1, rv1, training, 0.2, 1e-5)
-    ref = torch.relu(F.batch_norm(x2, rm2, rv2, w2, b2, training, 0.2, 1e-5))
-    torch.testing.assert_close(out, ref)
-    torch.testing.assert_close(rm1, rm2)
-    torch.testing.assert_close(rv1, rv2)
-    g = torch.randn(M, H, dtype=torch.float64, generator=gen)
-    (out * g).sum().backward()
-    (ref * g).sum().backward()
-    for a, b in ((x1, x2), (w1, w2), (b1, b2)):
-        torch.testing.assert_close(a.grad, b.grad)
-
-
-def test_batch_norm_relu_rejects_bad_input():
-    H = 3
-    p = [torch.ones(H), torch.zeros(H), torch.zeros(H), torch.ones(H)]
-    with pytest.raises(ValueError, match=r"weight must be a contiguous torch.float32 tensor of shape \(3,\)"):
-        batch_norm_relu(torch.zeros(4, H), torch.ones(2), *p[1:], True)
-    with pytest.raises(ValueError, match="more than one value per channel"):
-        batch_norm_relu(torch.zeros(1, H), *p, True)
-    with pytest.raises(TypeError, match="float32 or float64"):
-        batch_norm_relu(torch.zeros(4, H, dtype=torch.int64), *p, True)
-
-
-@settings(max_examples=40, deadline=None)
-@given(st.lists(st.integers(0, 6), min_size=1, max_size=6), st.integers(1, 3), st.integers(1, 5))
-def test_segment_sum_matches_index_add(sizes, R, F_):
-    ptr = torch.tensor([0] + sizes).cumsum(0)
-    N = int(ptr[-1])
-    batch = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
-    x = torch.randn(R, N, F_, dtype=torch.float64, requires_grad=True)
-    out = segment_sum(x, ptr)
-    ref = torch.zeros(R, len(sizes), F_, dtype=torch.float64).index_add(1, batch, x)
-    torch.testing.assert_close(out, ref)
-    assert torch.autograd.gradcheck(lambda v: segment_sum(v, ptr), (x,))
-
-
-def test_segment_sum_rejects_bad_ptr():
-    with pytest.raises(ValueError, match="ptr must start at 0 and end at N = 3"):
-        segment_sum(torch.zeros(3, 2), torch.tensor([0, 2]))
-    with pytest.raises(ValueError, match="non-decreasing"):
-        segment_sum(torch.zeros(3, 2), torch.tensor([0, 2, 1, 3]))
+from rpfast.ops import gin_aggregate, gin_mlp
 
 
 def gin_mlp_modules(z, graph, eps, weights, norms, training):
@@ -106,15 +51,9 @@ def test_gin_mlp_matches_unfused_layer(training, stages):
         torch.testing.assert_close(a.running_mean, b.running_mean)
         torch.testing.assert_close(a.running_var, b.running_var)
     g = torch.randn_like(out)
-    (out * g).sum().backward()
-    (ref * g).sum().backward()
-    torch.testing.assert_close(z1.grad, z2.grad)
-    torch.testing.assert_close(e1.grad, e2.grad)
-    for a, b in zip(weights, ref_weights):
-        torch.testing.assert_close(a.grad, b.grad)
-    for a, b in zip(norms, ref_norms):
-        torch.testing.assert_close(a.weight.grad, b.weight.grad)
-        torch.testing.assert_close(a.bias.grad, b.bias.grad)
+    assert_backward_matches(out, ref, g, [(z1, z2), (e1, e2), *zip(weights, ref_weights),
+                                          *((a.weight, b.weight) for a, b in zip(norms, ref_norms)),
+                                          *((a.bias, b.bias) for a, b in zip(norms, ref_norms))])
 
 
 def test_gin_mlp_bitwise_identical_across_threads():
@@ -123,21 +62,16 @@ def test_gin_mlp_bitwise_identical_across_threads():
     norms = torch.nn.ModuleList(torch.nn.BatchNorm1d(32) for _ in range(2))
     weight = torch.randn(32, 32, requires_grad=True)
     z = torch.randn(1, 5000, 32)
-    results = []
-    before = torch.get_num_threads()
-    try:
-        for threads in (1, 2):
-            torch.set_num_threads(threads)
-            state = copy.deepcopy(norms)
-            zz = z.clone().requires_grad_()
-            weight.grad = None
-            out = gin_mlp_modules(zz, graph, torch.tensor([0.1]), [weight], state, True)
-            out.square().sum().backward()
-            results.append((out.detach(), zz.grad, weight.grad.clone(), state[0].weight.grad, state[1].running_var))
-    finally:
-        torch.set_num_threads(before)
-    for a, b in zip(*results):
-        assert torch.equal(a, b)
+
+    def run():
+        state = copy.deepcopy(norms)
+        zz = z.clone().requires_grad_()
+        weight.grad = None
+        out = gin_mlp_modules(zz, graph, torch.tensor([0.1]), [weight], state, True)
+        out.square().sum().backward()
+        return out, zz.grad, weight.grad, state[0].weight.grad, state[1].running_var
+
+    assert_thread_invariant(run)
 
 
 def test_gin_mlp_rejects_bad_input():

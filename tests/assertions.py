@@ -1,0 +1,63 @@
+"""Assertions shared by the test files (references live in reference.py)."""
+from typing import Callable, Iterable, Sequence, TypeVar
+
+import torch
+
+T = TypeVar("T")
+
+
+def bitwise_equal(a, b) -> bool:
+    """Same structure, and every tensor has the same dtype, shape and bits (``torch.equal``).
+
+    Tuples and lists are compared element by element (their type and length must match);
+    anything else (None, numbers, strings) with ``==``.
+    """
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, (tuple, list)):
+        return type(a) is type(b) and len(a) == len(b) and all(bitwise_equal(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _snapshot(value):
+    """Detached copies of every tensor, so later calls (``x.grad = None``, in-place
+    updates of module state) cannot change a result already returned."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (tuple, list)):
+        return type(value)(_snapshot(v) for v in value)
+    return value
+
+
+def assert_thread_invariant(fn: Callable[[], T], threads: Sequence[int] = (1, 2)) -> T:
+    """Run ``fn()`` under ``torch.set_num_threads(t)`` for every ``t`` in ``threads`` and assert
+    that every run returns bitwise the same result (see ``bitwise_equal``: a tensor, or a
+    tuple/list of tensors, ``None`` entries and numbers). The thread count in force before
+    is restored whatever happens. Returns the first run's result.
+    """
+    before = torch.get_num_threads()
+    results = []
+    try:
+        for count in threads:
+            torch.set_num_threads(count)
+            results.append(_snapshot(fn()))
+    finally:
+        torch.set_num_threads(before)
+    for count, result in zip(threads[1:], results[1:]):
+        assert bitwise_equal(results[0], result), \
+            f"the result with {count} threads differs from the result with {threads[0]}"
+    return results[0]
+
+
+def assert_backward_matches(out: torch.Tensor, ref: torch.Tensor, g: torch.Tensor,
+                            pairs: Iterable, **tolerance) -> None:
+    """Backpropagate ``sum(out * g)`` and ``sum(ref * g)``, then compare the gradients of every
+    ``(ours, reference)`` leaf pair with ``torch.testing.assert_close(**tolerance)``.
+
+    ``pairs`` is read after the backward passes, so it may be a generator over modules'
+    parameters.
+    """
+    (out * g).sum().backward()
+    (ref * g).sum().backward()
+    for a, b in pairs:
+        torch.testing.assert_close(a.grad, b.grad, **tolerance)
