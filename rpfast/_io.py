@@ -1,11 +1,40 @@
-"""Files that never look valid unless complete: atomic writes and output checks."""
+"""Files: UTF-8 input read with clear errors, and outputs that never look valid unless complete."""
 import contextlib
+import gzip
 import os
 import tempfile
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["atomic_path", "prepare_output_dir"]
+__all__ = ["read_text", "atomic_path", "prepare_output_dir"]
+
+
+def read_text(path, what: str, expected: str = "") -> str:
+    """The UTF-8 text of file ``path`` (a ``.gz`` name is decompressed first).
+
+    A missing file or a directory raises ``FileNotFoundError`` / ``IsADirectoryError``
+    naming ``what`` and the path; bytes that are not gzip or UTF-8 raise ``ValueError``
+    naming the line (and ``expected``, what the file should hold). A leading byte-order
+    mark is dropped.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{what} {path} is a directory, not a file")
+    if not path.exists():
+        raise FileNotFoundError(f"{what} {path} does not exist")
+    data = path.read_bytes()
+    if path.name.endswith(".gz"):
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as error:
+            raise ValueError(f"{path}: not a valid gzip file ({error})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ValueError(f"{path}:{line}: not UTF-8 text (byte {data[error.start]:#04x})"
+                         + (f"; expected {expected}" if expected else "")) from None
+    return text[1:] if text.startswith("\ufeff") else text
 
 
 @contextlib.contextmanager

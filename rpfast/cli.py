@@ -11,7 +11,6 @@ import os
 import sys
 from typing import List, Optional
 
-INT64_MAX = (1 << 63) - 1
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
 
@@ -23,95 +22,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
-def _int_range(minimum: int, maximum: int = INT64_MAX):
-    """argparse ``type=``: an integer in [minimum, maximum] (default: 64-bit signed max)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
-        if value > maximum:
-            raise argparse.ArgumentTypeError(f"must be <= {maximum}, got {value}")
-        return value
-
-    return parse
-
-
-def _add_csl(sub) -> None:
-    from rpfast.experiments.csl import CSLConfig
-
-    d = CSLConfig()
-    p = sub.add_parser("csl", help="RP-GIN vs GIN on the CSL graphs (paper Table 1)",
-                       description="Cross-validate GIN and RP-GIN on the 150 CSL graphs (41 vertices, "
-                                   "10 skip lengths) and write a table, CSV/JSON and a figure.")
-    p.add_argument("--epochs", type=int, default=d.epochs, help=f"training epochs per run (default {d.epochs})")
-    p.add_argument("--folds", type=int, default=d.folds, help=f"cross-validation folds (default {d.folds})")
-    p.add_argument("--seeds", type=int, default=d.seeds, help=f"random initialisations per fold (default {d.seeds})")
-    p.add_argument("--id-dim", type=int, default=d.id_dim, help=f"one-hot ID width m, IDs = position mod m (default {d.id_dim})")
-    p.add_argument("--hidden", type=int, default=d.hidden, help=f"GIN width (default {d.hidden})")
-    p.add_argument("--layers", type=int, default=d.num_layers, help=f"GIN layers (default {d.num_layers})")
-    p.add_argument("--lr", type=float, default=d.lr, help=f"Adam learning rate, cosine-annealed (default {d.lr})")
-    p.add_argument("--batch-size", type=int, default=d.batch_size, help=f"graphs per step (default {d.batch_size})")
-    p.add_argument("--inference-perms", type=int, default=d.inference_perms,
-                   help=f"permutations averaged at validation (default {d.inference_perms})")
-    p.add_argument("--data-seed", type=int, default=d.data_seed, help="seed of the relabelings and folds")
-    p.add_argument("--out", default=d.out_dir, help=f"output directory (default {d.out_dir})")
-    p.add_argument("--threads", type=int, default=None, help="kernel/torch threads (default: torch's)")
-    p.add_argument("--paper", action="store_true", help="the paper's full protocol: 1000 epochs, 5 initialisations per fold")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.set_defaults(handler=_run_csl)
-
-
-def _run_csl(args) -> int:
-    from rpfast.experiments.csl import CSLConfig, main
-
-    config = CSLConfig(
-        epochs=1000 if args.paper else args.epochs, folds=args.folds, seeds=5 if args.paper else args.seeds,
-        id_dim=args.id_dim, hidden=args.hidden, num_layers=args.layers, lr=args.lr,
-        batch_size=args.batch_size, inference_perms=args.inference_perms, data_seed=args.data_seed,
-        out_dir=args.out, threads=args.threads,
-    )
-    main(config, progress=not args.no_progress)
-    return 0
-
-
-def _add_subsets(sub) -> None:
-    p = sub.add_parser("subsets", help="enumerate or count the k-vertex subsets of a graph",
-                       description="Enumerate the k-subsets of a graph's vertices (k-ary RP), optionally pruned, "
-                                   "streaming rows of original vertex labels to stdout, a .csv or a .npy file.")
-    p.add_argument("graph", help="edge-list file ('u v' per line, '#' comments) or, with --smiles, a SMILES string")
-    p.add_argument("--k", type=_int_range(1), required=True, help="subset size")
-    p.add_argument("--prune", default="none", choices=["none", "edgeless", "isolated", "connected"],
-                   help="drop subsets without an edge / with an isolated vertex / keep connected ones")
-    p.add_argument("--smiles", action="store_true", help="GRAPH is a SMILES string (needs RDKit)")
-    p.add_argument("--count", action="store_true", help="only print the number of subsets")
-    p.add_argument("--out", default="-", help="'-' (stdout, default), FILE.csv or FILE.npy "
-                                               "(written under a temporary name, renamed when complete)")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
-    p.add_argument("--chunk-size", type=_int_range(1), default=1 << 20, help="rows per streamed chunk")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.set_defaults(handler=_run_subsets)
-
-
-def _run_subsets(args) -> int:
-    from rpfast.tools.subsets import run_subsets
-
-    run_subsets(args.graph, args.k, args.prune, smiles=args.smiles, count=args.count, out=args.out,
-                chunk_size=args.chunk_size, progress=not args.no_progress, force=args.force)
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
+    """The ``rpfast`` parser: one subcommand per entry of :data:`rpfast.commands.COMMANDS`."""
+    from rpfast import __version__
+    from rpfast.commands import COMMANDS
+
     parser = _Parser(prog="rpfast", description="Fast Relational Pooling for graph neural networks.")
+    parser.add_argument("--version", action="version", version=f"rpfast {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="command")
     sub.required = True
-    _add_csl(sub)
-    _add_subsets(sub)
-    info = sub.add_parser("info", help="print how rpfast was built")
-    info.set_defaults(handler=lambda args: (__import__("rpfast").show_config(), 0)[1])
+    for name, command in COMMANDS.items():
+        command_parser = sub.add_parser(name, help=command.HELP)
+        command.add_parser(command_parser)
+        command_parser.set_defaults(handler=command.run)
     return parser
 
 

@@ -38,10 +38,10 @@ def test_subsets_command_streams_csv_with_original_labels(tmp_path, capsys):
     graph = tmp_path / "g.txt"
     graph.write_text(EDGE_LIST)
     out = tmp_path / "s.csv"
-    assert main(["subsets", str(graph), "--k", "3", "--prune", "connected", "--out", str(out),
+    assert main(["subsets", str(graph), "--k", "3", "--prune", "disconnected", "--out", str(out),
                  "--no-progress", "--chunk-size", "1"]) == 0
     assert out.read_text().split() == ["1,2,3", "1,3,10", "2,3,10"]
-    assert "5 vertices, 4 edges; k=3, prune=connected: 3 subsets" in capsys.readouterr().err
+    assert "5 vertices, 4 edges; k=3, prune=disconnected: 3 subsets" in capsys.readouterr().err
 
 
 def test_subsets_command_count_npy_and_smiles(tmp_path, capsys):
@@ -53,7 +53,7 @@ def test_subsets_command_count_npy_and_smiles(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == "10"
     pytest.importorskip("rdkit")
     out = tmp_path / "phenol.npy"
-    assert main(["subsets", "c1ccccc1O", "--smiles", "--k", "3", "--prune", "connected", "--out", str(out),
+    assert main(["subsets", "c1ccccc1O", "--smiles", "--k", "3", "--prune", "disconnected", "--out", str(out),
                  "--no-progress"]) == 0
     rows = np.load(out)
     assert rows.shape == (8, 3) and rows[0].tolist() == [0, 1, 2]
@@ -75,3 +75,37 @@ def test_subsets_command_reports_errors(argv, message, tmp_path, capsys):
         main(argv + ["--no-progress"])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_version_and_old_spellings(tmp_path, capsys):
+    import rpfast
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out.strip() == f"rpfast {rpfast.__version__}"
+    graph = tmp_path / "g.txt"
+    graph.write_text("0 1\n1 2\n")
+    assert main(["subsets", str(graph), "--k", "2", "--prune", "connected", "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.split() == ["0,1", "1,2"]
+    assert "--prune connected is now spelled --prune disconnected" in captured.err
+
+
+def test_csl_options_come_from_the_config_dataclass(capsys):
+    import dataclasses
+
+    from rpfast.cli import build_parser
+    from rpfast.experiments.csl import CSLConfig
+
+    parser = build_parser()
+    args = parser.parse_args(["csl"])
+    for field in dataclasses.fields(CSLConfig):
+        if field.metadata.get("cli", True):
+            assert getattr(args, field.name) == field.default, field.name
+    with pytest.raises(SystemExit):
+        parser.parse_args(["csl", "--help"])
+    help_text = capsys.readouterr().out
+    for flag in ("--epochs", "--layers", "--eval-samples", "--out", "--threads", "--paper", "--no-progress"):
+        assert flag in help_text
+    assert "--num-vertices" not in help_text and "--inference-perms" not in help_text
+    assert parser.parse_args(["csl", "--inference-perms", "3"]).eval_samples == 3  # old spelling

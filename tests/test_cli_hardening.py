@@ -16,7 +16,7 @@ import pytest
 import rpfast
 import rpfast.experiments.csl as csl_module
 import rpfast.experiments.report as report_module
-import rpfast.tools.subsets as subsets_tool
+import rpfast.commands.subsets as subsets_tool
 from rpfast.cli import main
 from rpfast.data import read_edge_list
 from rpfast.experiments.csl import MODELS, CSLConfig
@@ -120,7 +120,7 @@ def test_subsets_refuses_an_existing_output_unless_forced(suffix, graph, tmp_pat
 
 def test_subsets_npy_output_loads_with_original_labels(graph, tmp_path):
     out = tmp_path / "s.npy"
-    assert main(["subsets", str(graph), "--k", "3", "--prune", "connected", "--no-progress",
+    assert main(["subsets", str(graph), "--k", "3", "--prune", "disconnected", "--no-progress",
                  "--chunk-size", "1", "--out", str(out)]) == 0
     assert np.load(out).tolist() == [[1, 2, 3], [1, 3, 10], [2, 3, 10]]
 
@@ -203,30 +203,6 @@ def test_write_outputs_interrupted_keeps_previous_files_and_no_temporary(stage, 
     assert set(after) == set(before)
     assert after["results.json"] == before["results.json"] or stage == "plot"
     assert after["csl.png"] == before["csl.png"]
-
-
-# --- defect 11: SMILES arguments ----------------------------------------------------------
-
-def test_batch_from_smiles_treats_a_bare_string_as_one_molecule():
-    pytest.importorskip("rdkit")
-    from rpfast.data import batch_from_smiles
-
-    batch, kept = batch_from_smiles("CCO")
-    assert batch.num_graphs == 1 and batch.total_nodes == 3
-    assert kept.tolist() == [0]
-
-
-@pytest.mark.parametrize("call, message", [
-    (lambda f, g: f([None]), "smiles_list[0] must be a SMILES string, got NoneType"),
-    (lambda f, g: f(["CCO", b"CC"]), "smiles_list[1] must be a SMILES string, got bytes"),
-    (lambda f, g: g(None), "smiles must be a SMILES string, got NoneType"),
-])
-def test_smiles_readers_reject_non_strings(call, message):
-    pytest.importorskip("rdkit")
-    from rpfast.data import batch_from_smiles, graph_from_smiles
-
-    with pytest.raises(TypeError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        call(batch_from_smiles, graph_from_smiles)
 
 
 # --- defect 13: strict edge lists, option ranges, broken pipes, full disks ----------------

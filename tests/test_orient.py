@@ -1,4 +1,4 @@
-"""DFS/BFS/WL/RDKit orientations: agreement with networkx, poly-canonical invariance, errors."""
+"""DFS/BFS/WL orientations: agreement with networkx, poly-canonical invariance, errors."""
 import math
 
 import networkx as nx
@@ -7,8 +7,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rpfast.data import GraphBatch, batch_from_smiles, csl_batch, csl_dataset
-from rpfast.ops import bfs_order, canonical_order_from_mol, dfs_order, permute_adjacency, wl_order
+from rpfast.data import GraphBatch, csl_batch, csl_dataset
+from rpfast.ops import bfs_order, dfs_order, permute_adjacency, wl_order
 
 
 from reference import traversal_order_reference as reference_order  # noqa: E402
@@ -154,28 +154,3 @@ def test_wl_uses_node_features_and_counts_classes():
         wl_order(batch, x=torch.zeros(3, 1))
     with pytest.raises(ValueError, match=r"tiebreak\[0, 0\] is not a permutation"):
         wl_order(batch, torch.tensor([[[0, 1, 1, 2]]]))
-
-
-# ------------------------------------------------------------------------------ RDKit
-def test_rdkit_canonical_order_makes_smiles_spellings_agree():
-    pytest.importorskip("rdkit")
-    from rdkit import Chem
-
-    spellings = ["OC(=O)c1ccccc1N", "Nc1ccccc1C(O)=O", "c1ccc(N)c(C(=O)O)c1"]  # anthranilic acid
-    batch, kept = batch_from_smiles(spellings)
-    order = canonical_order_from_mol(spellings)
-    oriented = permute_adjacency(batch.dense_adj(), order)
-    atoms = torch.zeros(batch.num_graphs, batch.n_max, 1)
-    for b, smiles in enumerate(spellings):
-        numbers = [a.GetAtomicNum() for a in Chem.MolFromSmiles(smiles).GetAtoms()]
-        atoms[b, :len(numbers), 0] = torch.tensor(numbers, dtype=torch.float32)
-    from rpfast.ops import permute_nodes
-
-    oriented_atoms = permute_nodes(atoms, order)
-    for i in (1, 2):
-        assert torch.equal(oriented[0], oriented[i])
-        assert torch.equal(oriented_atoms[0], oriented_atoms[i])
-    single = canonical_order_from_mol(Chem.MolFromSmiles("CCO"))
-    assert single.shape == (1, 1, 3)
-    with pytest.raises(ValueError, match="not a valid RDKit Mol or SMILES"):
-        canonical_order_from_mol(["CCO", "C1CC"])

@@ -3,7 +3,8 @@ from rpfast.data.batch import GraphBatch
 from rpfast.data.cache import clear_graph_cache
 from rpfast.data.csl import PAPER_SKIPS, csl_batch, csl_dataset, csl_graph
 from rpfast.data.moleculenet import MoleculeDataset, load_tox21, read_moleculenet_csv
-from rpfast.data.readers import batch_from_smiles, graph_from_smiles, read_edge_list
+from rpfast.data.molecules import batch_from_smiles, canonical_order_from_mol, graph_from_smiles
+from rpfast.data.readers import read_edge_list
 
 __all__ = [
     "GraphBatch",
@@ -15,6 +16,7 @@ __all__ = [
     "read_edge_list",
     "graph_from_smiles",
     "batch_from_smiles",
+    "canonical_order_from_mol",
     "MoleculeDataset",
     "load_tox21",
     "read_moleculenet_csv",

@@ -6,7 +6,6 @@ the copy of Tox21 shipped in ``rpfast/data/datasets``. There is no RDKit here: t
 SMILES into graphs with ``rpfast.data.batch_from_smiles``.
 """
 import csv
-import gzip
 import io
 import math
 from dataclasses import dataclass
@@ -14,6 +13,8 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 import torch
+
+from rpfast._io import read_text
 
 __all__ = ["MoleculeDataset", "read_moleculenet_csv", "load_tox21", "TOX21_TASKS"]
 
@@ -75,23 +76,7 @@ def read_moleculenet_csv(path, smiles_column: str = "smiles", tasks: Optional[Se
         if smiles_column in tasks:
             raise ValueError(f"tasks includes the SMILES column {smiles_column!r}")
     path = Path(path)
-    if path.is_dir():
-        raise IsADirectoryError(f"MoleculeNet CSV {path} is a directory, not a file")
-    if not path.exists():
-        raise FileNotFoundError(f"MoleculeNet CSV {path} does not exist")
-    data = path.read_bytes()
-    if path.name.endswith(".gz"):
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as error:
-            raise ValueError(f"{path}: not a valid gzip file ({error})") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise ValueError(f"{path}:{line}: not UTF-8 text (byte {data[error.start]:#04x})") from None
-    if text.startswith("\ufeff"):  # a byte-order mark, as spreadsheet programs write
-        text = text[1:]
+    text = read_text(path, "MoleculeNet CSV")
 
     reader = csv.reader(io.StringIO(text, newline=""))
     smiles, labels = [], []

@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 
 from rpfast.data import PAPER_SKIPS, csl_batch, csl_dataset
 from rpfast._io import prepare_output_dir
+from rpfast._options import option
 from rpfast.experiments.report import format_table, summarise, write_outputs
 from rpfast.experiments.training import evaluate, train_epoch
 from rpfast.nn import GIN, RPGIN
@@ -28,22 +29,24 @@ MODELS = ("GIN", "RP-GIN")
 
 @dataclass
 class CSLConfig:
-    epochs: int = 400
-    folds: int = 5
-    seeds: int = 1
-    id_dim: int = 10
-    hidden: int = 16
-    num_layers: int = 5
-    lr: float = 0.01
-    batch_size: int = 16
-    inference_perms: int = 5
-    num_vertices: int = 41
-    data_seed: int = 0
-    out_dir: str = "csl_results"
-    threads: Optional[int] = None
+    """The protocol's settings; ``rpfast csl`` derives its options from these fields."""
+
+    epochs: int = option(400, "training epochs per run")
+    folds: int = option(5, "cross-validation folds")
+    seeds: int = option(1, "random initialisations per fold")
+    id_dim: int = option(10, "one-hot ID width m, IDs = position mod m")
+    hidden: int = option(16, "GIN width")
+    num_layers: int = option(5, "GIN layers", flag="--layers")
+    lr: float = option(0.01, "Adam learning rate, cosine-annealed")
+    batch_size: int = option(16, "graphs per step")
+    eval_samples: int = option(5, "relabelings averaged at validation", aliases=("--inference-perms",))
+    num_vertices: int = option(41, cli=False)
+    data_seed: int = option(0, "seed of the relabelings and folds")
+    out_dir: str = option("csl_results", "output directory", flag="--out")
+    threads: Optional[int] = option(None, "kernel/torch threads (default: torch's)")
 
     def validate(self) -> None:
-        positive = ("epochs", "folds", "seeds", "id_dim", "hidden", "num_layers", "batch_size", "inference_perms")
+        positive = ("epochs", "folds", "seeds", "id_dim", "hidden", "num_layers", "batch_size", "eval_samples")
         for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
@@ -61,7 +64,7 @@ def build_model(name: str, config: CSLConfig, generator: torch.Generator) -> tor
     if name == "GIN":
         return GIN(1, config.hidden, config.num_layers, num_classes)
     return RPGIN(1, config.hidden, config.num_layers, num_classes, id_dim=config.id_dim,
-                 num_inference_perms=config.inference_perms, generator=generator)
+                 eval_samples=config.eval_samples, generator=generator)
 
 
 def run_csl(config: CSLConfig, progress: bool = True) -> Dict:

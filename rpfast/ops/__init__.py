@@ -7,7 +7,8 @@ from rpfast.ops.dense import embedding, linear
 from rpfast.ops.gin import gin_aggregate
 from rpfast.ops.gin_layer import gin_mlp
 from rpfast.ops.norm import batch_norm_relu
-from rpfast.ops.orient import WLOrder, bfs_order, canonical_order_from_mol, dfs_order, wl_order
+from rpfast.data.molecules import canonical_order_from_mol  # RDKit lives in rpfast.data.molecules
+from rpfast.ops.orient import WLOrder, bfs_order, dfs_order, wl_order
 from rpfast.ops.permute import permute_adjacency, permute_nodes
 from rpfast.ops.random import random_permutations
 from rpfast.ops.segment import segment_sum

@@ -6,17 +6,16 @@ placed at position ``i`` (local id, -1 padding), so ``permute_adjacency(adj, ord
 oriented adjacency tensor.
 """
 import math
-from typing import List, NamedTuple, Optional, Sequence, Union
+from typing import List, NamedTuple, Optional, Union
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from rpfast.ops import _backend
-from rpfast.data import GraphBatch
 from rpfast._validation import check_count, check_output_size, index_tensor, require_dense
+from rpfast.data import GraphBatch
+from rpfast.ops import _backend
 
-__all__ = ["dfs_order", "bfs_order", "wl_order", "WLOrder", "canonical_order_from_mol"]
+__all__ = ["dfs_order", "bfs_order", "wl_order", "WLOrder"]
 
 StartSpec = Union[Tensor, str]
 
@@ -152,7 +151,6 @@ def wl_order(graph: GraphBatch, tiebreak: Optional[Tensor] = None, x: Optional[T
             raise ValueError(f"tiebreak must have shape [B={B}, P, n_max={n_max}], got {tuple(ranks.shape)}")
         ranks = ranks[:, :, :n_max]
         _check_rank_rows(ranks, graph.num_nodes)
-    P = ranks.shape[1]
     dense = torch.full((B, n_max), n_max, dtype=torch.int64)  # padding sorts last
     dense[graph.batch, graph.local_index] = colours
     key = dense.unsqueeze(1) * (n_max + 1) + torch.where(graph.node_mask.unsqueeze(1), ranks, torch.full_like(ranks, n_max))
@@ -176,31 +174,3 @@ def _check_rank_rows(ranks: Tensor, sizes: Tensor) -> None:
     if bool(bad.any()):
         b, p = torch.nonzero(bad)[0].tolist()
         raise ValueError(f"tiebreak[{b}, {p}] is not a permutation of 0..{int(sizes[b]) - 1}")
-
-
-def canonical_order_from_mol(mols: Union[str, object, Sequence]) -> Tensor:
-    """RDKit's canonical atom order for one molecule or a list (``Mol`` objects or SMILES).
-
-    ``order[b, 0, i]`` is the atom with canonical rank i (``Chem.CanonicalRankAtoms`` with
-    ``breakTies=True``), atoms numbered as RDKit parsed them (the order
-    :func:`rpfast.data.batch_from_smiles` uses). Returns LongTensor ``[B, 1, n_max]``, -1
-    padded, ready for :func:`permute_adjacency`.
-    """
-    try:
-        from rdkit import Chem
-    except ImportError as error:  # pragma: no cover - depends on the environment
-        raise ImportError("canonical_order_from_mol needs RDKit: pip install rdkit") from error
-    single = isinstance(mols, str) or not isinstance(mols, (list, tuple))
-    items = [mols] if single else list(mols)
-    orders = []
-    for i, item in enumerate(items):
-        mol = Chem.MolFromSmiles(item) if isinstance(item, str) else item
-        if mol is None or not isinstance(mol, Chem.Mol):
-            raise ValueError(f"molecule #{i} is not a valid RDKit Mol or SMILES: {item!r}")
-        ranks = np.array(list(Chem.CanonicalRankAtoms(mol, breakTies=True)), dtype=np.int64)
-        orders.append(np.argsort(ranks, kind="stable"))
-    n_max = max((len(o) for o in orders), default=0)
-    out = torch.full((len(orders), 1, n_max), -1, dtype=torch.int64)
-    for b, order in enumerate(orders):
-        out[b, 0, :len(order)] = torch.from_numpy(order)
-    return out

@@ -1,16 +1,61 @@
 """``rpfast subsets``: enumerate or count the k-subsets of one graph, streaming the output."""
+import argparse
 import contextlib
 import sys
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from rpfast.data.readers import graph_from_smiles, read_edge_list
 from rpfast._io import atomic_path
-from rpfast.ops.subsets import count_k_subsets, iter_k_subsets
+from rpfast._options import add_dataclass_options, config_from_args, int_range, option
+from rpfast.data import graph_from_smiles, read_edge_list
+from rpfast.ops.subsets import Prune, count_k_subsets, iter_k_subsets
+
+HELP = "enumerate or count the k-vertex subsets of a graph"
+
+
+def _prune_value(text: str) -> str:
+    """``--prune`` value; the old ``connected`` (renamed ``disconnected``) still works, with a note."""
+    if text == "connected":
+        print("rpfast subsets: note: --prune connected is now spelled --prune disconnected", file=sys.stderr)
+        return Prune.DISCONNECTED.value
+    if text not in {p.value for p in Prune}:
+        raise argparse.ArgumentTypeError(f"invalid choice {text!r} (choose from "
+                                         f"{', '.join(p.value for p in Prune)})")
+    return text
+
+
+@dataclass
+class SubsetsConfig:
+    """What ``rpfast subsets`` does; its options are derived from these fields."""
+
+    graph: str = option(help="edge-list file ('u v' per line, '#' comments) or, with --smiles, a SMILES string",
+                        positional=True)
+    k: int = option(help="subset size", type=int_range(1))
+    prune: str = option(Prune.NONE.value, "drop subsets with no edge / with an isolated vertex / that are "
+                        "disconnected", type=_prune_value, metavar="{" + ",".join(p.value for p in Prune) + "}")
+    smiles: bool = option(False, "GRAPH is a SMILES string (needs RDKit)")
+    count: bool = option(False, "only print the number of subsets")
+    out: str = option("-", "'-' (stdout), FILE.csv or FILE.npy (written under a temporary name, renamed "
+                      "when complete)")
+    force: bool = option(False, "overwrite an existing --out file")
+    chunk_size: int = option(1 << 20, "rows per streamed chunk", type=int_range(1))
+    progress: bool = option(True, "hide the progress bar")
+
+
+def add_parser(parser: argparse.ArgumentParser) -> None:
+    parser.description = ("Enumerate the k-subsets of a graph's vertices (k-ary RP), optionally pruned, streaming "
+                          "rows of original vertex labels to stdout, a .csv or a .npy file.")
+    add_dataclass_options(parser, SubsetsConfig)
+
+
+def run(args: argparse.Namespace) -> int:
+    run_subsets(**asdict(config_from_args(SubsetsConfig, args)))
+    return 0
 
 
 def run_subsets(graph: str, k: int, prune: str = "none", smiles: bool = False, count: bool = False,

@@ -1,1 +1,0 @@
-"""Standalone utilities behind ``rpfast`` subcommands (graph readers, subset enumeration)."""
