@@ -1,0 +1,238 @@
+r"""Relabeling strategies for Relational Pooling: which relabelings f is averaged over.
+
+A strategy turns a batch into ``Relabelings(perms [B, P, K], weights [B, P])``: ``P``
+relabelings per graph in the gather convention (``perms[b, p, i]`` is the vertex placed at
+position ``i``; -1 pads positions past the graph and whole padding rows), and the weight of
+each in the graph's average (the weights of a graph sum to 1; padding rows weigh 0). RP then
+computes :math:`\bar f(G) = \sum_p w_{b,p}\, f(A_{\pi_p,\pi_p}, X_{\pi_p})`.
+
+``K``, the number of positions f sees, always comes from the strategy (``k``, or a declared
+``max_nodes``), never from the batch: a model sees the same input width on every batch, and a
+graph larger than declared is an error, not a silent truncation.
+
+* :class:`Exact`: all :math:`n!` relabelings (eq. 1), for small graphs.
+* :class:`PiSGD`: uniformly random relabelings, fresh on every call (eq. 4): an unbiased
+  estimate in training, the average of ``eval_samples`` in eval mode.
+* :class:`KAry`: k-vertex induced subgraphs (eq. 5): every k-subset (optionally pruned) in every
+  order, or in one order when f is invariant (Prop. 2.2), or sampled subsets.
+* :class:`Oriented`: poly-canonical DFS/BFS orders (Sec. 2.3.1) from random or all starts.
+"""
+import itertools
+import math
+from typing import NamedTuple, Optional
+
+import torch
+from torch import Tensor
+
+from rpfast._validation import check_count, check_memory, require_flag
+from rpfast.data import GraphBatch
+from rpfast.ops import bfs_order, dfs_order, k_subsets, random_permutations, sample_k_subsets
+from rpfast.ops.subsets import _prune
+
+__all__ = ["Relabelings", "Strategy", "Exact", "PiSGD", "KAry", "Oriented"]
+
+
+class Relabelings(NamedTuple):
+    """``perms [B, P, K]`` (gather convention, -1 padding) and ``weights [B, P]`` (each graph's
+    weights sum to 1, or are all 0 for a graph with no admissible relabeling)."""
+
+    perms: Tensor
+    weights: Tensor
+
+
+class Strategy:
+    """Base class: ``relabel(graph, training, generator)`` returns :class:`Relabelings`."""
+
+    #: positions f sees (set by each strategy from its arguments)
+    size: int
+
+    def relabel(self, graph: GraphBatch, training: bool, generator: Optional[torch.Generator] = None) -> Relabelings:
+        raise NotImplementedError
+
+    def _check_sizes(self, graph: GraphBatch, limit: int, what: str) -> None:
+        if graph.num_graphs and graph.n_max > limit:
+            b = int(torch.nonzero(graph.num_nodes > limit)[0, 0])
+            raise ValueError(f"graph {b} has {int(graph.num_nodes[b])} vertices, more than the {what} = {limit} "
+                             f"this {type(self).__name__} strategy was declared with")
+
+
+def _uniform(perms: Tensor) -> Relabelings:
+    """Equal weights over the P rows of every graph."""
+    B, P = perms.shape[:2]
+    return Relabelings(perms, torch.full((B, P), 1.0 / P if P else 0.0, dtype=torch.float64))
+
+
+def _pad_rows(rows_per_graph, K: int) -> Relabelings:
+    """Stack per-graph ``[P_b, K]`` row sets into ``[B, max P_b, K]`` (-1 rows pad) with weights
+    ``1 / P_b`` on the real rows."""
+    B = len(rows_per_graph)
+    P = max((len(r) for r in rows_per_graph), default=0)
+    check_memory(B * P * K * 8, f"{B} x {P} relabelings of {K} positions", "use PiSGD or sample the subsets")
+    perms = torch.full((B, P, K), -1, dtype=torch.int64)
+    weights = torch.zeros(B, P, dtype=torch.float64)
+    for b, rows in enumerate(rows_per_graph):
+        if len(rows):
+            perms[b, :len(rows), :rows.shape[1]] = rows
+            weights[b, :len(rows)] = 1.0 / len(rows)
+    return Relabelings(perms, weights)
+
+
+def _all_orders(k: int) -> Tensor:
+    """``[k!, k]``: every permutation of ``0..k-1`` in lexicographic order (``[1, 0]`` for k = 0:
+    an empty graph has one, empty, relabeling)."""
+    return torch.tensor(list(itertools.permutations(range(k))), dtype=torch.int64).reshape(math.factorial(k), k)
+
+
+class Exact(Strategy):
+    r"""All :math:`n!` relabelings of every graph (eq. 1): exactly invariant, for small graphs.
+
+    Args:
+        max_nodes: the largest graph accepted, also the ``K`` positions f sees (at most 10:
+            10! = 3.6 M relabelings per graph).
+    """
+
+    MAX_NODES = 10
+
+    def __init__(self, max_nodes: int):
+        self.size = check_count(max_nodes, "max_nodes", minimum=1)
+        if self.size > self.MAX_NODES:
+            raise ValueError(f"Exact RP enumerates n! relabelings; max_nodes = {self.size} is above "
+                             f"{self.MAX_NODES} ({math.factorial(self.size):.3g} relabelings per graph): use PiSGD, "
+                             f"KAry or Oriented")
+
+    def relabel(self, graph, training, generator=None):
+        self._check_sizes(graph, self.size, "max_nodes")
+        orders = {n: _all_orders(n) for n in set(graph.num_nodes.tolist())}
+        return _pad_rows([orders[n] for n in graph.num_nodes.tolist()], self.size)
+
+    def __repr__(self):
+        return f"Exact(max_nodes={self.size})"
+
+
+class PiSGD(Strategy):
+    r"""Uniformly random relabelings, fresh on every call (pi-SGD, eq. 4 and Remark 2.1).
+
+    Training draws ``train_samples`` relabelings per graph (an unbiased estimate of the exact
+    average, so SGD on it optimises the RP objective); eval mode averages ``eval_samples``.
+
+    Args:
+        max_nodes: the ``K`` positions f sees; graphs may not be larger.
+        train_samples, eval_samples: relabelings per graph per call.
+        k: instead of ``max_nodes``: f sees the first ``k`` positions of each relabeling, a
+            uniformly random ordered k-subset of a graph of any size (k-ary RP, eq. 5, by
+            sampling); smaller graphs are padded.
+    """
+
+    def __init__(self, max_nodes: Optional[int] = None, train_samples: int = 1, eval_samples: int = 5, *,
+                 k: Optional[int] = None):
+        if (max_nodes is None) == (k is None):
+            raise ValueError("PiSGD needs exactly one of max_nodes (the largest graph) or k (positions per sample)")
+        self.truncate = k is not None
+        self.size = check_count(k, "k", minimum=1) if self.truncate else check_count(max_nodes, "max_nodes", minimum=0)
+        self.train_samples = check_count(train_samples, "train_samples", minimum=1)
+        self.eval_samples = check_count(eval_samples, "eval_samples", minimum=1)
+
+    def relabel(self, graph, training, generator=None):
+        if not self.truncate:
+            self._check_sizes(graph, self.size, "max_nodes")
+        samples = self.train_samples if require_flag(training, "training") else self.eval_samples
+        return _uniform(random_permutations(graph.num_nodes, samples, k=self.size, generator=generator))
+
+    def __repr__(self):
+        size = f"k={self.size}" if self.truncate else f"max_nodes={self.size}"
+        return f"PiSGD({size}, train_samples={self.train_samples}, eval_samples={self.eval_samples})"
+
+
+class KAry(Strategy):
+    r"""k-ary Relational Pooling (eq. 5): f sees the subgraphs induced by k vertices.
+
+    .. math:: \bar f^{(k)}(G) = \frac{1}{|\mathcal S|}\sum_{S \in \mathcal S}\ \frac{1}{k!}
+              \sum_{\pi \in \Pi_k} f(A_{S_\pi, S_\pi}, X_{S_\pi})
+
+    Args:
+        k: subset size, the ``K`` positions f sees.
+        subsets: ``"all"`` (every kept k-subset) or ``"sample"`` (``num_samples`` uniform kept
+            subsets per graph, fresh each call; an unbiased estimate).
+        prune: which subsets are dropped, as in :func:`rpfast.ops.k_subsets` (``"none"``,
+            ``"edgeless"``, ``"isolated"``, ``"disconnected"``).
+        order: ``"all"`` (all k! orders of each subset), ``"invariant"`` (one order, ascending
+            vertex ids: enough when f is itself permutation-invariant, Prop. 2.2, so the sum has
+            C(n, k) terms instead of n!/(n-k)!) or ``"random"`` (one uniformly random order per
+            subset, fresh each call: pi-SGD within the subset).
+        num_samples: subsets per graph with ``subsets="sample"``.
+
+    A graph with no kept subset (fewer than k vertices, or all pruned) gets weight 0
+    everywhere: its RP output is 0.
+    """
+
+    def __init__(self, k: int, subsets: str = "all", prune="none", order: str = "all",
+                 num_samples: Optional[int] = None):
+        self.size = self.k = check_count(k, "k", minimum=1)
+        if subsets not in ("all", "sample"):
+            raise ValueError(f"subsets must be 'all' or 'sample', got {subsets!r}")
+        if order not in ("all", "invariant", "random"):
+            raise ValueError(f"order must be 'all', 'invariant' or 'random', got {order!r}")
+        if subsets == "sample" and num_samples is None:
+            raise ValueError("subsets='sample' needs num_samples (subsets drawn per graph)")
+        if subsets == "all" and num_samples is not None:
+            raise ValueError("num_samples is for subsets='sample'")
+        self.subsets, self.order = subsets, order
+        self.prune = _prune(prune)
+        self.num_samples = None if num_samples is None else check_count(num_samples, "num_samples", minimum=1)
+        self._orders = _all_orders(self.k) if order == "all" else None
+
+    def relabel(self, graph, training, generator=None):
+        if self.subsets == "all":
+            rows, ptr = k_subsets(graph, self.k, self.prune)
+            per_graph = [rows[ptr[b]:ptr[b + 1]] for b in range(graph.num_graphs)]
+        else:
+            drawn = sample_k_subsets(graph, self.k, self.num_samples, prune=self.prune, generator=generator)
+            per_graph = [d[(d >= 0).all(dim=1)] for d in drawn]  # graphs without subsets give -1 rows
+        if self.order == "all":
+            # subset rows [S, k] x orders [k!, k] -> [S * k!, k]
+            per_graph = [s[:, self._orders].reshape(-1, self.k) for s in per_graph]
+        elif self.order == "random":
+            per_graph = [s.gather(1, torch.rand(s.shape, generator=generator).argsort(dim=1)) for s in per_graph]
+        return _pad_rows(per_graph, self.k)
+
+    def __repr__(self):
+        extra = f", num_samples={self.num_samples}" if self.num_samples else ""
+        return f"KAry(k={self.k}, subsets={self.subsets!r}, prune={self.prune.value!r}, order={self.order!r}{extra})"
+
+
+class Oriented(Strategy):
+    r"""Poly-canonical orientations (Sec. 2.3.1): depth- or breadth-first vertex orders.
+
+    Args:
+        method: ``"dfs"`` or ``"bfs"`` (ties broken by vertex id).
+        size: the ``K`` positions f sees: the first ``size`` vertices of each order (the paper's
+            "random start, BFS/DFS until k vertices" when smaller than the graphs).
+        starts: ``"random"`` (``num_samples`` uniform start vertices per graph, fresh each call)
+            or ``"all"`` (one order from every vertex: the full poly-canonical set).
+        num_samples: orders per graph with ``starts="random"`` (default 1).
+    """
+
+    def __init__(self, method: str, size: int, starts: str = "random", num_samples: Optional[int] = None):
+        if method not in ("dfs", "bfs"):
+            raise ValueError(f"method must be 'dfs' or 'bfs', got {method!r}")
+        if starts not in ("random", "all"):
+            raise ValueError(f"starts must be 'random' or 'all', got {starts!r}")
+        if starts == "all" and num_samples is not None:
+            raise ValueError("num_samples is implied by starts='all' (one order per vertex)")
+        self.method, self.starts = method, starts
+        self.size = check_count(size, "size", minimum=1)
+        self.num_samples = 1 if num_samples is None else check_count(num_samples, "num_samples", minimum=1)
+
+    def relabel(self, graph, training, generator=None):
+        order_fn = dfs_order if self.method == "dfs" else bfs_order
+        if self.starts == "random":
+            return _uniform(order_fn(graph, start="random", k=self.size, num_samples=self.num_samples,
+                                     generator=generator))
+        orders = order_fn(graph, start="all", k=self.size)  # [B, n_max, K]: sample p starts at vertex p
+        valid = torch.arange(orders.shape[1]).unsqueeze(0) < graph.num_nodes.unsqueeze(1)
+        weights = valid.to(torch.float64) / graph.num_nodes.clamp(min=1).unsqueeze(1)
+        return Relabelings(torch.where(valid.unsqueeze(-1), orders, torch.full_like(orders, -1)), weights)
+
+    def __repr__(self):
+        samples = f", num_samples={self.num_samples}" if self.starts == "random" else ""
+        return f"Oriented({self.method!r}, size={self.size}, starts={self.starts!r}{samples})"

@@ -1,0 +1,183 @@
+"""rpfast.nn.rp: RelationalPooling over the Exact, PiSGD, KAry and Oriented strategies."""
+import itertools
+import math
+
+import networkx as nx
+import pytest
+import torch
+from torch import nn
+
+from rpfast.data import GraphBatch
+from rpfast.nn import Exact, KAry, Oriented, PiSGD, RelationalPooling
+from rpfast.nn.rp import Relabelings
+
+from reference import keep_subset, nx_graph
+
+
+class VecMLP(nn.Module):
+    """A permutation-sensitive f: an MLP over the flattened (masked) adjacency and features."""
+
+    def __init__(self, K: int, C: int, F: int, seed: int = 0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.net = nn.Sequential(nn.Linear(K * K * C + K * F + K, 16), nn.Tanh(), nn.Linear(16, 3)).double()
+
+    def forward(self, adj, x, mask):
+        M = adj.shape[0]
+        return self.net(torch.cat([adj.reshape(M, -1), x.reshape(M, -1), mask.to(adj.dtype)], dim=1))
+
+
+def random_batch(sizes, seed=0, p=0.5, features=2):
+    gen = torch.Generator().manual_seed(seed)
+    graphs, xs = [], []
+    for n in sizes:
+        upper = torch.triu(torch.rand(n, n, generator=gen) < p, diagonal=1)
+        i, j = torch.nonzero(upper, as_tuple=True)
+        graphs.append((torch.stack([torch.cat([i, j]), torch.cat([j, i])]), n))
+        xs.append(torch.randn(n, features, generator=gen, dtype=torch.float64))
+    return GraphBatch.from_edge_lists(graphs, x=xs)
+
+
+def graph_b(graph: GraphBatch, b: int) -> nx.Graph:
+    """Graph ``b`` of a batch as networkx, local vertex ids."""
+    lo, hi = int(graph.ptr[b]), int(graph.ptr[b + 1])
+    inside = (graph.edge_index[0] >= lo) & (graph.edge_index[0] < hi)
+    return nx_graph(graph.edge_index[:, inside] - lo, hi - lo)
+
+
+def relabel(graph: GraphBatch, seed: int) -> GraphBatch:
+    """The same graphs with every graph's vertices renumbered at random."""
+    gen = torch.Generator().manual_seed(seed)
+    new_of_old = torch.cat([torch.randperm(int(n), generator=gen) + int(s)
+                            for n, s in zip(graph.num_nodes, graph.ptr[:-1])])
+    x = torch.empty_like(graph.x)
+    x[new_of_old] = graph.x
+    return GraphBatch(new_of_old[graph.edge_index], x=x, ptr=graph.ptr)
+
+
+def dense_f(K, F=2):
+    return VecMLP(K, 1, F)
+
+
+@pytest.mark.parametrize("strategy", [Exact(5), KAry(3), KAry(3, prune="edgeless"), KAry(2, prune="disconnected"),
+                                      KAry(5), ])
+def test_exact_strategies_are_invariant(strategy):
+    graph = random_batch([5, 4, 3, 5], seed=1)
+    rp = RelationalPooling(dense_f(strategy.size), strategy).eval()
+    out = rp(graph)
+    for seed in range(3):
+        torch.testing.assert_close(rp(relabel(graph, seed)), out, rtol=0, atol=1e-9)
+
+
+def test_exact_counts_and_weights():
+    graph = random_batch([4, 2, 0])
+    perms, weights = Exact(4).relabel(graph, training=False)
+    assert perms.shape == (3, 24, 4)
+    assert (weights > 0).sum(dim=1).tolist() == [24, 2, 1]  # an empty graph: one empty relabeling
+    torch.testing.assert_close(weights.sum(dim=1), torch.ones(3, dtype=torch.float64))
+    rows = {tuple(r) for r in perms[0].tolist()}
+    assert rows == set(itertools.permutations(range(4)))
+
+
+def test_pisgd_training_estimate_is_unbiased_and_eval_average_converges():
+    graph = random_batch([4, 3], seed=2)
+    f = dense_f(4)
+    exact = RelationalPooling(f, Exact(4)).eval()(graph).detach()
+    gen = torch.Generator().manual_seed(0)
+    train = RelationalPooling(f, PiSGD(4, train_samples=1), generator=gen).train()
+    draws = torch.stack([train(graph).detach() for _ in range(3000)])
+    stderr = draws.std(dim=0) / math.sqrt(len(draws))
+    assert bool(((draws.mean(dim=0) - exact).abs() < 5 * stderr + 1e-12).all())
+    errors = []
+    for samples in (1, 16, 256):
+        rp = RelationalPooling(f, PiSGD(4, eval_samples=samples), generator=gen).eval()
+        errors.append(float((rp(graph).detach() - exact).abs().max()))
+    assert errors[2] < errors[0] and errors[2] < 0.25 * max(errors[0], 1e-12) + 1e-3
+
+
+@pytest.mark.parametrize("n, k", [(5, 2), (5, 3), (4, 4), (6, 1)])
+def test_kary_term_counts(n, k):
+    graph = random_batch([n], seed=n + k)
+    ordered = KAry(k).relabel(graph, training=False)
+    assert int((ordered.weights > 0).sum()) == math.factorial(n) // math.factorial(n - k)
+    invariant = KAry(k, order="invariant").relabel(graph, training=False)
+    assert int((invariant.weights > 0).sum()) == math.comb(n, k)  # Prop. 2.2
+
+
+def test_kary_with_k_equal_n_is_exact():
+    graph = random_batch([4, 4, 4], seed=5)
+    f = dense_f(4)
+    torch.testing.assert_close(RelationalPooling(f, KAry(4)).eval()(graph), RelationalPooling(f, Exact(4)).eval()(graph))
+
+
+@pytest.mark.parametrize("prune", ["edgeless", "isolated", "disconnected"])
+def test_kary_pruned_subsets_match_a_brute_force_filter(prune):
+    graph = random_batch([6, 5, 4], seed=7, p=0.35)
+    perms, weights = KAry(3, prune=prune, order="invariant").relabel(graph, training=False)
+    for b in range(graph.num_graphs):
+        G = graph_b(graph, b)
+        expected = {c for c in itertools.combinations(range(G.number_of_nodes()), 3) if keep_subset(G, c, prune)}
+        got = {tuple(r) for r, w in zip(perms[b].tolist(), weights[b].tolist()) if w > 0}
+        assert got == expected
+
+
+def test_sampled_subsets_and_random_orders_are_admissible():
+    graph = random_batch([6, 5], seed=8, p=0.4)
+    gen = torch.Generator().manual_seed(3)
+    perms, weights = KAry(3, subsets="sample", num_samples=7, prune="disconnected", order="random").relabel(
+        graph, training=True, generator=gen)
+    for b in range(graph.num_graphs):
+        G = graph_b(graph, b)
+        for row, w in zip(perms[b].tolist(), weights[b].tolist()):
+            if w > 0:
+                assert nx.is_connected(G.subgraph(row))
+
+
+def test_oriented_all_starts_gives_one_order_per_vertex():
+    graph = random_batch([6, 5], seed=9, p=0.5)
+    perms, weights = Oriented("dfs", 6, starts="all").relabel(graph, training=False)
+    for b, n in enumerate(graph.num_nodes.tolist()):
+        real = perms[b][weights[b] > 0]
+        assert sorted(real[:, 0].tolist()) == list(range(n))  # every vertex starts one order
+        torch.testing.assert_close(weights[b].sum(), torch.tensor(1.0, dtype=torch.float64))
+    gen = torch.Generator().manual_seed(0)
+    sampled = Oriented("bfs", 3, num_samples=4).relabel(graph, training=True, generator=gen)
+    assert sampled.perms.shape == (2, 4, 3)
+
+
+def test_inputs_pyg_tuple_dense_and_errors():
+    pyg = pytest.importorskip("torch_geometric.data")
+    graph = random_batch([4, 3], seed=10)
+    rp = RelationalPooling(dense_f(4), Exact(4)).eval()
+    out = rp(graph)
+    torch.testing.assert_close(rp(graph.to_pyg()), out)
+    torch.testing.assert_close(rp((graph.x, graph.edge_index, graph.batch)), out)
+    torch.testing.assert_close(rp(graph.dense_adj(), graph.dense_x(), graph.num_nodes), out)
+    assert isinstance(graph.to_pyg(), pyg.Batch)
+    with pytest.raises(ValueError, match="graph 0 has 4 vertices, more than the max_nodes = 3"):
+        RelationalPooling(dense_f(3), Exact(3))(graph)
+    with pytest.raises(ValueError, match="max_nodes = 11 is above 10"):
+        Exact(11)
+    with pytest.raises(ValueError, match="belong to the strategy"):
+        RelationalPooling(dense_f(4), Exact(4), k=3)
+    with pytest.raises(TypeError, match="strategy must be an rpfast.nn.rp Strategy"):
+        RelationalPooling(dense_f(4), "exact")
+    with pytest.raises(ValueError, match="subsets='sample' needs num_samples"):
+        KAry(3, subsets="sample")
+    with pytest.raises(ValueError, match="method must be 'dfs' or 'bfs'"):
+        Oriented("wl", 4)
+
+
+def test_gradients_reach_f_and_two_argument_f_still_works():
+    graph = random_batch([4, 3], seed=11)
+    f = dense_f(4)
+    RelationalPooling(f, PiSGD(4, train_samples=3)).train()(graph).sum().backward()
+    assert all(p.grad is not None for p in f.parameters())
+
+    class TwoArgs(nn.Module):
+        def forward(self, adj, x):
+            return adj.sum(dim=(1, 2)).reshape(adj.shape[0], -1) + x.sum(dim=1)
+
+    out = RelationalPooling(TwoArgs(), Exact(4)).eval()(graph)
+    assert out.shape == (2, 2)
+    assert isinstance(Exact(4).relabel(graph, False), Relabelings)
