@@ -8,13 +8,13 @@ import torch
 from torch import nn
 
 from rpfast.data import GraphBatch
-from rpfast.nn import Exact, KAry, Oriented, PiSGD, RelationalPooling
+from rpfast.nn import RPGNN, AdjCNN, Exact, KAry, Oriented, PiSGD, RelationalPooling, VecMLP, VecRNN
 from rpfast.nn.rp import Relabelings
 
 from reference import keep_subset, nx_graph
 
 
-class VecMLP(nn.Module):
+class SensitiveMLP(nn.Module):
     """A permutation-sensitive f: an MLP over the flattened (masked) adjacency and features."""
 
     def __init__(self, K: int, C: int, F: int, seed: int = 0):
@@ -56,7 +56,7 @@ def relabel(graph: GraphBatch, seed: int) -> GraphBatch:
 
 
 def dense_f(K, F=2):
-    return VecMLP(K, 1, F)
+    return SensitiveMLP(K, 1, F)
 
 
 @pytest.mark.parametrize("strategy", [Exact(5), KAry(3), KAry(3, prune="edgeless"), KAry(2, prune="disconnected"),
@@ -181,3 +181,94 @@ def test_gradients_reach_f_and_two_argument_f_still_works():
     out = RelationalPooling(TwoArgs(), Exact(4)).eval()(graph)
     assert out.shape == (2, 2)
     assert isinstance(Exact(4).relabel(graph, False), Relabelings)
+
+
+# ------------------------------------------------------------------------------ encoders
+@pytest.mark.parametrize("make", [
+    lambda: VecMLP(5, 1, 2, 16, 3),
+    lambda: VecRNN(5, 1, 2, 8, 3, cell="lstm"),
+    lambda: VecRNN(5, 1, 2, 8, 3, cell="gru"),
+    lambda: AdjCNN(5, 1, 2, 8, 3),
+])
+def test_encoders_under_exact_rp_are_invariant_and_ignore_padding(make):
+    torch.manual_seed(0)
+    f = make().double()
+    graph = random_batch([5, 3, 4], seed=12)
+    rp = RelationalPooling(f, Exact(5)).eval()
+    out = rp(graph)
+    assert out.shape == (3, 3)
+    torch.testing.assert_close(rp(relabel(graph, 1)), out, rtol=0, atol=1e-9)
+    # Graph 1 alone, or next to bigger graphs: the padding it gets differs only in amount.
+    alone = RelationalPooling(f, Exact(5)).eval()(graph.select([1]))
+    torch.testing.assert_close(alone[0], out[1], rtol=0, atol=1e-9)
+    out.sum().backward()
+    assert all(p.grad is not None for p in f.parameters())
+
+
+def test_encoders_check_their_widths():
+    with pytest.raises(ValueError, match="VecMLP was built for K=4 positions, C=1 edge channels and F=2"):
+        VecMLP(4, 1, 2, 8, 3)(torch.zeros(2, 5, 5, 1), torch.zeros(2, 5, 2), torch.ones(2, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match="cell must be 'lstm' or 'gru'"):
+        VecRNN(4, 1, 2, 8, 3, cell="rnn")
+    with pytest.raises(ValueError, match="kernel_size must be odd"):
+        AdjCNN(4, 1, 2, 8, 3, kernel_size=2)
+
+
+# ------------------------------------------------------------------------------ RP for any GNN
+def _pyg_model(conv: str, in_dim: int, edge_dim=None):
+    pyg_nn = pytest.importorskip("torch_geometric.nn")
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            if conv == "gcn":
+                self.conv = pyg_nn.GCNConv(in_dim, 8)
+            else:
+                self.conv = pyg_nn.GINEConv(nn.Sequential(nn.Linear(in_dim, 8), nn.ReLU()), edge_dim=edge_dim)
+            self.head = nn.Linear(8, 2)
+
+        def forward(self, x, edge_index, batch, edge_attr=None):
+            h = self.conv(x, edge_index) if edge_attr is None else self.conv(x, edge_index, edge_attr)
+            return self.head(pyg_nn.global_add_pool(torch.relu(h), batch))
+
+    return Net().double()
+
+
+@pytest.mark.parametrize("conv, edge_dim", [("gcn", None), ("gine", 3)])
+def test_rpgnn_wraps_pyg_convolutions(conv, edge_dim):
+    torch.manual_seed(0)
+    graph = random_batch([5, 3, 4], seed=13)
+    if edge_dim:
+        graph = GraphBatch(graph.edge_index, x=graph.x, ptr=graph.ptr,
+                           edge_attr=torch.randn(graph.num_edges, edge_dim, dtype=torch.float64))
+    model = RPGNN(_pyg_model(conv, 2 + 4, edge_dim), id_dim=4, train_samples=2,
+                  generator=torch.Generator().manual_seed(1))
+    out = model(graph.to_pyg())
+    assert out.shape == (3, 2)
+    out.sum().backward()
+    assert all(p.grad is not None for p in model.parameters())
+    # one relabeling = the GNN on [x, onehot(position mod m)], computed by hand
+    model.eval().eval_samples = 1
+    gen_state = model.generator.get_state()
+    ids = model.sample_ids(graph, 1)[0]
+    model.generator.set_state(gen_state)
+    x = torch.cat([graph.x, torch.nn.functional.one_hot(ids, 4).double()], dim=1)
+    extra = {} if graph.edge_attr is None else {"edge_attr": graph.edge_attr}
+    torch.testing.assert_close(model(graph), model.gnn(x, graph.edge_index, graph.batch, **extra))
+
+
+def test_rpgnn_errors():
+    with pytest.raises(TypeError, match="gnn must be a torch.nn.Module"):
+        RPGNN(lambda *a: a, id_dim=2)
+    with pytest.raises(ValueError, match="id_dim must be >= 1"):
+        RPGNN(nn.Identity(), id_dim=0)
+    graph = random_batch([3], seed=1)
+    with pytest.raises(TypeError, match="RPGNN takes a PyG Data/Batch, a GraphBatch"):
+        RPGNN(nn.Identity(), id_dim=2)("graph")
+
+    class EdgeRows(nn.Module):
+        def forward(self, x, edge_index, batch):
+            return edge_index.t().double()
+
+    with pytest.raises(ValueError, match="it must return one row per graph"):
+        RPGNN(EdgeRows(), id_dim=2).eval()(graph)

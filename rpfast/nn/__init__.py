@@ -2,8 +2,8 @@
 from rpfast.nn.gin import GIN, GINLayer
 from rpfast.nn.gin_conv import GINConv
 from rpfast.nn.pooling import sum_pool
-from rpfast.nn.rp import Exact, KAry, Oriented, PiSGD, RelationalPooling
+from rpfast.nn.rp import RPGNN, AdjCNN, Exact, KAry, Oriented, PiSGD, RelationalPooling, VecMLP, VecRNN
 from rpfast.nn.rp_gin import RPGIN
 
 __all__ = ["GINConv", "GIN", "GINLayer", "RPGIN", "RelationalPooling", "Exact", "PiSGD", "KAry", "Oriented",
-           "sum_pool"]
+           "VecMLP", "VecRNN", "AdjCNN", "RPGNN", "sum_pool"]

@@ -1,0 +1,90 @@
+r"""RP-GNN (Murphy et al. 2019, eq. 3): Relational Pooling for any PyTorch Geometric-style GNN."""
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from rpfast._validation import check_count, is_pyg_data
+from rpfast.data import GraphBatch
+from rpfast.ops import random_permutations
+
+__all__ = ["RPGNN"]
+
+
+class RPGNN(nn.Module):
+    r"""Wrap a GNN ``gnn(x, edge_index, batch, **kwargs) -> [B, D]`` into RP-GNN (eq. 3).
+
+    Node ``v`` of a graph relabeled by :math:`\pi` gets the input
+    :math:`[x_v, \mathrm{onehot}(\pi(v) \bmod m)]` (features first, then ``m = id_dim`` one-hot
+    columns), and the GNN's graph outputs are averaged over relabelings:
+
+    .. math:: \bar f(G) = \mathbb{E}_\pi\, \mathrm{GNN}\big(A, [X, \mathrm{onehot}(\pi \bmod m)]\big)
+
+    Training draws ``train_samples`` fresh relabelings per graph and call (pi-SGD); eval mode
+    averages ``eval_samples`` (default ``id_dim``). All relabelings run in ONE call of the GNN:
+    they are replicas of the batch (``P * B`` disjoint graphs), so ``gnn`` must treat the
+    graphs of a batch independently (message passing and a per-graph readout do). The GNN's
+    first layer must take ``in_dim + id_dim`` input features.
+
+    Args:
+        gnn: the wrapped module; called as ``gnn(x, edge_index, batch)`` plus ``edge_attr=`` when
+            the input has edge features, plus any keyword arguments given to :meth:`forward`.
+        id_dim: m, the one-hot ID width (``1``: plain GNN, ``n_max``: most expressive).
+        train_samples, eval_samples: relabelings per graph per call.
+        generator: CPU ``torch.Generator`` for reproducible relabelings.
+
+    Shapes: ``forward(data)`` for a PyG ``Data``/``Batch`` or a :class:`~rpfast.data.GraphBatch`,
+    or ``forward(x [N, F], edge_index [2, E], batch [N], edge_attr=None)``; returns the
+    averaged ``[B, D]`` graph outputs (or ``[N, D]`` if the GNN returns node outputs).
+    """
+
+    def __init__(self, gnn: nn.Module, id_dim: int, train_samples: int = 1, eval_samples: Optional[int] = None,
+                 generator: Optional[torch.Generator] = None):
+        super().__init__()
+        if not isinstance(gnn, nn.Module):
+            raise TypeError(f"gnn must be a torch.nn.Module, got {type(gnn).__name__}")
+        self.gnn = gnn
+        self.id_dim = check_count(id_dim, "id_dim", minimum=1)
+        self.train_samples = check_count(train_samples, "train_samples", minimum=1)
+        self.eval_samples = self.id_dim if eval_samples is None else check_count(eval_samples, "eval_samples", 1)
+        self.generator = generator
+
+    def forward(self, data, edge_index: Optional[Tensor] = None, batch: Optional[Tensor] = None,
+                edge_attr: Optional[Tensor] = None, **kwargs) -> Tensor:
+        if is_pyg_data(data) or isinstance(data, GraphBatch):
+            if edge_index is not None or batch is not None or edge_attr is not None:
+                raise TypeError("with a graph object, pass no edge_index, batch or edge_attr (it holds them)")
+            graph = GraphBatch.from_pyg(data) if is_pyg_data(data) else data
+        elif isinstance(data, Tensor) and edge_index is not None:
+            graph = GraphBatch(edge_index, x=data, edge_attr=edge_attr,
+                               batch=torch.zeros(data.shape[0], dtype=torch.int64) if batch is None else batch)
+        else:
+            raise TypeError("RPGNN takes a PyG Data/Batch, a GraphBatch, or (x, edge_index, batch, edge_attr=None), "
+                            f"got {type(data).__name__}")
+        if graph.x is None:
+            raise ValueError("RPGNN needs node features x (use a column of ones for featureless graphs)")
+        P = self.train_samples if self.training else self.eval_samples
+        ids = self.sample_ids(graph, P)  # [P, N]
+        N, B = graph.total_nodes, graph.num_graphs
+        x = torch.cat([graph.x.unsqueeze(0).expand(P, -1, -1),
+                       F.one_hot(ids, self.id_dim).to(graph.x.dtype)], dim=-1).reshape(P * N, -1)
+        shift = torch.arange(P).repeat_interleave(graph.num_edges) * N
+        replica_edges = graph.edge_index.repeat(1, P) + shift
+        replica_batch = (graph.batch.unsqueeze(0) + B * torch.arange(P).unsqueeze(1)).reshape(-1)
+        if graph.edge_attr is not None:
+            kwargs["edge_attr"] = graph.edge_attr.repeat(P, 1)
+        out = self.gnn(x, replica_edges, replica_batch, **kwargs)
+        if out.shape[0] == P * B:
+            return out.reshape(P, B, *out.shape[1:]).mean(dim=0)
+        if out.shape[0] == P * N:
+            return out.reshape(P, N, *out.shape[1:]).mean(dim=0)
+        raise ValueError(f"the GNN returned {out.shape[0]} rows for {P} replicas of {B} graphs / {N} nodes; "
+                         f"it must return one row per graph ({P * B}) or per node ({P * N})")
+
+    def sample_ids(self, graph: GraphBatch, num_samples: int) -> Tensor:
+        """``[num_samples, N]`` ID of every node: its position under a uniform relabeling, mod m.
+        (The uniform distribution is closed under inversion, so a sampled row serves directly as
+        the vertices' positions.)"""
+        positions = random_permutations(graph.num_nodes, num_samples, generator=self.generator)  # [B, P, n_max]
+        return (positions[graph.batch, :, graph.local_index] % self.id_dim).t().contiguous()
