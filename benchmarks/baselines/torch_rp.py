@@ -1,0 +1,66 @@
+"""Relational Pooling as a competent PyTorch / PyG user writes it: vectorised, no per-graph loops
+where a vectorised form exists."""
+import itertools
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch_geometric.utils import to_dense_adj, to_dense_batch
+
+
+def pisgd_relabel(x, edge_index, batch, K, samples, generator=None):
+    """Dense ``adj [B*P, K, K, 1]``, ``x [B*P, K, F]``, ``mask [B*P, K]`` under random relabelings
+    (padding sorts last: argsort of uniform keys, +inf on padding)."""
+    dense_x, mask = to_dense_batch(x, batch, max_num_nodes=K)
+    adj = to_dense_adj(edge_index, batch, max_num_nodes=K)
+    B = adj.shape[0]
+    keys = torch.rand(B, samples, K, generator=generator).masked_fill(~mask.unsqueeze(1), float("inf"))
+    perm = keys.argsort(dim=-1)  # [B, P, K]
+    b = torch.arange(B).view(B, 1, 1)
+    adj_p = adj[b.unsqueeze(-1), perm.unsqueeze(-1), perm.unsqueeze(-2)]  # [B, P, K, K]
+    x_p = dense_x[b, perm]
+    mask_p = mask[b, perm]
+    return adj_p.flatten(0, 1).unsqueeze(-1), x_p.flatten(0, 1), mask_p.flatten(0, 1)
+
+
+def connected_triples_relabel(edge_lists, x_list, k=3):
+    """All connected k-subsets of every graph in every order (itertools + a NumPy adjacency
+    test), gathered into ``adj [S, k, k, 1]``, ``x [S, k, F]``, ``mask``, the graph of each row
+    and the rows per graph."""
+    orders = np.array(list(itertools.permutations(range(k))))
+    rows, graph_of, adj_rows, x_rows = [], [], [], []
+    for g, ((edge_index, n), x) in enumerate(zip(edge_lists, x_list)):
+        A = np.zeros((n, n), dtype=bool)
+        A[edge_index[0].numpy(), edge_index[1].numpy()] = True
+        A |= A.T
+        np.fill_diagonal(A, False)
+        combos = np.array(list(itertools.combinations(range(n), k))).reshape(-1, k)
+        sub = A[combos[:, :, None], combos[:, None, :]]  # [S, k, k]
+        reach = sub | np.eye(k, dtype=bool)
+        for _ in range(k - 2):
+            reach = (reach[:, :, :, None] & reach[:, None, :, :]).any(axis=2) | reach
+        keep = reach.all(axis=(1, 2))
+        chosen = combos[keep][:, orders].reshape(-1, k)  # [S * k!, k]: every order of every kept subset
+        counts = np.zeros((n, n), dtype=np.float32)  # multi-edges add up, as in to_dense_adj
+        np.add.at(counts, (edge_index[0].numpy(), edge_index[1].numpy()), 1.0)
+        At = torch.from_numpy(counts)
+        idx = torch.from_numpy(chosen)
+        adj_rows.append(At[idx.unsqueeze(-1), idx.unsqueeze(-2)])
+        x_rows.append(x[idx])
+        graph_of.append(torch.full((len(idx),), g))
+        rows.append(len(idx))
+    adj = torch.cat(adj_rows).unsqueeze(-1)
+    xs = torch.cat(x_rows)
+    return adj, xs, torch.ones(adj.shape[:2], dtype=torch.bool), torch.cat(graph_of), torch.tensor(rows)
+
+
+def one_hot_ids(batch, num_graphs, id_dim, samples, generator=None):
+    """``[P, N]`` IDs: each node's position under a random relabeling of its graph, mod m,
+    vectorised (sort uniform keys within graphs)."""
+    N = batch.numel()
+    keys = torch.rand(samples, N, generator=generator) + batch.unsqueeze(0).to(torch.float32)
+    order = keys.argsort(dim=1)  # nodes sorted by (graph, key)
+    ptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.bincount(batch, minlength=num_graphs).cumsum(0)])
+    position = torch.empty_like(order)
+    position.scatter_(1, order, torch.arange(N).expand(samples, N) - ptr[batch[order]])
+    return F.one_hot(position % id_dim, id_dim).float()
