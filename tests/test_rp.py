@@ -60,7 +60,8 @@ def dense_f(K, F=2):
 
 
 @pytest.mark.parametrize("strategy", [Exact(5), KAry(3), KAry(3, prune="edgeless"), KAry(2, prune="disconnected"),
-                                      KAry(5), ])
+                                      KAry(5), Oriented("dfs", 5, starts="all", tiebreak="features"),
+                                      Oriented("bfs", 3, starts="all", tiebreak="features")])
 def test_exact_strategies_are_invariant(strategy):
     graph = random_batch([5, 4, 3, 5], seed=1)
     rp = RelationalPooling(dense_f(strategy.size), strategy).eval()
@@ -272,3 +273,16 @@ def test_rpgnn_errors():
 
     with pytest.raises(ValueError, match="it must return one row per graph"):
         RPGNN(EdgeRows(), id_dim=2).eval()(graph)
+
+
+def test_oriented_random_tiebreak_is_invariant_in_expectation():
+    graph = random_batch([6, 5], seed=14, p=0.5)
+    f = dense_f(4)
+    gen = torch.Generator().manual_seed(0)
+    rp = RelationalPooling(f, Oriented("dfs", 4, num_samples=4000), generator=gen).eval()
+    draws = RelationalPooling(f, Oriented("dfs", 4, num_samples=1), generator=gen).eval()
+    spread = torch.stack([draws(graph).detach() for _ in range(200)]).std(dim=0) / math.sqrt(4000)
+    difference = (rp(graph) - rp(relabel(graph, 3))).detach().abs()
+    assert bool((difference < 6 * spread + 1e-9).all()), (difference, spread)
+    with pytest.raises(ValueError, match="tiebreak must be 'random', 'features' or 'id'"):
+        Oriented("dfs", 4, tiebreak="degree")

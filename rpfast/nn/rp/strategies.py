@@ -204,35 +204,60 @@ class Oriented(Strategy):
     r"""Poly-canonical orientations (Sec. 2.3.1): depth- or breadth-first vertex orders.
 
     Args:
-        method: ``"dfs"`` or ``"bfs"`` (ties broken by vertex id).
+        method: ``"dfs"`` or ``"bfs"``.
         size: the ``K`` positions f sees: the first ``size`` vertices of each order (the paper's
             "random start, BFS/DFS until k vertices" when smaller than the graphs).
         starts: ``"random"`` (``num_samples`` uniform start vertices per graph, fresh each call)
             or ``"all"`` (one order from every vertex: the full poly-canonical set).
+        tiebreak: which neighbour a traversal visits first: ``"random"`` (a fresh uniform ranking
+            per order, so the distribution of orders does not depend on the vertex ids: RP stays
+            invariant in expectation), ``"features"`` (vertices ranked by their feature rows,
+            lexicographically; exactly invariant when a graph's feature rows are distinct) or
+            ``"id"`` (vertex ids; depends on the labeling).
         num_samples: orders per graph with ``starts="random"`` (default 1).
     """
 
-    def __init__(self, method: str, size: int, starts: str = "random", num_samples: Optional[int] = None):
+    def __init__(self, method: str, size: int, starts: str = "random", num_samples: Optional[int] = None,
+                 tiebreak: str = "random"):
         if method not in ("dfs", "bfs"):
             raise ValueError(f"method must be 'dfs' or 'bfs', got {method!r}")
         if starts not in ("random", "all"):
             raise ValueError(f"starts must be 'random' or 'all', got {starts!r}")
+        if tiebreak not in ("random", "features", "id"):
+            raise ValueError(f"tiebreak must be 'random', 'features' or 'id', got {tiebreak!r}")
         if starts == "all" and num_samples is not None:
             raise ValueError("num_samples is implied by starts='all' (one order per vertex)")
-        self.method, self.starts = method, starts
+        self.method, self.starts, self.tiebreak = method, starts, tiebreak
         self.size = check_count(size, "size", minimum=1)
         self.num_samples = 1 if num_samples is None else check_count(num_samples, "num_samples", minimum=1)
 
     def relabel(self, graph, training, generator=None):
         order_fn = dfs_order if self.method == "dfs" else bfs_order
+        P = self.num_samples if self.starts == "random" else graph.n_max
+        ties = self._ranks(graph, P, generator)
         if self.starts == "random":
-            return _uniform(order_fn(graph, start="random", k=self.size, num_samples=self.num_samples,
+            return _uniform(order_fn(graph, start="random", tiebreak=ties, k=self.size, num_samples=P,
                                      generator=generator))
-        orders = order_fn(graph, start="all", k=self.size)  # [B, n_max, K]: sample p starts at vertex p
+        orders = order_fn(graph, start="all", tiebreak=ties, k=self.size)  # [B, n_max, K]: start p = vertex p
         valid = torch.arange(orders.shape[1]).unsqueeze(0) < graph.num_nodes.unsqueeze(1)
         weights = valid.to(torch.float64) / graph.num_nodes.clamp(min=1).unsqueeze(1)
         return Relabelings(torch.where(valid.unsqueeze(-1), orders, torch.full_like(orders, -1)), weights)
 
+    def _ranks(self, graph: GraphBatch, P: int, generator) -> Optional[Tensor]:
+        """Tie-break ranks ``[B, P, n_max]`` (None: by vertex id)."""
+        if self.tiebreak == "id" or graph.n_max == 0:
+            return None
+        if self.tiebreak == "random":
+            return random_permutations(graph.num_nodes, P, generator=generator)
+        if graph.x is None:
+            raise ValueError("tiebreak='features' needs node features x")
+        keys = graph.dense_x().to(torch.float64).masked_fill(~graph.node_mask.unsqueeze(-1), float("inf"))
+        order = torch.arange(graph.n_max).expand(graph.num_graphs, -1)
+        for column in reversed(range(keys.shape[-1])):  # lexicographic: stable sorts, last column first
+            order = order.gather(1, keys[..., column].gather(1, order).argsort(dim=1, stable=True))
+        ranks = torch.empty_like(order).scatter_(1, order, torch.arange(graph.n_max).expand_as(order))
+        return ranks.unsqueeze(1).expand(-1, P, -1).contiguous()
+
     def __repr__(self):
         samples = f", num_samples={self.num_samples}" if self.starts == "random" else ""
-        return f"Oriented({self.method!r}, size={self.size}, starts={self.starts!r}{samples})"
+        return f"Oriented({self.method!r}, size={self.size}, starts={self.starts!r}{samples}, tiebreak={self.tiebreak!r})"
