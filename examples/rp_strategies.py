@@ -35,20 +35,27 @@ def models(seed: int):
     }
 
 
+def fit(model, graph, labels, steps: int) -> float:
+    """Full-batch Adam on the cross-entropy; returns the last loss."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=2e-2)
+
+    def closure():
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(graph), labels)
+        loss.backward()
+        return loss
+
+    return [optimizer.step(closure) for _ in range(steps)][-1].item()
+
+
 def main(steps: int = 60, seed: int = 0) -> dict:
     graph, labels = two_graphs(), torch.tensor([0, 1])
     accuracies = {}
     for name, model in models(seed).items():
-        optimizer = torch.optim.Adam(model.parameters(), lr=2e-2)
-        for _ in range(steps):
-            loss = torch.nn.functional.cross_entropy(model(graph), labels)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-        model.eval()
+        loss = fit(model, graph, labels, steps)
         with torch.no_grad():
-            accuracies[name] = float((model(graph).argmax(-1) == labels).float().mean())
-        print(f"{name:30s} loss {loss.item():.4f}  accuracy {accuracies[name]:.0%}")
+            accuracies[name] = float((model.eval()(graph).argmax(-1) == labels).float().mean())
+        print(f"{name:30s} loss {loss:.4f}  accuracy {accuracies[name]:.0%}")
     return accuracies
 
 
