@@ -65,7 +65,10 @@ run_sanitized() { LD_PRELOAD="$LIBASAN $LIBSTDCXX" "$@"; }
 
 # The extension in use must be the instrumented one.
 so=$(run_sanitized "$PY" -c "import rpfast._C as c; print(c.__file__)")
-if ! ldd "$so" | grep -q libasan; then
+# (ldd's output is captured first: with pipefail, `ldd | grep -q` fails when grep exits early
+# and ldd dies of SIGPIPE, even though the library was found.)
+deps=$(ldd "$so")
+if ! grep -q libasan <<< "$deps"; then
   echo "sanitize.sh: $so is not linked against libasan; the sanitizer build did not take" >&2
   exit 2
 fi
