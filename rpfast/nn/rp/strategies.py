@@ -17,6 +17,7 @@ graph larger than declared is an error, not a silent truncation.
   order, or in one order when f is invariant (Prop. 2.2), or sampled subsets.
 * :class:`Oriented`: poly-canonical DFS/BFS orders (Sec. 2.3.1) from random or all starts.
 """
+import abc
 import itertools
 import math
 from typing import NamedTuple, Optional
@@ -40,14 +41,16 @@ class Relabelings(NamedTuple):
     weights: Tensor
 
 
-class Strategy:
+class Strategy(abc.ABC):
     """Base class: ``relabel(graph, training, generator)`` returns :class:`Relabelings`."""
 
     #: positions f sees (set by each strategy from its arguments)
     size: int
 
+    @abc.abstractmethod
     def relabel(self, graph: GraphBatch, training: bool, generator: Optional[torch.Generator] = None) -> Relabelings:
-        raise NotImplementedError
+        """The relabelings of every graph of ``graph`` for one RP call (``training`` selects the
+        sample count of stochastic strategies; ``generator`` makes them reproducible)."""
 
     def _check_sizes(self, graph: GraphBatch, limit: int, what: str) -> None:
         if graph.num_graphs and graph.n_max > limit:
