@@ -6,6 +6,7 @@ placed at position ``i`` (local id, -1 padding), so ``permute_adjacency(adj, ord
 oriented adjacency tensor.
 """
 import math
+from collections.abc import Sequence
 from typing import List, NamedTuple, Optional, Union
 
 import torch
@@ -103,13 +104,41 @@ class WLOrder(NamedTuple):
     colours: ``[N]`` stable 1-WL colour of every node (canonical per graph).
     log_num_orders: ``[B]`` float64, log of the number of orders consistent with the
         refinement, ``sum over colour classes of log(|class|!)``.
-    num_orders: exact counts as Python ints (products of factorials).
+    num_orders: exact counts as Python ints (products of factorials), a sequence computed
+        per graph on first access: the exact count of a graph with a million equivalent
+        vertices has millions of digits and takes seconds.
     """
 
     order: Tensor
     colours: Tensor
     log_num_orders: Tensor
-    num_orders: List[int]
+    num_orders: "ExactOrderCounts"
+
+
+class ExactOrderCounts(Sequence):
+    """``counts[b]`` = prod over graph b's colour classes of ``|class|!`` as a Python int,
+    computed when first read (and cached). Compares equal to the list of those ints."""
+
+    def __init__(self, class_sizes: List[List[int]]):
+        self._sizes = class_sizes
+        self._cache: dict = {}
+
+    def __len__(self) -> int:
+        return len(self._sizes)
+
+    def __getitem__(self, b):
+        if isinstance(b, slice):
+            return [self[i] for i in range(*b.indices(len(self)))]
+        b = range(len(self))[b]
+        if b not in self._cache:
+            self._cache[b] = math.prod(math.factorial(s) for s in self._sizes[b] if s > 1)
+        return self._cache[b]
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, (list, tuple, Sequence)) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"ExactOrderCounts(<{len(self)} graphs; exact ints computed on access>)"
 
 
 def wl_order(graph: GraphBatch, tiebreak: Optional[Tensor] = None, x: Optional[Tensor] = None) -> WLOrder:
@@ -160,8 +189,8 @@ def wl_order(graph: GraphBatch, tiebreak: Optional[Tensor] = None, x: Optional[T
     # colours are per graph in 0..n_b-1, so (graph, colour) pairs index a [B, n_max] table
     sizes = torch.bincount(graph.batch * n_max + colours, minlength=B * n_max).view(B, n_max)
     log_counts = torch.lgamma(sizes.double() + 1).sum(dim=1)
-    exact = [math.prod(math.factorial(int(s)) for s in row if s > 1) for row in sizes.tolist()]
-    return WLOrder(order.contiguous(), colours, log_counts, exact)
+    classes = [[s for s in row if s > 1] for row in sizes.tolist()]
+    return WLOrder(order.contiguous(), colours, log_counts, ExactOrderCounts(classes))
 
 
 def _check_rank_rows(ranks: Tensor, sizes: Tensor) -> None:
