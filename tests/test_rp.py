@@ -61,7 +61,9 @@ def dense_f(K, F=2):
 
 @pytest.mark.parametrize("strategy", [Exact(5), KAry(3), KAry(3, prune="edgeless"), KAry(2, prune="disconnected"),
                                       KAry(5), Oriented("dfs", 5, starts="all", tiebreak="features"),
-                                      Oriented("bfs", 3, starts="all", tiebreak="features")])
+                                      Oriented("bfs", 3, starts="all", tiebreak="features"),
+                                      Oriented("wl", 5, tiebreak="features"), Oriented("wl", 3, num_samples=2,
+                                                                                       tiebreak="features")])
 def test_exact_strategies_are_invariant(strategy):
     graph = random_batch([5, 4, 3, 5], seed=1)
     rp = RelationalPooling(dense_f(strategy.size), strategy).eval()
@@ -165,8 +167,10 @@ def test_inputs_pyg_tuple_dense_and_errors():
         RelationalPooling(dense_f(4), "exact")
     with pytest.raises(ValueError, match="subsets='sample' needs num_samples"):
         KAry(3, subsets="sample")
-    with pytest.raises(ValueError, match="method must be 'dfs' or 'bfs'"):
-        Oriented("wl", 4)
+    with pytest.raises(ValueError, match="method must be 'dfs', 'bfs' or 'wl'"):
+        Oriented("rdkit", 4)
+    with pytest.raises(ValueError, match="a WL orientation has no start vertex"):
+        Oriented("wl", 4, starts="all")
 
 
 def test_gradients_reach_f_and_two_argument_f_still_works():

@@ -15,7 +15,8 @@ graph larger than declared is an error, not a silent truncation.
   estimate in training, the average of ``eval_samples`` in eval mode.
 * :class:`KAry`: k-vertex induced subgraphs (eq. 5): every k-subset (optionally pruned) in every
   order, or in one order when f is invariant (Prop. 2.2), or sampled subsets.
-* :class:`Oriented`: poly-canonical DFS/BFS orders (Sec. 2.3.1) from random or all starts.
+* :class:`Oriented`: poly-canonical DFS/BFS orders (Sec. 2.3.1) from random or all starts, or
+  1-WL colour orders.
 """
 import abc
 import itertools
@@ -27,7 +28,7 @@ from torch import Tensor
 
 from rpfast._validation import check_count, check_memory, require_flag
 from rpfast.data import GraphBatch
-from rpfast.ops import bfs_order, dfs_order, k_subsets, random_permutations, sample_k_subsets
+from rpfast.ops import bfs_order, dfs_order, k_subsets, random_permutations, sample_k_subsets, wl_order
 from rpfast.ops.subsets import _prune
 
 __all__ = ["Relabelings", "Strategy", "Exact", "PiSGD", "KAry", "Oriented"]
@@ -207,7 +208,9 @@ class Oriented(Strategy):
     r"""Poly-canonical orientations (Sec. 2.3.1): depth- or breadth-first vertex orders.
 
     Args:
-        method: ``"dfs"`` or ``"bfs"``.
+        method: ``"dfs"``, ``"bfs"`` or ``"wl"`` (vertices sorted by their stable 1-WL colour,
+            computed from the node features; ties broken by ``tiebreak``; only
+            ``starts="random"``, where ``num_samples`` is the number of tie-breaks).
         size: the ``K`` positions f sees: the first ``size`` vertices of each order (the paper's
             "random start, BFS/DFS until k vertices" when smaller than the graphs).
         starts: ``"random"`` (``num_samples`` uniform start vertices per graph, fresh each call)
@@ -222,8 +225,10 @@ class Oriented(Strategy):
 
     def __init__(self, method: str, size: int, starts: str = "random", num_samples: Optional[int] = None,
                  tiebreak: str = "random"):
-        if method not in ("dfs", "bfs"):
-            raise ValueError(f"method must be 'dfs' or 'bfs', got {method!r}")
+        if method not in ("dfs", "bfs", "wl"):
+            raise ValueError(f"method must be 'dfs', 'bfs' or 'wl', got {method!r}")
+        if method == "wl" and starts != "random":
+            raise ValueError("a WL orientation has no start vertex: use starts='random' (num_samples tie-breaks)")
         if starts not in ("random", "all"):
             raise ValueError(f"starts must be 'random' or 'all', got {starts!r}")
         if tiebreak not in ("random", "features", "id"):
@@ -235,9 +240,16 @@ class Oriented(Strategy):
         self.num_samples = 1 if num_samples is None else check_count(num_samples, "num_samples", minimum=1)
 
     def relabel(self, graph, training, generator=None):
-        order_fn = dfs_order if self.method == "dfs" else bfs_order
         P = self.num_samples if self.starts == "random" else graph.n_max
         ties = self._ranks(graph, P, generator)
+        if self.method == "wl":
+            if ties is None:
+                ties = torch.arange(graph.n_max).expand(graph.num_graphs, P, -1)
+            order = wl_order(graph, tiebreak=ties, x=graph.x).order[:, :, :self.size]  # [B, P, min(n_max, K)]
+            padded = torch.full((graph.num_graphs, P, self.size), -1, dtype=torch.int64)
+            padded[:, :, :order.shape[2]] = order
+            return _uniform(padded)
+        order_fn = dfs_order if self.method == "dfs" else bfs_order
         if self.starts == "random":
             return _uniform(order_fn(graph, start="random", tiebreak=ties, k=self.size, num_samples=P,
                                      generator=generator))
