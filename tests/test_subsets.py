@@ -17,37 +17,15 @@ from rpfast.ops.subsets import PRUNE_MODES, Prune, get_memory_budget
 
 from assertions import assert_thread_invariant  # noqa: E402
 from reference import k_subsets_reference, keep_subset  # noqa: E402
+from strategies import graph_lists  # noqa: E402
 
 MODES = ["none", "edgeless", "isolated", "disconnected"]
 
 
-@st.composite
-def graph_lists(draw):
-    graphs = []
-    for _ in range(draw(st.integers(1, 3))):
-        n = draw(st.integers(0, 8))
-        kind = draw(st.sampled_from(["random", "empty", "complete", "path", "star", "cycle"]))
-        if kind == "random" and n:
-            pairs = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=16))
-        elif kind == "complete":
-            pairs = list(itertools.combinations(range(n), 2))
-        elif kind == "path":
-            pairs = [(i, i + 1) for i in range(n - 1)]
-        elif kind == "star":
-            pairs = [(0, i) for i in range(1, n)]
-        elif kind == "cycle" and n >= 3:
-            pairs = [(i, (i + 1) % n) for i in range(n)]
-        else:
-            pairs = []
-        ei = torch.tensor(pairs, dtype=torch.int64).reshape(-1, 2).t()
-        if draw(st.booleans()):  # store both directions, as PyG does
-            ei = torch.cat([ei, ei.flip(0)], dim=1)
-        graphs.append((ei, n))
-    return graphs
 
 
 @settings(max_examples=120, deadline=None)
-@given(graph_lists(), st.integers(1, 5), st.sampled_from(MODES))
+@given(graph_lists(min_graphs=1), st.integers(1, 5), st.sampled_from(MODES))
 def test_matches_brute_force(graphs, k, prune):
     batch = GraphBatch.from_edge_lists(graphs)
     subsets, ptr = k_subsets(batch, k, prune)

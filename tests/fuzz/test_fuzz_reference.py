@@ -26,7 +26,7 @@ from rpfast import ops
 from rpfast.data import GraphBatch
 from rpfast.nn import GIN, RPGIN, GINConv, RelationalPooling
 from rpfast.nn.gin import batch_norm_arguments
-from strategies import batch_sizes, permuted_batches
+from strategies import batch_sizes, graph_lists, permuted_batches
 
 PRUNES = ["none", "edgeless", "isolated", "disconnected"]
 
@@ -64,30 +64,6 @@ def randn(shape, dtype=torch.float64, seed=0):
 
 
 # ------------------------------------------------------------------------ graphs
-@st.composite
-def graph_lists(draw, max_graphs=3, max_nodes=8, max_edges=16, min_graphs=0):
-    """[(edge_index [2, E] local, n)]: random, empty, complete, path, star or cycle graphs,
-    with self-loops and multi-edges, one or both directions."""
-    graphs = []
-    for _ in range(draw(st.integers(min_graphs, max_graphs))):
-        n = draw(st.integers(0, max_nodes))
-        kind = draw(st.sampled_from(["random", "random", "empty", "complete", "path", "star", "cycle"]))
-        if kind == "random" and n:
-            pairs = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=max_edges))
-        elif kind == "complete":
-            pairs = list(itertools.combinations(range(n), 2))
-        elif kind == "path":
-            pairs = [(i, i + 1) for i in range(n - 1)]
-        elif kind == "star":
-            pairs = [(0, i) for i in range(1, n)]
-        elif kind == "cycle" and n >= 3:
-            pairs = [(i, (i + 1) % n) for i in range(n)]
-        else:
-            pairs = []
-        if draw(st.booleans()):
-            pairs = pairs + [(v, u) for u, v in pairs]
-        graphs.append((torch.tensor(pairs, dtype=torch.int64).reshape(-1, 2).t().contiguous(), n))
-    return graphs
 
 
 def incoming_matrix(batch: GraphBatch, dtype) -> torch.Tensor:
