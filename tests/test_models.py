@@ -84,8 +84,8 @@ def test_gin_cannot_separate_csl_but_rpgin_embeddings_differ():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"id_dim": 0}, "id_dim must be an int >= 1"),
-    ({"id_dim": 3, "eval_samples": 0}, "eval_samples must be an int >= 1"),
+    ({"id_dim": 0}, "id_dim must be >= 1"),
+    ({"id_dim": 3, "eval_samples": 0}, "eval_samples must be >= 1"),
     ({"id_dim": 3, "hidden": 0}, "hidden must be an int >= 1"),
 ])
 def test_rpgin_rejects_bad_arguments(kwargs, match):
@@ -112,3 +112,68 @@ def test_rpgin_old_sample_names_still_work_with_a_warning():
     assert model.eval_samples == 4
     with pytest.warns(DeprecationWarning, match="train_perms= is deprecated"):
         assert RPGIN(2, 8, 2, 3, id_dim=5, train_perms=2).train_samples == 2
+
+
+def reference_gine_layer(layer, x, graph):
+    """GINLayer(edge_dim > 0) in plain PyTorch: z = x W^T; a_i = (1+eps) z_i + sum_{j->i}
+    ReLU(z_j + edge(e_ji)); then the BatchNorm-ReLU / linear stages."""
+    z = x @ layer.first.weight.t()
+    a = (1 + layer.eps) * z
+    rows = []
+    for i in range(graph.total_nodes):
+        incoming = (graph.edge_index[1] == i).nonzero().flatten()
+        rows.append(sum((torch.relu(z[graph.edge_index[0, e]] + layer.edge(graph.edge_attr[e])) for e in incoming),
+                        torch.zeros(z.shape[1], dtype=z.dtype)))
+    h = a + torch.stack(rows)
+    for stage, bn in enumerate(layer.norms):
+        if stage:
+            h = h @ layer.linears[stage - 1].weight.t()
+        h = torch.relu(bn(h))
+    return h
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_gine_layer_matches_plain_pytorch(training):
+    import copy
+    torch.manual_seed(3)
+    base = small_batch()
+    graph = GraphBatch(base.edge_index, x=base.x.double(), ptr=base.ptr,
+                       edge_attr=torch.randn(base.num_edges, 3, dtype=torch.float64))
+    from rpfast.nn import GINLayer
+    layer = GINLayer(2, 6, mlp_layers=2, edge_dim=3).double().train(training)
+    with torch.no_grad():
+        layer.eps.fill_(0.25)
+    ref = copy.deepcopy(layer)
+    out = layer(graph.x, graph)[0]
+    expected = reference_gine_layer(ref, graph.x, graph)
+    torch.testing.assert_close(out, expected)
+    g = torch.randn_like(out)
+    (out * g).sum().backward()
+    (expected * g).sum().backward()
+    for (name, p), q in zip(layer.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, msg=name)
+    assert layer.edge.weight.grad.abs().sum() > 0
+
+
+def test_rpgin_with_bond_features_takes_pyg_batches():
+    torch.manual_seed(0)
+    base = small_batch()
+    graph = GraphBatch(base.edge_index, x=base.x, ptr=base.ptr, edge_attr=torch.randn(base.num_edges, 4))
+    model = RPGIN(2, 8, 2, 3, id_dim=5, edge_dim=4, train_samples=2, generator=torch.Generator().manual_seed(1))
+    out = model(graph)
+    assert out.shape == (2, 3)
+    out.sum().backward()
+    assert all(p.grad is not None for p in model.parameters())
+    pyg = pytest.importorskip("torch_geometric.data")
+    model.eval()
+    state = model.generator.get_state()
+    from_pyg = model(graph.to_pyg())
+    model.generator.set_state(state)
+    torch.testing.assert_close(from_pyg, model(graph.x, graph))
+    torch.testing.assert_close(model((graph.x, graph.edge_index, graph.batch)[0], graph.edge_index, graph.batch,
+                                     edge_attr=graph.edge_attr).shape, torch.Size([2, 3]))
+    with pytest.raises(ValueError, match="needs edge features: give the graph edge_attr"):
+        model(base.x, base)
+    with pytest.raises(ValueError, match="the GIN was built with id_dim=5 but RPGNN with id_dim=3"):
+        from rpfast.nn import RPGNN
+        RPGNN(model.gin, id_dim=3)

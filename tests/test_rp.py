@@ -159,16 +159,16 @@ def test_inputs_pyg_tuple_dense_and_errors():
     assert isinstance(graph.to_pyg(), pyg.Batch)
     with pytest.raises(ValueError, match="graph 0 has 4 vertices, more than the max_nodes = 3"):
         RelationalPooling(dense_f(3), Exact(3))(graph)
-    with pytest.raises(ValueError, match="max_nodes = 11 is above 10"):
-        Exact(11)
+    with pytest.raises(ValueError, match="max_nodes = 12 is above 11"):
+        Exact(12)
     with pytest.raises(ValueError, match="belong to the strategy"):
         RelationalPooling(dense_f(4), Exact(4), k=3)
     with pytest.raises(TypeError, match="strategy must be an rpfast.nn.rp Strategy"):
         RelationalPooling(dense_f(4), "exact")
     with pytest.raises(ValueError, match="subsets='sample' needs num_samples"):
         KAry(3, subsets="sample")
-    with pytest.raises(ValueError, match="method must be 'dfs', 'bfs' or 'wl'"):
-        Oriented("rdkit", 4)
+    with pytest.raises(ValueError, match="method must be"):
+        Oriented("nope", 4)
     with pytest.raises(ValueError, match="a WL orientation has no start vertex"):
         Oriented("wl", 4, starts="all")
 
@@ -290,3 +290,79 @@ def test_oriented_random_tiebreak_is_invariant_in_expectation():
     assert bool((difference < 6 * spread + 1e-9).all()), (difference, spread)
     with pytest.raises(ValueError, match="tiebreak must be 'random', 'features' or 'id'"):
         Oriented("dfs", 4, tiebreak="degree")
+
+
+# ------------------------------------------------------------------------------ streaming, node counts, RDKit
+def test_exact_blocks_add_up_to_the_whole_sum():
+    graph = random_batch([5, 3, 0, 4], seed=21)
+    f = dense_f(5)
+    whole = RelationalPooling(f, Exact(5)).eval()(graph)
+    blocks = list(Exact(5, chunk_size=7).relabel_chunks(graph, training=False))
+    assert len(blocks) == 5 * 4  # 5! / 3! blocks of 3! = 6 <= 7 relabelings for the largest graph
+    rows = [{tuple(r) for blk in blocks for r, w in zip(blk.perms[b].tolist(), blk.weights[b].tolist()) if w > 0}
+            for b in range(4)]
+    assert rows[0] == {p + (-1,) * 0 for p in itertools.permutations(range(5))}
+    assert sum(float(blk.weights[1].sum()) for blk in blocks) == pytest.approx(1.0)
+    torch.testing.assert_close(RelationalPooling(f, Exact(5, chunk_size=7)).eval()(graph), whole, rtol=0, atol=1e-12)
+
+
+def test_f_with_four_arguments_gets_the_node_counts():
+    graph = random_batch([4, 2], seed=22)
+    seen = {}
+
+    def f(adj, x, mask, num_nodes):
+        seen["counts"] = num_nodes
+        assert torch.equal(mask, torch.arange(mask.shape[1]).unsqueeze(0) < num_nodes.unsqueeze(1))
+        return num_nodes.to(torch.float64).unsqueeze(1)
+
+    out = RelationalPooling(f, KAry(3)).eval()(graph)
+    assert set(seen["counts"].tolist()) == {3, 0}  # padding rows of the smaller graph count 0
+    assert out[:, 0].tolist() == [3.0, 0.0]  # a graph with fewer than k vertices has no term
+
+
+def test_rdkit_orientation_does_not_depend_on_atom_numbering():
+    Chem = pytest.importorskip("rdkit.Chem")
+    from rpfast.data import batch_from_smiles
+    from rpfast.ops import permute_adjacency
+
+    smiles = ["CC(=O)Oc1ccccc1C(=O)O", "CCN(CC)CC", "OCC1OC(O)C(O)C1O"]
+    shuffled = []
+    for i, s in enumerate(smiles):
+        mol = Chem.MolFromSmiles(s)
+        order = torch.randperm(mol.GetNumAtoms(), generator=torch.Generator().manual_seed(i)).tolist()
+        shuffled.append(Chem.MolToSmiles(Chem.RenumberAtoms(mol, order), canonical=False))
+    assert shuffled != smiles
+    strategy = Oriented("rdkit", size=14)
+    views = []
+    for batch_smiles in (smiles, shuffled):
+        graph, _ = batch_from_smiles(batch_smiles)
+        perms = strategy.relabel(graph, training=False).perms
+        elements = torch.tensor([([a.GetAtomicNum() for a in Chem.MolFromSmiles(s).GetAtoms()] + [0] * 14)[:14]
+                                 for s in batch_smiles])
+        views.append((permute_adjacency(graph.dense_adj(), perms), elements.gather(1, perms[:, 0].clamp(min=0)) * (perms[:, 0] >= 0)))
+    assert torch.equal(views[0][0], views[1][0]) and torch.equal(views[0][1], views[1][1])
+    with pytest.raises(ValueError, match="needs the molecules: give the graph a 'smiles' or 'mol'"):
+        strategy.relabel(random_batch([3]), training=False)
+    with pytest.raises(ValueError, match="one canonical order per molecule"):
+        Oriented("rdkit", 4, num_samples=3)
+
+
+def test_exact_rp_separates_the_csl_graphs_of_figure_1_and_gin_does_not():
+    """CSL(11, 2) and CSL(11, 3) are 4-regular on 11 vertices: 1-WL, and so GIN, cannot tell them
+    apart; the exact average of a permutation-sensitive MLP on vec(A) over all 11! relabelings can."""
+    from rpfast.data.csl import csl_graph
+    from rpfast.nn import GIN
+
+    graph = GraphBatch.from_edge_lists([(csl_graph(11, 2), 11), (csl_graph(11, 3), 11)],
+                                       x=[torch.ones(11, 1)] * 2)
+    torch.manual_seed(0)
+    gin = GIN(1, 16, 3, 4).eval()
+    gin_out = gin(graph.x, graph)
+    torch.testing.assert_close(gin_out[0], gin_out[1])
+
+    mlp = nn.Sequential(nn.Flatten(), nn.Linear(121, 8), nn.ReLU(), nn.Linear(8, 1))
+    rp = RelationalPooling(lambda adj, x: mlp(adj).double(), Exact(11)).eval()  # float64 sums
+    with torch.no_grad():
+        out = rp(graph)[:, 0]
+    # each float32 term is within ~1e-7 of its exact value, so the averages are too; they differ by ~1e-4
+    assert abs(float(out[0] - out[1])) > 1e-5, out

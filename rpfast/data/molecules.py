@@ -56,7 +56,7 @@ def batch_from_smiles(smiles_list, skip_invalid: bool = False) -> Tuple[GraphBat
     ``smiles_list`` is an iterable of SMILES strings; a bare ``str`` is ONE molecule (not
     one per character). An entry that is not a ``str`` raises ``TypeError`` naming its
     index and type. Returns ``(batch, kept)`` with ``kept`` the indices of the parsed
-    SMILES. Strings RDKit cannot parse raise ``ValueError`` naming the first one, or are
+    SMILES; ``batch.smiles`` lists the kept SMILES. Strings RDKit cannot parse raise ``ValueError`` naming the first one, or are
     dropped (silently, with RDKit's parse messages muted) with ``skip_invalid=True`` (Tox21
     has a few, e.g. hypervalent aluminium).
     """
@@ -89,7 +89,9 @@ def batch_from_smiles(smiles_list, skip_invalid: bool = False) -> Tuple[GraphBat
     finally:
         if skip_invalid:
             RDLogger.EnableLog("rdApp.error")
-    return GraphBatch.from_edge_lists(graphs), torch.tensor(kept, dtype=torch.int64)
+    batch = GraphBatch.from_edge_lists(graphs)
+    batch.extras["smiles"] = [smiles_list[i] for i in kept]  # for Oriented("rdkit") and to_pyg()
+    return batch, torch.tensor(kept, dtype=torch.int64)
 
 
 def canonical_order_from_mol(mols: Union[str, object, Sequence]) -> Tensor:

@@ -28,14 +28,25 @@ class GINLayer(nn.Module):
     The aggregation and the BatchNorm-ReLU stages form one autograd node
     (:func:`rpfast.ops.gin_mlp`).
 
+    With ``edge_dim > 0`` the layer is GINE-style (Hu et al., 2020): every message carries
+    its edge's features, in the projected width,
+
+    .. math:: a_i = (1+\epsilon) z_i + \sum_{j\to i} \mathrm{ReLU}\big(z_j + e_{ji} W_e^\top + b_e\big),
+
+    so bond types reach the MLP (the messages are summed in torch, then the MLP stages run as
+    one node).
+
     Args:
         in_dim: node feature width (0 for none), id_dim: one-hot ID width (0 for none),
-        hidden: output width, mlp_layers: linear maps in the MLP (>= 1), train_eps: learn eps.
+        hidden: output width, mlp_layers: linear maps in the MLP (>= 1), train_eps: learn eps,
+        edge_dim: edge feature width (0: plain GIN; > 0: GINE messages, ``graph.edge_attr``
+        ``[E, edge_dim]`` required).
 
     Shapes: ``h [R, N, in_dim]`` or None, ``ids [R, N]`` or None -> ``[R, N, hidden]``.
     """
 
-    def __init__(self, in_dim: int, hidden: int, mlp_layers: int = 2, train_eps: bool = True, id_dim: int = 0):
+    def __init__(self, in_dim: int, hidden: int, mlp_layers: int = 2, train_eps: bool = True, id_dim: int = 0,
+                 edge_dim: int = 0):
         super().__init__()
         if in_dim + id_dim < 1:
             raise ValueError("a GIN layer needs node features (in_dim) or IDs (id_dim)")
@@ -51,6 +62,8 @@ class GINLayer(nn.Module):
         self.norms = nn.ModuleList(nn.BatchNorm1d(hidden) for _ in range(mlp_layers))
         self.eps = nn.Parameter(torch.zeros(1)) if train_eps else None
         self.register_buffer("fixed_eps", torch.zeros(1))
+        self.edge_dim = edge_dim
+        self.edge = nn.Linear(edge_dim, hidden) if edge_dim else None
 
     def forward(self, h: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor] = None) -> Tensor:
         z = None
@@ -63,8 +76,24 @@ class GINLayer(nn.Module):
             z = emb if z is None else z + emb
         eps = self.eps if self.eps is not None else self.fixed_eps
         z = z if z.dim() == 3 else z.unsqueeze(0)
+        aggregate = self.edge is None
+        if not aggregate:
+            z = self._edge_aggregate(z, graph, eps)
         return gin_mlp(z, graph, eps, [linear.weight for linear in self.linears], training=self.training,
-                       **batch_norm_arguments(self.norms, self.training))
+                       aggregate=aggregate, **batch_norm_arguments(self.norms, self.training))
+
+    def _edge_aggregate(self, z: Tensor, graph: GraphBatch, eps: Tensor) -> Tensor:
+        """``(1 + eps) z_i + sum_{j->i} ReLU(z_j + edge(e_ji))`` for ``z [R, N, H]``."""
+        edge_attr = graph.edge_attr
+        if edge_attr is None:
+            raise ValueError(f"this GIN layer was built with edge_dim={self.edge_dim} and needs edge features: "
+                             f"give the graph edge_attr [E, {self.edge_dim}]")
+        if edge_attr.dim() != 2 or edge_attr.shape[1] != self.edge_dim:
+            raise ValueError(f"edge_attr must have shape [E={graph.num_edges}, {self.edge_dim}], "
+                             f"got {tuple(edge_attr.shape)}")
+        source, target = graph.edge_index
+        messages = torch.relu(z[:, source] + self.edge(edge_attr.to(z.dtype)))  # [R, E, H]
+        return (1 + eps) * z + torch.zeros_like(z).index_add_(1, target, messages)
 
 
 def batch_norm_arguments(norms, training: bool) -> dict:
@@ -102,17 +131,18 @@ class GIN(nn.Module):
 
     and a linear classifier maps it to ``out_dim`` logits (with dropout before it).
     With ``id_dim = m > 0`` the input also carries one-hot IDs (see :class:`GINLayer`); its
-    pooled part is the per-graph ID histogram.
+    pooled part is the per-graph ID histogram. With ``edge_dim > 0`` every layer is GINE-style
+    and reads ``graph.edge_attr [E, edge_dim]`` (bond features, say).
 
     Shapes: ``x [N, in_dim]`` or ``[R, N, in_dim]`` (or None if ``in_dim == 0``),
     ``ids [R, N]`` -> logits ``[R, B, out_dim]`` (``[B, out_dim]`` for 2-D ``x`` without ids).
     """
 
     def __init__(self, in_dim: int, hidden: int, num_layers: int, out_dim: int, mlp_layers: int = 2,
-                 train_eps: bool = True, dropout: float = 0.0, id_dim: int = 0):
+                 train_eps: bool = True, dropout: float = 0.0, id_dim: int = 0, edge_dim: int = 0):
         super().__init__()
         for name, value, low in (("in_dim", in_dim, 0), ("hidden", hidden, 1), ("num_layers", num_layers, 1),
-                                 ("out_dim", out_dim, 1), ("id_dim", id_dim, 0)):
+                                 ("out_dim", out_dim, 1), ("id_dim", id_dim, 0), ("edge_dim", edge_dim, 0)):
             if not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
         if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
@@ -120,9 +150,9 @@ class GIN(nn.Module):
         width = in_dim + id_dim + num_layers * hidden
         check_memory(4 * (width * (hidden + out_dim) + num_layers * mlp_layers * hidden * hidden),
                      f"GIN parameters (in_dim={in_dim}, id_dim={id_dim}, hidden={hidden}, num_layers={num_layers})")
-        self.in_dim, self.id_dim = in_dim, id_dim
+        self.in_dim, self.id_dim, self.edge_dim = in_dim, id_dim, edge_dim
         self.layers = nn.ModuleList(
-            GINLayer(in_dim if l == 0 else hidden, hidden, mlp_layers, train_eps, id_dim if l == 0 else 0)
+            GINLayer(in_dim if l == 0 else hidden, hidden, mlp_layers, train_eps, id_dim if l == 0 else 0, edge_dim)
             for l in range(num_layers)
         )
         self.embedding_dim = in_dim + id_dim + num_layers * hidden

@@ -35,9 +35,12 @@ class _GINMLP(torch.autograd.Function):
         L = len(stats)
         weights, gammas, betas = params[: L - 1], params[L - 1: 2 * L - 1], params[2 * L - 1:]
         M, H = z.shape[0] * z.shape[1], z.shape[2]
-        aggregated = torch.empty_like(z)
-        _backend.call("gin_aggregate", z, in_rowptr, in_col, float(eps), aggregated)
-        h = aggregated.view(M, H)
+        if in_rowptr is None:  # the caller aggregated already (edge-feature messages)
+            h = z.view(M, H)
+        else:
+            aggregated = torch.empty_like(z)
+            _backend.call("gin_aggregate", z, in_rowptr, in_col, float(eps), aggregated)
+            h = aggregated.view(M, H)
         saved: List[Tensor] = []
         for stage, (running_mean, running_var) in enumerate(stats):
             if stage:
@@ -47,7 +50,10 @@ class _GINMLP(torch.autograd.Function):
             saved += [y, xhat, invstd]
             h = y
         ctx.num_stages, ctx.training = L, training
-        ctx.needs_eps = ctx.needs_input_grad[1]
+        ctx.needs_eps = ctx.needs_input_grad[1] and in_rowptr is not None
+        ctx.aggregates = in_rowptr is not None
+        if not ctx.aggregates:
+            out_rowptr = out_col = torch.empty(0, dtype=torch.int64)
         ctx.save_for_backward(z, eps, out_rowptr, out_col, *params, *saved)
         return h.view(z.shape[0], z.shape[1], h.shape[-1])
 
@@ -73,8 +79,11 @@ class _GINMLP(torch.autograd.Function):
             else:
                 g = grad_pre
         g = g.view(R, N, g.shape[-1])
-        grad_z = torch.empty_like(g)
-        _backend.call("gin_aggregate", g, out_rowptr, out_col, float(eps), grad_z)
+        if ctx.aggregates:
+            grad_z = torch.empty_like(g)
+            _backend.call("gin_aggregate", g, out_rowptr, out_col, float(eps), grad_z)
+        else:
+            grad_z = g
         grad_eps = None
         if ctx.needs_eps:
             grad_eps = torch.full_like(eps, _backend.call("sum_product", g, z))
@@ -88,7 +97,7 @@ Number = Union[float, int]
 def gin_mlp(z: Tensor, graph: GraphBatch, eps, weights: Sequence[Tensor], bn_weights: Sequence[Tensor],
             bn_biases: Sequence[Tensor], running_means: Sequence[Tensor], running_vars: Sequence[Tensor],
             training: bool, momentum: Union[Number, Sequence[Number]] = 0.1,
-            bn_eps: Union[Number, Sequence[Number]] = 1e-5) -> Tensor:
+            bn_eps: Union[Number, Sequence[Number]] = 1e-5, aggregate: bool = True) -> Tensor:
     r"""One GIN layer after its first linear map, as a single autograd node.
 
     .. math::
@@ -112,12 +121,15 @@ def gin_mlp(z: Tensor, graph: GraphBatch, eps, weights: Sequence[Tensor], bn_wei
         momentum: the running-average factor of this call, one number or one per stage
             (a module with ``momentum=None`` passes ``1 / num_batches_tracked``).
         bn_eps: BatchNorm's variance epsilon, one number or one per stage.
+        aggregate: False when ``z`` is already the aggregate ``a`` (GINE-style layers, whose
+            edge-dependent messages are summed by the caller); ``eps`` is then unused.
 
     Returns ``[R, N, H]``. Gradients flow to ``z``, ``eps``, ``weights`` and the BatchNorm
     affine tensors; all reductions are deterministic.
     """
     require_tensor(z, "z")
     training = require_flag(training, "training")
+    aggregate = require_flag(aggregate, "aggregate")
     require_kernel_device(z, "z")
     require_float(z, "z")
     if not isinstance(graph, GraphBatch):
@@ -152,8 +164,8 @@ def gin_mlp(z: Tensor, graph: GraphBatch, eps, weights: Sequence[Tensor], bn_wei
     eps = eps_tensor(eps, z.dtype)
     stats = tuple(zip(state["running_means"], state["running_vars"]))
     params = [*weights, *state["bn_weights"], *state["bn_biases"]]
-    return _GINMLP.apply(z, eps, graph.t_rowptr, graph.t_col, graph.rowptr, graph.col, stats, training,
-                         momenta, bn_eps, *params)
+    csr = (graph.t_rowptr, graph.t_col, graph.rowptr, graph.col) if aggregate else (None,) * 4
+    return _GINMLP.apply(z, eps, *csr, stats, training, momenta, bn_eps, *params)
 
 
 def _per_stage(value, stages: int, name: str) -> tuple:

@@ -7,6 +7,7 @@ from torch import Tensor, nn
 
 from rpfast._validation import check_count, is_pyg_data
 from rpfast.data import GraphBatch
+from rpfast.nn.gin import GIN
 from rpfast.ops import random_permutations
 
 __all__ = ["RPGNN"]
@@ -27,6 +28,11 @@ class RPGNN(nn.Module):
     graphs of a batch independently (message passing and a per-graph readout do). The GNN's
     first layer must take ``in_dim + id_dim`` input features.
 
+    An :class:`rpfast.nn.GIN` built with the same ``id_dim`` takes the IDs themselves instead
+    (``gin(x, graph, ids [P, N]) -> [P, B, D]``): its first linear map turns the one-hot block
+    into a gather of weight rows, so no ``[P * N, in_dim + id_dim]`` input is ever built and the
+    replicas share one CSR. That is :class:`rpfast.nn.RPGIN`.
+
     Args:
         gnn: the wrapped module; called as ``gnn(x, edge_index, batch)`` plus ``edge_attr=`` when
             the input has edge features, plus any keyword arguments given to :meth:`forward`.
@@ -46,26 +52,37 @@ class RPGNN(nn.Module):
             raise TypeError(f"gnn must be a torch.nn.Module, got {type(gnn).__name__}")
         self.gnn = gnn
         self.id_dim = check_count(id_dim, "id_dim", minimum=1)
+        self._takes_ids = isinstance(gnn, GIN) and gnn.id_dim > 0
+        if self._takes_ids and gnn.id_dim != self.id_dim:
+            raise ValueError(f"the GIN was built with id_dim={gnn.id_dim} but RPGNN with id_dim={self.id_dim}")
         self.train_samples = check_count(train_samples, "train_samples", minimum=1)
         self.eval_samples = self.id_dim if eval_samples is None else check_count(eval_samples, "eval_samples", 1)
         self.generator = generator
 
-    def forward(self, data, edge_index: Optional[Tensor] = None, batch: Optional[Tensor] = None,
-                edge_attr: Optional[Tensor] = None, **kwargs) -> Tensor:
+    def _graph(self, data, edge_index: Optional[Tensor] = None, batch: Optional[Tensor] = None,
+              edge_attr: Optional[Tensor] = None) -> GraphBatch:
+        """The :class:`~rpfast.data.GraphBatch` of any accepted input form."""
         if is_pyg_data(data) or isinstance(data, GraphBatch):
             if edge_index is not None or batch is not None or edge_attr is not None:
                 raise TypeError("with a graph object, pass no edge_index, batch or edge_attr (it holds them)")
-            graph = GraphBatch.from_pyg(data) if is_pyg_data(data) else data
-        elif isinstance(data, Tensor) and edge_index is not None:
-            graph = GraphBatch(edge_index, x=data, edge_attr=edge_attr,
-                               batch=torch.zeros(data.shape[0], dtype=torch.int64) if batch is None else batch)
-        else:
-            raise TypeError("RPGNN takes a PyG Data/Batch, a GraphBatch, or (x, edge_index, batch, edge_attr=None), "
-                            f"got {type(data).__name__}")
-        if graph.x is None:
-            raise ValueError("RPGNN needs node features x (use a column of ones for featureless graphs)")
+            return GraphBatch.from_pyg(data) if is_pyg_data(data) else data
+        if isinstance(data, Tensor) and edge_index is not None:
+            return GraphBatch(edge_index, x=data, edge_attr=edge_attr,
+                              batch=torch.zeros(data.shape[0], dtype=torch.int64) if batch is None else batch)
+        raise TypeError(f"{type(self).__name__} takes a PyG Data/Batch, a GraphBatch, or "
+                        f"(x, edge_index, batch, edge_attr=None), got {type(data).__name__}")
+
+    def forward(self, data, edge_index: Optional[Tensor] = None, batch: Optional[Tensor] = None,
+                edge_attr: Optional[Tensor] = None, **kwargs) -> Tensor:
+        graph = self._graph(data, edge_index, batch, edge_attr)
         P = self.train_samples if self.training else self.eval_samples
         ids = self.sample_ids(graph, P)  # [P, N]
+        if self._takes_ids:
+            if kwargs:
+                raise TypeError(f"an rpfast GIN takes no extra arguments, got {sorted(kwargs)}")
+            return self.gnn(graph.x, graph, ids).mean(dim=0)
+        if graph.x is None:
+            raise ValueError("RPGNN needs node features x (use a column of ones for featureless graphs)")
         N, B = graph.total_nodes, graph.num_graphs
         x = torch.cat([graph.x.unsqueeze(0).expand(P, -1, -1),
                        F.one_hot(ids, self.id_dim).to(graph.x.dtype)], dim=-1).reshape(P * N, -1)

@@ -14,26 +14,32 @@ from rpfast._validation import (
     require_tensor,
 )
 from rpfast.data import GraphBatch
-from rpfast.nn.rp.strategies import PiSGD, Strategy
+from rpfast.nn.rp.strategies import Exact, KAry, PiSGD, Strategy
+from rpfast.ops.subsets import Prune
 from rpfast.ops import permute_adjacency, permute_nodes
 
 __all__ = ["RelationalPooling"]
 
 
-def _takes_mask(f) -> bool:
-    """True if ``f`` (a module's forward or a function) takes a third positional argument."""
+def _positional_arity(f, most: int) -> int:
+    """How many positional arguments ``f`` (a module's forward or a function) takes, at most
+    ``most`` (``most`` for ``*args``; 2 when the signature cannot be read)."""
     target = f.forward if isinstance(f, nn.Module) else f
     try:
         parameters = inspect.signature(target).parameters.values()
     except (TypeError, ValueError):  # builtins without a signature
-        return False
+        return 2
+    if any(p.kind == p.VAR_POSITIONAL for p in parameters):
+        return most
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(positional) >= 3 or any(p.kind == p.VAR_POSITIONAL for p in parameters)
+    return max(1, min(len(positional), most))
 
 
 class RelationalPooling(nn.Module):
     r"""Relational Pooling (Murphy et al. 2019, eq. 1-5): average a permutation-sensitive f
     over the relabelings a :class:`~rpfast.nn.rp.Strategy` yields.
+
+    Joint RP (``mode="joint"``, eq. 1) relabels rows and columns of the adjacency together:
 
     .. math::
         \bar f(G) = \sum_{p} w_{b,p}\, f\big(A_{\pi_p,\pi_p}, X_{\pi_p}\big)
@@ -41,46 +47,123 @@ class RelationalPooling(nn.Module):
     where :math:`\pi_p, w_{b,p}` come from ``strategy`` (:class:`~rpfast.nn.rp.Exact`: all
     :math:`n!` with weight :math:`1/n!`; :class:`~rpfast.nn.rp.PiSGD`: uniform samples;
     :class:`~rpfast.nn.rp.KAry`: k-vertex subgraphs; :class:`~rpfast.nn.rp.Oriented`: DFS/BFS
-    orders). All relabelings of a batch go to f in one call.
+    orders). All relabelings of a batch go to f in one call (in blocks for ``Exact``).
+
+    Separate RP (``mode="separate"``, eq. 2) takes a bipartite tensor ``A [n_r, n_c, C]`` (rows
+    and columns are different vertex sets, e.g. users x items) and relabels rows and columns
+    independently:
+
+    .. math::
+        \bar f(A) = \sum_{p, q} w^{r}_{b,p}\, w^{c}_{b,q}\, f\big(A_{\pi_p,\sigma_q}\big)
+
+    with row relabelings :math:`\pi_p` and column relabelings :math:`\sigma_q` from a pair of
+    strategies (one strategy serves both). ``Exact``, ``PiSGD`` and ``KAry`` with
+    ``prune="none"`` apply (k_r, k_c for k-ary: ``(KAry(k_r), KAry(k_c))``); orientations and
+    pruning need a graph and do not.
 
     Args:
-        f: called as ``f(adj [M, K, K, C], x [M, K, F], mask [M, K])`` with ``M = B * P``
-            relabeled graphs and ``mask`` true on real vertices (positions past a graph's size
-            are zero padding), or as ``f(adj, x)`` if it takes two arguments; returns ``[M, ...]``.
-        strategy: the relabelings. The older form ``RelationalPooling(f, train_samples=1,
-            eval_samples=5, k=None)`` means ``PiSGD(k=k)``, or ``PiSGD(max_nodes=n)`` with ``n``
-            the width of the dense input when ``k`` is None.
+        f: joint: called as ``f(adj [M, K, K, C], x [M, K, F], mask [M, K], num_nodes [M])``
+            with ``M = B * P`` relabeled graphs, ``mask`` true on the real vertices (the first
+            ``num_nodes`` positions; the rest are zero padding). Separate: called as
+            ``f(adj [M, K_r, K_c, C], None, (row_mask, col_mask), (num_rows, num_cols))``.
+            An f with fewer positional parameters gets the first two or three. Returns
+            ``[M, ...]``. The encoders of :mod:`rpfast.nn.rp` take both forms.
+        strategy: the relabelings (a pair ``(rows, columns)`` for separate RP). The older form
+            ``RelationalPooling(f, train_samples=1, eval_samples=5, k=None)`` means
+            ``PiSGD(k=k)``, or ``PiSGD(max_nodes=n)`` with ``n`` the width of the dense input
+            when ``k`` is None.
+        mode: ``"joint"`` or ``"separate"``.
         generator: CPU ``torch.Generator`` for reproducible sampling.
 
-    Shapes: ``forward(graph)`` for a :class:`~rpfast.data.GraphBatch`, a PyG ``Data``/``Batch``
-    or ``(x, edge_index, batch)``; or ``forward(adj [B, n, n, C], x [B, n, F], num_nodes [B])``
-    for dense padded input. Returns ``[B, ...]``.
+    Shapes (joint): ``forward(graph)`` for a :class:`~rpfast.data.GraphBatch`, a PyG
+    ``Data``/``Batch`` or ``(x, edge_index, batch)``; or ``forward(adj [B, n, n, C], x [B, n, F],
+    num_nodes [B])`` for dense padded input. (separate): ``forward(adj [B, n_r, n_c, C],
+    num_nodes=(num_rows [B], num_cols [B]))``, sizes defaulting to the full ``n_r, n_c``.
+    Returns ``[B, ...]``.
     """
 
-    def __init__(self, f: nn.Module, strategy: Optional[Strategy] = None, eval_samples: Optional[int] = None,
+    def __init__(self, f: nn.Module, strategy=None, eval_samples: Optional[int] = None,
                  k: Optional[int] = None, generator: Optional[torch.Generator] = None, *,
-                 train_samples: Optional[int] = None):
+                 train_samples: Optional[int] = None, mode: str = "joint"):
         super().__init__()
         if not callable(f):
             raise TypeError(f"f must be a module or function, got {type(f).__name__}")
+        if mode not in ("joint", "separate"):
+            raise ValueError(f"mode must be 'joint' or 'separate', got {mode!r}")
         if isinstance(strategy, int) and not isinstance(strategy, bool):  # older positional train_samples
             strategy, train_samples = None, strategy
         if strategy is not None:
-            if not isinstance(strategy, Strategy):
-                raise TypeError(f"strategy must be an rpfast.nn.rp Strategy (Exact, PiSGD, KAry, Oriented), "
-                                f"got {type(strategy).__name__}")
+            pair = strategy if mode == "separate" and isinstance(strategy, (tuple, list)) else (strategy,)
+            if len(pair) != (2 if len(pair) > 1 else 1) or not all(isinstance(s, Strategy) for s in pair):
+                raise TypeError("strategy must be an rpfast.nn.rp Strategy (Exact, PiSGD, KAry, Oriented)"
+                                + (" or a (rows, columns) pair of them" if mode == "separate" else "")
+                                + f", got {strategy!r}")
             if (train_samples, eval_samples, k) != (None, None, None):
                 raise ValueError("train_samples, eval_samples and k belong to the strategy "
                                  f"({strategy!r}), not to RelationalPooling")
+            if mode == "separate":
+                for s in pair:
+                    _check_separable(s)
+                strategy = tuple(pair) * (2 // len(pair))
+        elif mode == "separate":
+            raise ValueError("mode='separate' needs a strategy (or a (rows, columns) pair): Exact, PiSGD or KAry")
         self.f = f
+        self.mode = mode
         self.strategy = strategy
         self.train_samples = check_count(1 if train_samples is None else train_samples, "train_samples", minimum=1)
         self.eval_samples = check_count(5 if eval_samples is None else eval_samples, "eval_samples", minimum=1)
         self.k = None if k is None else check_count(k, "k", minimum=1)
         self.generator = generator
-        self._with_mask = _takes_mask(f)
+        self._arity = max(2, _positional_arity(f, 4))
 
-    def forward(self, adj, x: Optional[Tensor] = None, num_nodes: Optional[Tensor] = None) -> Tensor:
+    def forward(self, adj, x: Optional[Tensor] = None, num_nodes=None) -> Tensor:
+        if self.mode == "separate":
+            return self._forward_separate(adj, x, num_nodes)
+        graph, adj, x, num_nodes = self._joint_inputs(adj, x, num_nodes)
+        strategy = self.strategy or (PiSGD(k=self.k, train_samples=self.train_samples, eval_samples=self.eval_samples)
+                                     if self.k else PiSGD(adj.shape[1], self.train_samples, self.eval_samples))
+        total = None
+        for perms, weights in strategy.relabel_chunks(graph, self.training, self.generator):
+            adj_p = permute_adjacency(adj, perms).flatten(0, 1)  # [M, K, K(, C)]
+            x_p = permute_nodes(x, perms).flatten(0, 1)  # [M, K(, F)]
+            mask = (perms >= 0).flatten(0, 1)
+            out = self.f(*(adj_p, x_p, mask, mask.sum(dim=1))[:self._arity])
+            total = _accumulate(total, out, weights)
+        return total
+
+    def _forward_separate(self, adj, x, num_nodes) -> Tensor:
+        if x is not None:
+            raise TypeError("separate RP takes forward(adj [B, n_r, n_c, C], num_nodes=(num_rows, num_cols)): "
+                            "no node features (put them in the edge channels)")
+        require_tensor(adj, "adj")
+        require_kernel_device(adj, "adj")
+        if adj.dim() not in (3, 4):
+            raise ValueError(f"adj must have shape [B, n_r, n_c, C] or [B, n_r, n_c], got {tuple(adj.shape)}")
+        B, n_r, n_c = adj.shape[:3]
+        if num_nodes is None:
+            num_nodes = (torch.full((B,), n_r), torch.full((B,), n_c))
+        if not isinstance(num_nodes, (tuple, list)) or len(num_nodes) != 2:
+            raise TypeError("separate RP's num_nodes must be a pair (num_rows [B], num_cols [B])")
+        sides = [_sizes_within(sizes, B, n, name) for sizes, n, name in
+                 zip(num_nodes, (n_r, n_c), ("num_rows", "num_cols"))]
+        graphs = [GraphBatch(torch.zeros(2, 0, dtype=torch.int64), num_nodes=sizes) for sizes in sides]
+        row_strategy, col_strategy = self.strategy
+        total = None
+        for rows, row_w in row_strategy.relabel_chunks(graphs[0], self.training, self.generator):
+            for cols, col_w in col_strategy.relabel_chunks(graphs[1], self.training, self.generator):
+                P_r, P_c = rows.shape[1], cols.shape[1]
+                rows_p = rows.unsqueeze(2).expand(-1, -1, P_c, -1).flatten(1, 2)  # [B, P_r * P_c, K_r]
+                cols_p = cols.unsqueeze(1).expand(-1, P_r, -1, -1).flatten(1, 2)
+                weights = (row_w.unsqueeze(2) * col_w.unsqueeze(1)).flatten(1)
+                adj_p = _permute_bipartite(adj, rows_p, cols_p).flatten(0, 1)
+                masks = ((rows_p >= 0).flatten(0, 1), (cols_p >= 0).flatten(0, 1))
+                counts = tuple(m.sum(dim=1) for m in masks)
+                out = self.f(*(adj_p, None, masks, counts)[:self._arity])
+                total = _accumulate(total, out, weights)
+        return total
+
+    def _joint_inputs(self, adj, x, num_nodes):
+        """``(graph, adj [B, n, n(, C)], x [B, n(, F)], num_nodes [B])`` from any joint input form."""
         graph = None
         if is_pyg_data(adj):
             graph = GraphBatch.from_pyg(adj)
@@ -102,19 +185,7 @@ class RelationalPooling(nn.Module):
         num_nodes = self._check_dense(adj, x, num_nodes)
         if graph is None:
             graph = _graph_of_dense(adj, num_nodes)
-        strategy = self.strategy or (PiSGD(k=self.k, train_samples=self.train_samples, eval_samples=self.eval_samples)
-                                     if self.k else PiSGD(adj.shape[1], self.train_samples, self.eval_samples))
-        perms, weights = strategy.relabel(graph, self.training, self.generator)
-        B, P, K = perms.shape
-        adj_p = permute_adjacency(adj, perms).flatten(0, 1)  # [M, K, K(, C)]
-        x_p = permute_nodes(x, perms).flatten(0, 1)  # [M, K(, F)]
-        if self._with_mask:
-            out = self.f(adj_p, x_p, (perms >= 0).flatten(0, 1))
-        else:
-            out = self.f(adj_p, x_p)
-        out = out.reshape(B, P, *out.shape[1:])
-        w = weights.to(out.dtype).reshape(B, P, *([1] * (out.dim() - 2)))
-        return (out * w).sum(dim=1)
+        return graph, adj, x, num_nodes
 
     @staticmethod
     def _check_dense(adj, x, num_nodes) -> Tensor:
@@ -127,14 +198,51 @@ class RelationalPooling(nn.Module):
         B, n = adj.shape[:2]
         if x.dim() not in (2, 3) or tuple(x.shape[:2]) != (B, n):
             raise ValueError(f"x must have shape [B={B}, n={n}, F] to match adj, got {tuple(x.shape)}")
-        num_nodes = index_tensor(num_nodes, "num_nodes")
-        check_sizes(num_nodes, "num_nodes")
-        if num_nodes.numel() != B:
-            raise ValueError(f"num_nodes has {num_nodes.numel()} entries but adj holds {B} graphs")
-        if B and int(num_nodes.max()) > n:
-            b = int(torch.nonzero(num_nodes > n)[0, 0])
-            raise ValueError(f"num_nodes[{b}] = {int(num_nodes[b])} exceeds the n = {n} positions of adj")
-        return num_nodes
+        return _sizes_within(num_nodes, B, n, "num_nodes")
+
+
+def _sizes_within(sizes, B: int, n: int, name: str) -> Tensor:
+    """``sizes`` as ``[B]`` int64, each in ``0..n``."""
+    sizes = index_tensor(sizes, name)
+    check_sizes(sizes, name)
+    if sizes.numel() != B:
+        raise ValueError(f"{name} has {sizes.numel()} entries but adj holds {B} graphs")
+    if B and int(sizes.max()) > n:
+        b = int(torch.nonzero(sizes > n)[0, 0])
+        raise ValueError(f"{name}[{b}] = {int(sizes[b])} exceeds the n = {n} positions of adj")
+    return sizes
+
+
+def _check_separable(strategy: Strategy) -> None:
+    """Separate RP relabels vertex sets without edges: only size-driven strategies apply."""
+    if isinstance(strategy, (Exact, PiSGD)) or (isinstance(strategy, KAry) and strategy.prune == Prune.NONE):
+        return
+    raise ValueError(f"separate RP relabels rows and columns as vertex sets without edges, so {strategy!r} "
+                     "does not apply: use Exact, PiSGD or KAry with prune='none'")
+
+
+def _accumulate(total: Optional[Tensor], out: Tensor, weights: Tensor) -> Tensor:
+    """``total + sum_p w[b, p] out[b * P + p]`` for a block of ``P`` relabelings per graph."""
+    B, P = weights.shape
+    out = out.reshape(B, P, *out.shape[1:])
+    w = weights.to(out.dtype).reshape(B, P, *([1] * (out.dim() - 2)))
+    pooled = (out * w).sum(dim=1)
+    return pooled if total is None else total + pooled
+
+
+def _permute_bipartite(adj: Tensor, rows: Tensor, cols: Tensor) -> Tensor:
+    """``out[b, p, i, j] = adj[b, rows[b, p, i], cols[b, p, j]]`` (0 where either index is -1):
+    ``[B, P, K_r, K_c(, C)]`` with independent row and column relabelings (gather convention)."""
+    squeeze = adj.dim() == 3
+    adj = adj.unsqueeze(-1) if squeeze else adj
+    B, P, K_r = rows.shape
+    K_c, C = cols.shape[2], adj.shape[-1]
+    picked = adj[torch.arange(B).view(B, 1, 1), rows.clamp(min=0)]  # [B, P, K_r, n_c, C]
+    index = cols.clamp(min=0).view(B, P, 1, K_c, 1).expand(B, P, K_r, K_c, C)
+    out = picked.gather(3, index)
+    keep = ((rows >= 0).unsqueeze(3) & (cols >= 0).unsqueeze(2)).unsqueeze(-1)
+    out = out * keep.to(out.dtype)
+    return out.squeeze(-1) if squeeze else out
 
 
 def _graph_of_dense(adj: Tensor, num_nodes: Tensor) -> GraphBatch:

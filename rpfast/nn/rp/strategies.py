@@ -15,19 +15,20 @@ graph larger than declared is an error, not a silent truncation.
   estimate in training, the average of ``eval_samples`` in eval mode.
 * :class:`KAry`: k-vertex induced subgraphs (eq. 5): every k-subset (optionally pruned) in every
   order, or in one order when f is invariant (Prop. 2.2), or sampled subsets.
-* :class:`Oriented`: poly-canonical DFS/BFS orders (Sec. 2.3.1) from random or all starts, or
-  1-WL colour orders.
+* :class:`Oriented`: poly-canonical DFS/BFS orders (Sec. 2.3.1) from random or all starts,
+  1-WL colour orders, or RDKit's canonical atom order for molecules.
 """
 import abc
 import itertools
 import math
-from typing import NamedTuple, Optional
+from typing import Iterator, NamedTuple, Optional
 
 import torch
 from torch import Tensor
 
 from rpfast._validation import check_count, check_memory, require_flag
 from rpfast.data import GraphBatch
+from rpfast.data.molecules import canonical_order_from_mol
 from rpfast.ops import bfs_order, dfs_order, k_subsets, random_permutations, sample_k_subsets, wl_order
 from rpfast.ops.subsets import _prune
 
@@ -53,6 +54,13 @@ class Strategy(abc.ABC):
         """The relabelings of every graph of ``graph`` for one RP call (``training`` selects the
         sample count of stochastic strategies; ``generator`` makes them reproducible)."""
 
+    def relabel_chunks(self, graph: GraphBatch, training: bool,
+                       generator: Optional[torch.Generator] = None) -> Iterator[Relabelings]:
+        """The same relabelings in consecutive blocks of ``P`` whose weights add up to those of
+        :meth:`relabel`, so RP can evaluate f block by block in bounded memory. One block
+        unless a strategy streams (:class:`Exact`)."""
+        yield self.relabel(graph, training, generator)
+
     def _check_sizes(self, graph: GraphBatch, limit: int, what: str) -> None:
         if graph.num_graphs and graph.n_max > limit:
             b = int(torch.nonzero(graph.num_nodes > limit)[0, 0])
@@ -66,9 +74,9 @@ def _uniform(perms: Tensor) -> Relabelings:
     return Relabelings(perms, torch.full((B, P), 1.0 / P if P else 0.0, dtype=torch.float64))
 
 
-def _pad_rows(rows_per_graph, K: int) -> Relabelings:
+def _pad_rows(rows_per_graph, K: int, totals=None) -> Relabelings:
     """Stack per-graph ``[P_b, K]`` row sets into ``[B, max P_b, K]`` (-1 rows pad) with weights
-    ``1 / P_b`` on the real rows."""
+    ``1 / P_b`` on the real rows (``1 / totals[b]`` when the rows are one block of more)."""
     B = len(rows_per_graph)
     P = max((len(r) for r in rows_per_graph), default=0)
     check_memory(B * P * K * 8, f"{B} x {P} relabelings of {K} positions", "use PiSGD or sample the subsets")
@@ -77,7 +85,7 @@ def _pad_rows(rows_per_graph, K: int) -> Relabelings:
     for b, rows in enumerate(rows_per_graph):
         if len(rows):
             perms[b, :len(rows), :rows.shape[1]] = rows
-            weights[b, :len(rows)] = 1.0 / len(rows)
+            weights[b, :len(rows)] = 1.0 / (len(rows) if totals is None else totals[b])
     return Relabelings(perms, weights)
 
 
@@ -90,27 +98,61 @@ def _all_orders(k: int) -> Tensor:
 class Exact(Strategy):
     r"""All :math:`n!` relabelings of every graph (eq. 1): exactly invariant, for small graphs.
 
+    The relabelings are streamed in lexicographic order, in blocks that share a prefix and run
+    through every order of the remaining ``m`` vertices (``m! <= chunk_size``), and RP evaluates
+    f block by block: memory stays bounded even for 11! = 39.9 M relabelings, and the time is
+    that of n! evaluations of f.
+
     Args:
-        max_nodes: the largest graph accepted, also the ``K`` positions f sees (at most 10:
-            10! = 3.6 M relabelings per graph).
+        max_nodes: the largest graph accepted, also the ``K`` positions f sees (at most 11).
+        chunk_size: the most relabelings per graph in one block (default 8! = 40320).
     """
 
-    MAX_NODES = 10
+    MAX_NODES = 11
 
-    def __init__(self, max_nodes: int):
+    def __init__(self, max_nodes: int, chunk_size: int = math.factorial(8)):
         self.size = check_count(max_nodes, "max_nodes", minimum=1)
         if self.size > self.MAX_NODES:
             raise ValueError(f"Exact RP enumerates n! relabelings; max_nodes = {self.size} is above "
                              f"{self.MAX_NODES} ({math.factorial(self.size):.3g} relabelings per graph): use PiSGD, "
                              f"KAry or Oriented")
+        self.chunk_size = check_count(chunk_size, "chunk_size", minimum=1)
+        self._suffix = max(m for m in range(self.size + 1) if math.factorial(m) <= self.chunk_size)
 
     def relabel(self, graph, training, generator=None):
         self._check_sizes(graph, self.size, "max_nodes")
-        orders = {n: _all_orders(n) for n in set(graph.num_nodes.tolist())}
-        return _pad_rows([orders[n] for n in graph.num_nodes.tolist()], self.size)
+        return next(self._blocks(graph, suffix=self.size))
+
+    def relabel_chunks(self, graph, training, generator=None):
+        self._check_sizes(graph, self.size, "max_nodes")
+        return self._blocks(graph, suffix=self._suffix)
+
+    def _blocks(self, graph: GraphBatch, suffix: int) -> Iterator[Relabelings]:
+        """Block q of graph b: the permutations of ranks ``q m! .. (q+1) m! - 1``, ``m = min(n_b, suffix)``."""
+        sizes = graph.num_nodes.tolist()
+        totals = [math.factorial(n) for n in sizes]
+        orders = {m: _all_orders(m) for m in {min(n, suffix) for n in sizes}}
+        blocks = [total // math.factorial(min(n, suffix)) for n, total in zip(sizes, totals)]
+        for q in range(max(blocks, default=1)):
+            rows = [_permutation_block(n, q, orders[min(n, suffix)]) if q < count else torch.empty(0, n, dtype=torch.int64)
+                    for n, count in zip(sizes, blocks)]
+            yield _pad_rows(rows, self.size, totals)
 
     def __repr__(self):
         return f"Exact(max_nodes={self.size})"
+
+
+def _permutation_block(n: int, q: int, suffix_orders: Tensor) -> Tensor:
+    """``[m!, n]``: the permutations of ``0..n-1`` of lexicographic ranks ``q m! .. (q+1) m! - 1``
+    for ``suffix_orders = all orders of 0..m-1``. They share the first ``n - m`` entries (those of
+    rank ``q m!``, read off its Lehmer code) and run through every order of the other ``m``."""
+    m = suffix_orders.shape[1]
+    remaining, rank, prefix = list(range(n)), q * math.factorial(m), []
+    for i in range(n - m):
+        digit = (rank // math.factorial(n - 1 - i)) % (n - i)
+        prefix.append(remaining.pop(digit))
+    rest = torch.tensor(remaining, dtype=torch.int64)[suffix_orders]  # remaining stays sorted
+    return torch.cat([torch.tensor(prefix, dtype=torch.int64).expand(len(rest), -1), rest], dim=1)
 
 
 class PiSGD(Strategy):
@@ -208,9 +250,14 @@ class Oriented(Strategy):
     r"""Poly-canonical orientations (Sec. 2.3.1): depth- or breadth-first vertex orders.
 
     Args:
-        method: ``"dfs"``, ``"bfs"`` or ``"wl"`` (vertices sorted by their stable 1-WL colour,
+        method: ``"dfs"``, ``"bfs"``, ``"wl"`` (vertices sorted by their stable 1-WL colour,
             computed from the node features; ties broken by ``tiebreak``; only
-            ``starts="random"``, where ``num_samples`` is the number of tie-breaks).
+            ``starts="random"``, where ``num_samples`` is the number of tie-breaks) or
+            ``"rdkit"`` (RDKit's canonical atom ranking, ``Chem.CanonicalRankAtoms``: one order
+            per molecule, invariant to how the SMILES numbered the atoms up to symmetry; the
+            graph must carry its molecules as ``smiles`` or ``mol``, one per graph, with atoms
+            numbered as RDKit parses them, as ``batch_from_smiles`` and PyG's ``from_smiles``
+            do).
         size: the ``K`` positions f sees: the first ``size`` vertices of each order (the paper's
             "random start, BFS/DFS until k vertices" when smaller than the graphs).
         starts: ``"random"`` (``num_samples`` uniform start vertices per graph, fresh each call)
@@ -225,10 +272,13 @@ class Oriented(Strategy):
 
     def __init__(self, method: str, size: int, starts: str = "random", num_samples: Optional[int] = None,
                  tiebreak: str = "random"):
-        if method not in ("dfs", "bfs", "wl"):
-            raise ValueError(f"method must be 'dfs', 'bfs' or 'wl', got {method!r}")
+        if method not in ("dfs", "bfs", "wl", "rdkit"):
+            raise ValueError(f"method must be 'dfs', 'bfs', 'wl' or 'rdkit', got {method!r}")
         if method == "wl" and starts != "random":
             raise ValueError("a WL orientation has no start vertex: use starts='random' (num_samples tie-breaks)")
+        if method == "rdkit" and (starts != "random" or num_samples not in (None, 1) or tiebreak != "random"):
+            raise ValueError("method='rdkit' gives one canonical order per molecule: it takes no starts, "
+                             "num_samples or tiebreak")
         if starts not in ("random", "all"):
             raise ValueError(f"starts must be 'random' or 'all', got {starts!r}")
         if tiebreak not in ("random", "features", "id"):
@@ -240,15 +290,14 @@ class Oriented(Strategy):
         self.num_samples = 1 if num_samples is None else check_count(num_samples, "num_samples", minimum=1)
 
     def relabel(self, graph, training, generator=None):
+        if self.method == "rdkit":
+            return _uniform(_fit(_rdkit_orders(graph), self.size))
         P = self.num_samples if self.starts == "random" else graph.n_max
         ties = self._ranks(graph, P, generator)
         if self.method == "wl":
             if ties is None:
                 ties = torch.arange(graph.n_max).expand(graph.num_graphs, P, -1)
-            order = wl_order(graph, tiebreak=ties, x=graph.x).order[:, :, :self.size]  # [B, P, min(n_max, K)]
-            padded = torch.full((graph.num_graphs, P, self.size), -1, dtype=torch.int64)
-            padded[:, :, :order.shape[2]] = order
-            return _uniform(padded)
+            return _uniform(_fit(wl_order(graph, tiebreak=ties, x=graph.x).order, self.size))
         order_fn = dfs_order if self.method == "dfs" else bfs_order
         if self.starts == "random":
             return _uniform(order_fn(graph, start="random", tiebreak=ties, k=self.size, num_samples=P,
@@ -274,5 +323,35 @@ class Oriented(Strategy):
         return ranks.unsqueeze(1).expand(-1, P, -1).contiguous()
 
     def __repr__(self):
+        if self.method == "rdkit":
+            return f"Oriented('rdkit', size={self.size})"
         samples = f", num_samples={self.num_samples}" if self.starts == "random" else ""
         return f"Oriented({self.method!r}, size={self.size}, starts={self.starts!r}{samples}, tiebreak={self.tiebreak!r})"
+
+
+def _fit(orders: Tensor, K: int) -> Tensor:
+    """``orders [B, P, n]`` cut or -1 padded to ``[B, P, K]``."""
+    out = torch.full((*orders.shape[:2], K), -1, dtype=torch.int64)
+    width = min(K, orders.shape[2])
+    out[:, :, :width] = orders[:, :, :width]
+    return out
+
+
+def _rdkit_orders(graph: GraphBatch) -> Tensor:
+    """``[B, 1, n_max]`` RDKit canonical atom orders of the molecules ``graph`` carries."""
+    extras = graph.__dict__.get("extras", {})
+    key = next((k for k in ("mol", "smiles") if k in extras), None)
+    if key is None:
+        raise ValueError("Oriented('rdkit') needs the molecules: give the graph a 'smiles' or 'mol' attribute, "
+                         "one per graph (batch_from_smiles and PyG's from_smiles set 'smiles')")
+    mols = extras[key]
+    mols = [mols] if isinstance(mols, str) or not isinstance(mols, (list, tuple)) else list(mols)
+    if len(mols) != graph.num_graphs:
+        raise ValueError(f"the graph carries {len(mols)} {key} entries for {graph.num_graphs} graphs")
+    orders = canonical_order_from_mol(mols)
+    atoms = (orders[:, 0] >= 0).sum(dim=1)
+    if not torch.equal(atoms, graph.num_nodes):
+        b = int(torch.nonzero(atoms != graph.num_nodes)[0, 0])
+        raise ValueError(f"molecule {b} ({mols[b]!r}) has {int(atoms[b])} atoms but its graph has "
+                         f"{int(graph.num_nodes[b])} vertices: the graph must hold RDKit's atoms in parse order")
+    return orders
