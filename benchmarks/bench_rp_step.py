@@ -1,13 +1,14 @@
 """One Relational Pooling training step (forward + backward + Adam) against the same model
 written in plain PyTorch / PyG (benchmarks/baselines/torch_rp.py): pi-SGD, k-ary over connected
-subsets, and RP around a PyG GNN. The encoder f is the same module on both sides, so the
+subsets, DFS orientations, exact RP, separate RP and RP around a PyG GNN, across the encoders
+(VecMLP, VecRNN, AdjCNN, a PyG GNN). The encoder f is the same module on both sides, so the
 ratio measures the RP machinery (sampling, enumeration, gathers, replicas)."""
 import pytest
 import torch
 from torch import nn
 
 from graphs import molecule_like
-from rpfast.nn import RPGNN, KAry, PiSGD, RelationalPooling, VecMLP
+from rpfast.nn import RPGNN, AdjCNN, Exact, KAry, Oriented, PiSGD, RelationalPooling, VecMLP, VecRNN
 
 B, K, P, HIDDEN = 96, 40, 4, 64
 
@@ -107,6 +108,80 @@ def test_rpgnn_step(benchmark, impl):
     benchmark.group = f"RP training step: RP-GNN (2 PyG GINConv, P={P}, m={m}), {B} molecule-like graphs"
     benchmark.extra_info["impl"] = impl
     benchmark.pedantic(_step(run, gnn.parameters(), torch.zeros(1)), rounds=15, warmup_rounds=2, iterations=1)
+
+
+@pytest.mark.parametrize("impl", ["rpfast", "networkx+torch"])
+def test_dfs_vecrnn_step(benchmark, impl):
+    import networkx as nx
+    from baselines.torch_rp import dfs_relabel
+
+    graph, gen, size = _batch(), torch.Generator().manual_seed(0), 12
+    f = VecRNN(size, 1, 1, HIDDEN, 1, cell="gru")
+    if impl == "rpfast":
+        model = RelationalPooling(f, Oriented("dfs", size, num_samples=P), generator=gen).train()
+        run = lambda: model(graph)  # noqa: E731
+    else:
+        graphs_nx = []
+        for b in range(B):
+            lo, hi = int(graph.ptr[b]), int(graph.ptr[b + 1])
+            G = nx.empty_graph(hi - lo)
+            inside = graph.batch[graph.edge_index[0]] == b
+            G.add_edges_from((graph.edge_index[:, inside] - lo).t().tolist())
+            graphs_nx.append(G)
+        dense_adj, dense_x = graph.dense_adj(), graph.dense_x()
+
+        def run():
+            adj, x, mask = dfs_relabel(graphs_nx, dense_adj, dense_x, size, P, gen)
+            return f(adj, x, mask).reshape(B, P, -1).mean(dim=1)
+    benchmark.group = f"RP training step: Oriented(dfs, random starts, P={P}, 12 vertices) + GRU, {B} molecule-like graphs"
+    benchmark.extra_info["impl"] = impl
+    benchmark.pedantic(_step(run, f.parameters(), torch.zeros(1)), rounds=10, warmup_rounds=1, iterations=1)
+
+
+@pytest.mark.parametrize("impl", ["rpfast", "itertools+torch"])
+def test_exact_adjcnn_step(benchmark, impl):
+    from baselines.torch_rp import exact_relabel
+
+    n, graphs = 6, 16
+    graph = molecule_like(graphs, low=n, high=n, seed=3)
+    graph.x = torch.randn(graph.total_nodes, 2, generator=torch.Generator().manual_seed(0))
+    f = AdjCNN(n, 1, 2, 16, 1)
+    if impl == "rpfast":
+        model = RelationalPooling(f, Exact(n)).train()
+        run = lambda: model(graph)  # noqa: E731
+    else:
+        dense_adj, dense_x = graph.dense_adj(), graph.dense_x()
+
+        def run():
+            adj, x, mask = exact_relabel(dense_adj, dense_x, n)
+            return f(adj, x, mask).reshape(graphs, -1, 1).mean(dim=1)
+    benchmark.group = f"RP training step: Exact (all 720 relabelings) + AdjCNN, {graphs} graphs of {n} vertices"
+    benchmark.extra_info["impl"] = impl
+    benchmark.pedantic(_step(run, f.parameters(), torch.zeros(1)), rounds=10, warmup_rounds=1, iterations=1)
+
+
+@pytest.mark.parametrize("impl", ["rpfast", "torch"])
+def test_separate_pisgd_vecmlp_step(benchmark, impl):
+    rows, cols, samples, batch = 30, 20, 8, 64
+    gen = torch.Generator().manual_seed(0)
+    adj = (torch.rand(batch, rows, cols, 1, generator=gen) < 0.2).float()
+    f = VecMLP((rows, cols), 1, 0, HIDDEN, 1)
+    if impl == "rpfast":
+        model = RelationalPooling(f, (PiSGD(rows, train_samples=samples), PiSGD(cols, train_samples=samples)),
+                                  mode="separate", generator=gen).train()
+        run = lambda: model(adj)  # noqa: E731
+    else:
+        masks = (torch.ones(batch * samples, rows, dtype=torch.bool), torch.ones(batch * samples, cols, dtype=torch.bool))
+
+        def run():
+            r = torch.rand(batch, samples, rows, generator=gen).argsort(dim=-1)
+            c = torch.rand(batch, samples, cols, generator=gen).argsort(dim=-1)
+            bb = torch.arange(batch).view(batch, 1, 1, 1)
+            relabeled = adj[bb, r.unsqueeze(-1), c.unsqueeze(-2)]  # [B, P, rows, cols, 1]
+            return f(relabeled.flatten(0, 1), None, masks).reshape(batch, samples, -1).mean(dim=1)
+    benchmark.group = f"RP training step: separate PiSGD(P={samples}) + VecMLP, {batch} bipartite 30x20 tensors"
+    benchmark.extra_info["impl"] = impl
+    benchmark.pedantic(_step(run, f.parameters(), torch.zeros(1)), rounds=10, warmup_rounds=1, iterations=1)
 
 
 def test_kary_baseline_computes_the_same_average():

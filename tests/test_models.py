@@ -164,7 +164,7 @@ def test_rpgin_with_bond_features_takes_pyg_batches():
     assert out.shape == (2, 3)
     out.sum().backward()
     assert all(p.grad is not None for p in model.parameters())
-    pyg = pytest.importorskip("torch_geometric.data")
+    pytest.importorskip("torch_geometric.data")
     model.eval()
     state = model.generator.get_state()
     from_pyg = model(graph.to_pyg())

@@ -76,9 +76,13 @@ def test_kary_separate_counts_and_sampling():
     rp(adj, num_nodes=(rows, cols))
     assert calls[0][:3] == (math.perm(4, 2) * math.perm(3, 2), 2, 2)  # k_r = k_c = 2: ordered pairs each side
     gen = torch.Generator().manual_seed(0)
-    sampled = RelationalPooling(lambda a, x: a.sum(dim=(1, 2)), PiSGD(4, train_samples=1), mode="separate",
-                                generator=gen).train()
+    shapes = []
+    sampled = RelationalPooling(lambda a, x: shapes.append(a.shape) or a.sum(dim=(1, 2)), PiSGD(4, train_samples=3),
+                                mode="separate", generator=gen).train()
     assert sampled(torch.randn(1, 4, 4, 2, dtype=torch.float64)).shape == (1, 2)  # one strategy, both sides
+    assert shapes[0][0] == 3  # pi-SGD pairs sample p of the rows with sample p of the columns
+    with pytest.raises(ValueError, match="same train_samples and eval_samples"):
+        RelationalPooling(lambda a, x: a, (PiSGD(4, train_samples=2), PiSGD(3)), mode="separate")
 
 
 def test_separate_mode_errors():

@@ -64,3 +64,37 @@ def one_hot_ids(batch, num_graphs, id_dim, samples, generator=None):
     position = torch.empty_like(order)
     position.scatter_(1, order, torch.arange(N).expand(samples, N) - ptr[batch[order]])
     return F.one_hot(position % id_dim, id_dim).float()
+
+
+def dfs_relabel(graphs_nx, dense_adj, dense_x, K, samples, generator=None):
+    """Depth-first orders from uniform random starts (networkx, one traversal per graph and
+    sample), cut to ``K`` vertices and gathered with advanced indexing: ``adj [B*P, K, K, C]``,
+    ``x [B*P, K, F]``, ``mask [B*P, K]``."""
+    import networkx as nx
+
+    B = len(graphs_nx)
+    perm = torch.full((B, samples, K), -1, dtype=torch.long)
+    for b, G in enumerate(graphs_nx):
+        n = G.number_of_nodes()
+        if n == 0:
+            continue
+        starts = torch.randint(n, (samples,), generator=generator).tolist()
+        for p, s in enumerate(starts):
+            order = list(nx.dfs_preorder_nodes(G, s))[:K]
+            perm[b, p, :len(order)] = torch.tensor(order)
+    mask = perm >= 0
+    idx = perm.clamp(min=0)
+    bb = torch.arange(B).view(B, 1, 1)
+    keep = (mask.unsqueeze(-1) & mask.unsqueeze(-2)).unsqueeze(-1)
+    adj = dense_adj[bb.unsqueeze(-1), idx.unsqueeze(-1), idx.unsqueeze(-2)] * keep
+    x = dense_x[bb, idx] * mask.unsqueeze(-1)
+    return adj.flatten(0, 1), x.flatten(0, 1), mask.flatten(0, 1)
+
+
+def exact_relabel(dense_adj, dense_x, n):
+    """Every permutation of ``n``-vertex graphs (itertools), gathered: ``adj [B*n!, n, n, C]``,
+    ``x [B*n!, n, F]``, ``mask``."""
+    perms = torch.tensor(list(itertools.permutations(range(n))))  # [n!, n]
+    adj = dense_adj[:, perms.unsqueeze(-1), perms.unsqueeze(-2)]  # [B, n!, n, n, C]
+    x = dense_x[:, perms]
+    return adj.flatten(0, 1), x.flatten(0, 1), torch.ones(adj.shape[0] * adj.shape[1], n, dtype=torch.bool)

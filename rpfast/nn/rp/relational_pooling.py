@@ -59,7 +59,9 @@ class RelationalPooling(nn.Module):
     with row relabelings :math:`\pi_p` and column relabelings :math:`\sigma_q` from a pair of
     strategies (one strategy serves both). ``Exact``, ``PiSGD`` and ``KAry`` with
     ``prune="none"`` apply (k_r, k_c for k-ary: ``(KAry(k_r), KAry(k_c))``); orientations and
-    pruning need a graph and do not.
+    pruning need a graph and do not. Rows and columns are paired every way (the double sum),
+    except when both strategies are ``PiSGD``: then the p-th row sample goes with the p-th column
+    sample, ``P`` independent pairs per call (an unbiased estimate, as in joint pi-SGD).
 
     Args:
         f: joint: called as ``f(adj [M, K, K, C], x [M, K, F], mask [M, K], num_nodes [M])``
@@ -105,6 +107,11 @@ class RelationalPooling(nn.Module):
                 for s in pair:
                     _check_separable(s)
                 strategy = tuple(pair) * (2 // len(pair))
+                if all(isinstance(s, PiSGD) for s in strategy) and (
+                        strategy[0].train_samples, strategy[0].eval_samples) != (strategy[1].train_samples,
+                                                                                 strategy[1].eval_samples):
+                    raise ValueError("separate pi-SGD pairs the p-th row sample with the p-th column sample: "
+                                     "give both PiSGD strategies the same train_samples and eval_samples")
         elif mode == "separate":
             raise ValueError("mode='separate' needs a strategy (or a (rows, columns) pair): Exact, PiSGD or KAry")
         self.f = f
@@ -148,13 +155,17 @@ class RelationalPooling(nn.Module):
                  zip(num_nodes, (n_r, n_c), ("num_rows", "num_cols"))]
         graphs = [GraphBatch(torch.zeros(2, 0, dtype=torch.int64), num_nodes=sizes) for sizes in sides]
         row_strategy, col_strategy = self.strategy
+        paired = isinstance(row_strategy, PiSGD) and isinstance(col_strategy, PiSGD)
         total = None
         for rows, row_w in row_strategy.relabel_chunks(graphs[0], self.training, self.generator):
             for cols, col_w in col_strategy.relabel_chunks(graphs[1], self.training, self.generator):
-                P_r, P_c = rows.shape[1], cols.shape[1]
-                rows_p = rows.unsqueeze(2).expand(-1, -1, P_c, -1).flatten(1, 2)  # [B, P_r * P_c, K_r]
-                cols_p = cols.unsqueeze(1).expand(-1, P_r, -1, -1).flatten(1, 2)
-                weights = (row_w.unsqueeze(2) * col_w.unsqueeze(1)).flatten(1)
+                if paired:  # sample p of the rows with sample p of the columns
+                    rows_p, cols_p, weights = rows, cols, row_w
+                else:  # every pair: [B, P_r * P_c, K]
+                    P_r, P_c = rows.shape[1], cols.shape[1]
+                    rows_p = rows.unsqueeze(2).expand(-1, -1, P_c, -1).flatten(1, 2)
+                    cols_p = cols.unsqueeze(1).expand(-1, P_r, -1, -1).flatten(1, 2)
+                    weights = (row_w.unsqueeze(2) * col_w.unsqueeze(1)).flatten(1)
                 adj_p = _permute_bipartite(adj, rows_p, cols_p).flatten(0, 1)
                 masks = ((rows_p >= 0).flatten(0, 1), (cols_p >= 0).flatten(0, 1))
                 counts = tuple(m.sum(dim=1) for m in masks)
