@@ -4,7 +4,7 @@ Heavy-atom graphs of SMILES strings or RDKit ``Mol`` objects (vertices are atoms
 order RDKit parsed them, edges are bonds in both directions) and RDKit's canonical atom
 order. RDKit is imported on first use, so the rest of rpfast works without it.
 """
-from typing import Sequence, Tuple, Union
+from typing import List, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -12,7 +12,8 @@ from torch import Tensor
 
 from rpfast.data.batch import GraphBatch
 
-__all__ = ["graph_from_smiles", "batch_from_smiles", "canonical_order_from_mol"]
+__all__ = ["graph_from_smiles", "batch_from_smiles", "canonical_order_from_mol", "featurize_smiles", "MoleculeGraphs",
+           "scaffold_groups", "ELEMENTS", "ATOM_FEATURES", "BOND_FEATURES"]
 
 
 def _chem(what: str = "reading SMILES"):
@@ -116,4 +117,180 @@ def canonical_order_from_mol(mols: Union[str, object, Sequence]) -> Tensor:
     out = torch.full((len(orders), 1, n_max), -1, dtype=torch.int64)
     for b, order in enumerate(orders):
         out[b, 0, :len(order)] = torch.from_numpy(order)
+    return out
+
+
+# ------------------------------------------------------------------------------ featurisation
+#: DeepChem ConvMol's element list (the paper's atom features); the last entry catches the rest.
+ELEMENTS = ("C", "N", "O", "S", "F", "Si", "P", "Cl", "Br", "Mg", "Na", "Ca", "Fe", "As", "Al", "I", "B", "V",
+            "K", "Tl", "Yb", "Sb", "Sn", "Ag", "Pd", "Co", "Se", "Ti", "Zn", "H", "Li", "Ge", "Cu", "Au", "Ni",
+            "Cd", "In", "Mn", "Zr", "Cr", "Pt", "Hg", "Pb", "Unknown")
+#: Widths of the one-hot blocks of the 75 atom features, in order (``ATOM_FEATURES`` names them).
+_DEGREES, _VALENCES, _HYBRIDS, _HCOUNTS = 11, 7, 5, 5
+ATOM_FEATURES = 75
+#: bond type (single, double, triple, aromatic), conjugated, in ring, stereo (none, any, Z, E)
+BOND_FEATURES = 10
+FEATURIZER_VERSION = "convmol-75/bond-10/v1"
+
+
+class MoleculeGraphs:
+    """Featurised molecules, concatenated: what every epoch reads instead of re-running RDKit.
+
+    Atom features ``x [N, 75]`` (DeepChem ConvMol, as the paper): element one-hot (44, last =
+    other), degree one-hot (0..10), implicit valence one-hot (0..6), formal charge, radical
+    electrons, hybridisation one-hot (SP, SP2, SP3, SP3D, SP3D2), aromatic, total H count
+    one-hot (0..4). Bond features ``edge_attr [E, 10]`` (each bond twice, both directions):
+    bond type one-hot (single, double, triple, aromatic), conjugated, in ring, stereo one-hot
+    (none, any, Z, E) - DeepChem's bond features with stereo. The paper counts 14 edge
+    features without listing them; these 10 are the ones DeepChem defines.
+
+    ``element [N]`` is each atom's index in :data:`ELEMENTS`; ``atom_ptr [M+1]`` and
+    ``edge_ptr [M+1]`` delimit molecule ``m``; ``rows [M]`` are the molecules' rows in the
+    input and ``invalid`` the rows RDKit could not parse.
+    """
+
+    def __init__(self, x: Tensor, element: Tensor, edge_index: Tensor, edge_attr: Tensor, atom_ptr: Tensor,
+                 edge_ptr: Tensor, rows: Tensor, invalid: Sequence[int], smiles: Sequence[str]):
+        self.x, self.element, self.edge_index, self.edge_attr = x, element, edge_index, edge_attr
+        self.atom_ptr, self.edge_ptr, self.rows, self.invalid = atom_ptr, edge_ptr, rows, list(invalid)
+        self.smiles = list(smiles)
+
+    def __len__(self) -> int:
+        return self.rows.numel()
+
+    def state(self) -> dict:
+        return {k: getattr(self, k) for k in ("x", "element", "edge_index", "edge_attr", "atom_ptr", "edge_ptr",
+                                              "rows", "invalid", "smiles")}
+
+    def batch(self, molecules) -> GraphBatch:
+        """A :class:`GraphBatch` of molecules ``molecules`` (positions in this set, not input
+        rows) with ``x``, ``edge_attr`` and ``element`` / ``smiles`` extras."""
+        index = torch.as_tensor(molecules, dtype=torch.int64).reshape(-1)
+        if index.numel() and (int(index.min()) < 0 or int(index.max()) >= len(self)):
+            raise IndexError(f"molecule positions must lie in [0, {len(self)}), got {int(index.min())}..{int(index.max())}")
+        atoms = self.atom_ptr[index + 1] - self.atom_ptr[index]
+        bonds = self.edge_ptr[index + 1] - self.edge_ptr[index]
+        atom_rows = _ranges(self.atom_ptr[index], atoms)
+        edge_rows = _ranges(self.edge_ptr[index], bonds)
+        new_start = torch.cat([torch.zeros(1, dtype=torch.int64), atoms.cumsum(0)])
+        shift = (new_start[:-1] - self.atom_ptr[index]).repeat_interleave(bonds)
+        graph = GraphBatch(self.edge_index[:, edge_rows] + shift, x=self.x[atom_rows], edge_attr=self.edge_attr[edge_rows],
+                           ptr=new_start)
+        graph.extras["element"] = self.element[atom_rows]
+        graph.extras["smiles"] = [self.smiles[i] for i in index.tolist()]
+        return graph
+
+
+def _ranges(starts: Tensor, counts: Tensor) -> Tensor:
+    """Concatenated ``arange(start, start + count)`` for each pair."""
+    offsets = torch.cat([torch.zeros(1, dtype=torch.int64), counts.cumsum(0)[:-1]])
+    return torch.arange(int(counts.sum())) - offsets.repeat_interleave(counts) + starts.repeat_interleave(counts)
+
+
+def featurize_smiles(smiles_list: Sequence[str], progress: bool = False) -> MoleculeGraphs:
+    """Featurise SMILES strings (see :class:`MoleculeGraphs`); unparsable ones are skipped and
+    listed in ``invalid`` by position. The per-atom RDKit properties are read as small integers
+    and one-hot encoded for all atoms at once."""
+    smiles_list = list(smiles_list)
+    for i, smiles in enumerate(smiles_list):
+        _check_smiles(smiles, f"smiles_list[{i}]")
+    Chem = _chem("featurising molecules")
+    from rdkit import RDLogger
+
+    hybrid_code = {Chem.HybridizationType.SP: 0, Chem.HybridizationType.SP2: 1, Chem.HybridizationType.SP3: 2,
+                   Chem.HybridizationType.SP3D: 3, Chem.HybridizationType.SP3D2: 4}
+    bond_code = {Chem.BondType.SINGLE: 0, Chem.BondType.DOUBLE: 1, Chem.BondType.TRIPLE: 2, Chem.BondType.AROMATIC: 3}
+    stereo_code = {Chem.BondStereo.STEREONONE: 0, Chem.BondStereo.STEREOANY: 1, Chem.BondStereo.STEREOZ: 2,
+                   Chem.BondStereo.STEREOE: 3, Chem.BondStereo.STEREOCIS: 2, Chem.BondStereo.STEREOTRANS: 3}
+    element_code = {symbol: i for i, symbol in enumerate(ELEMENTS[:-1])}
+    other = len(ELEMENTS) - 1
+    atom_props, bond_props, bond_pairs, atom_counts, bond_counts, rows, invalid, kept = [], [], [], [], [], [], [], []
+    iterator = smiles_list
+    if progress:
+        from tqdm import tqdm
+        iterator = tqdm(smiles_list, desc="featurising molecules", unit="mol", leave=False)
+    RDLogger.DisableLog("rdApp.*")
+    try:
+        for i, smiles in enumerate(iterator):
+            mol = Chem.MolFromSmiles(smiles)
+            if mol is None:
+                invalid.append(i)
+                continue
+            for atom in mol.GetAtoms():
+                atom_props.append((element_code.get(atom.GetSymbol(), other), atom.GetDegree(),
+                                   atom.GetImplicitValence(), atom.GetFormalCharge(), atom.GetNumRadicalElectrons(),
+                                   hybrid_code.get(atom.GetHybridization(), -1), atom.GetIsAromatic(),
+                                   atom.GetTotalNumHs()))
+            for bond in mol.GetBonds():
+                bond_pairs.append((bond.GetBeginAtomIdx(), bond.GetEndAtomIdx()))
+                bond_props.append((bond_code.get(bond.GetBondType(), -1), bond.GetIsConjugated(), bond.IsInRing(),
+                                   stereo_code.get(bond.GetStereo(), 0)))
+            atom_counts.append(mol.GetNumAtoms())
+            bond_counts.append(mol.GetNumBonds())
+            rows.append(i)
+            kept.append(smiles)
+    finally:
+        RDLogger.EnableLog("rdApp.*")
+    atoms = np.array(atom_props, dtype=np.int64).reshape(-1, 8)
+    x = np.zeros((len(atoms), ATOM_FEATURES), dtype=np.float32)
+    column, at = 0, np.arange(len(atoms))
+    for width, values in ((len(ELEMENTS), atoms[:, 0]), (_DEGREES, atoms[:, 1]), (_VALENCES, atoms[:, 2])):
+        inside = (values >= 0) & (values < width)
+        x[at[inside], column + values[inside]] = 1.0
+        column += width
+    x[:, column], x[:, column + 1] = atoms[:, 3], atoms[:, 4]
+    column += 2
+    inside = atoms[:, 5] >= 0
+    x[at[inside], column + atoms[inside, 5]] = 1.0
+    column += _HYBRIDS
+    x[:, column] = atoms[:, 6]
+    column += 1
+    inside = atoms[:, 7] < _HCOUNTS
+    x[at[inside], column + atoms[inside, 7]] = 1.0
+    assert column + _HCOUNTS == ATOM_FEATURES
+
+    bonds = np.array(bond_props, dtype=np.int64).reshape(-1, 4)
+    attr = np.zeros((len(bonds), BOND_FEATURES), dtype=np.float32)
+    b_at = np.arange(len(bonds))
+    typed = bonds[:, 0] >= 0
+    attr[b_at[typed], bonds[typed, 0]] = 1.0
+    attr[:, 4], attr[:, 5] = bonds[:, 1], bonds[:, 2]
+    attr[b_at, 6 + bonds[:, 3]] = 1.0
+
+    atom_counts_t = torch.tensor(atom_counts, dtype=torch.int64)
+    bond_counts_t = torch.tensor(bond_counts, dtype=torch.int64)
+    atom_ptr = torch.cat([torch.zeros(1, dtype=torch.int64), atom_counts_t.cumsum(0)])
+    pairs = torch.tensor(bond_pairs, dtype=torch.int64).reshape(-1, 2)
+    pairs = pairs + atom_ptr[:-1].repeat_interleave(bond_counts_t).unsqueeze(1)  # global atom ids
+    # each bond in both directions, grouped by molecule: [bonds of m forward, the same bonds backward]
+    bond_ptr = torch.cat([torch.zeros(1, dtype=torch.int64), bond_counts_t.cumsum(0)])
+    edge_index = torch.empty(2, 2 * len(pairs), dtype=torch.int64)
+    edge_attr = torch.empty(2 * len(pairs), BOND_FEATURES)
+    slot = torch.arange(len(pairs)) + bond_ptr[:-1].repeat_interleave(bond_counts_t)  # forward: 2 start_m + j
+    edge_index[:, slot] = pairs.t()
+    edge_index[:, slot + bond_counts_t.repeat_interleave(bond_counts_t)] = pairs.t().flip(0)
+    attr_t = torch.from_numpy(attr)
+    edge_attr[slot] = attr_t
+    edge_attr[slot + bond_counts_t.repeat_interleave(bond_counts_t)] = attr_t
+    return MoleculeGraphs(torch.from_numpy(x), torch.from_numpy(atoms[:, 0].copy()), edge_index, edge_attr, atom_ptr,
+                          2 * bond_ptr, torch.tensor(rows, dtype=torch.int64), invalid, kept)
+
+
+def scaffold_groups(smiles_list: Sequence[str]) -> List[str]:
+    """The Bemis-Murcko scaffold SMILES of each molecule (RDKit; ``""`` for acyclic molecules,
+    ``"?"`` + the SMILES for one RDKit cannot parse), for scaffold splits."""
+    _chem("scaffold splits")
+    from rdkit import RDLogger
+    from rdkit.Chem.Scaffolds import MurckoScaffold
+
+    out = []
+    RDLogger.DisableLog("rdApp.*")
+    try:
+        for smiles in smiles_list:
+            try:
+                out.append(MurckoScaffold.MurckoScaffoldSmiles(smiles=smiles, includeChirality=False))
+            except (ValueError, RuntimeError):
+                out.append("?" + smiles)
+    finally:
+        RDLogger.EnableLog("rdApp.*")
     return out

@@ -99,9 +99,27 @@ class RPGNN(nn.Module):
         raise ValueError(f"the GNN returned {out.shape[0]} rows for {P} replicas of {B} graphs / {N} nodes; "
                          f"it must return one row per graph ({P * B}) or per node ({P * N})")
 
+    def id_groups(self, graph: GraphBatch) -> Optional[Tensor]:
+        """``[N]`` group of every node: IDs are positions under a random order of each group
+        (None: the group is the node's graph, the paper's eq. 3). Subclasses override this, e.g.
+        to number the atoms of each element separately."""
+        return None
+
     def sample_ids(self, graph: GraphBatch, num_samples: int) -> Tensor:
-        """``[num_samples, N]`` ID of every node: its position under a uniform relabeling, mod m.
-        (The uniform distribution is closed under inversion, so a sampled row serves directly as
-        the vertices' positions.)"""
-        positions = random_permutations(graph.num_nodes, num_samples, generator=self.generator)  # [B, P, n_max]
-        return (positions[graph.batch, :, graph.local_index] % self.id_dim).t().contiguous()
+        """``[num_samples, N]`` ID of every node: its position under a uniform order of its group
+        (:meth:`id_groups`), mod m. (The uniform distribution is closed under inversion, so a
+        sampled row serves directly as the nodes' positions.)"""
+        groups = self.id_groups(graph)
+        if groups is None:
+            group, local, sizes = graph.batch, graph.local_index, graph.num_nodes
+        else:
+            if not isinstance(groups, Tensor) or groups.shape != (graph.total_nodes,):
+                raise ValueError(f"id_groups must return [N={graph.total_nodes}] group labels")
+            _, group = torch.unique(groups, return_inverse=True)
+            sizes = torch.bincount(group)
+            order = torch.argsort(group, stable=True)
+            starts = torch.cat([torch.zeros(1, dtype=torch.int64), sizes.cumsum(0)[:-1]])
+            local = torch.empty_like(group)
+            local[order] = torch.arange(group.numel()) - starts[group[order]]
+        positions = random_permutations(sizes, num_samples, generator=self.generator)  # [G, P, max size]
+        return (positions[group, :, local] % self.id_dim).t().contiguous()

@@ -1,0 +1,267 @@
+"""`rpfast molecules`: RP on MoleculeNet classification (Murphy et al. 2019, Table 2 and the
+k-ary figure).
+
+Protocol: molecules featurised with RDKit (75 DeepChem ConvMol atom features, 10 bond
+features), random 80/10/10 splits (or scaffold splits), a class-weighted multi-task loss over
+the labelled entries, Adam, model selection on the mean validation ROC-AUC over tasks, test
+ROC-AUC of the selected epoch; mean and sd over splits; seconds per training epoch.
+"""
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+from sklearn.metrics import roc_auc_score
+from torch import nn
+from tqdm.auto import tqdm
+
+from rpfast._io import prepare_output_dir
+from rpfast._options import option
+from rpfast.data.molecules import ATOM_FEATURES, BOND_FEATURES, ELEMENTS, MoleculeGraphs
+from rpfast.data.moleculenet import (MoleculeDataset, featurize_dataset, load_tox21, random_split,
+                                     read_moleculenet_csv, scaffold_split)
+from rpfast.experiments.molecules_report import format_table, write_outputs
+from rpfast.nn import AdjCNN, Duvenaud, KAryGNN, Oriented, RelationalPooling, RPDuvenaud, VecRNN
+
+MODELS = ("duvenaud", "rp-duvenaud", "kary", "cnn-dfs", "rnn-dfs")
+SWEEP_K = (10, 20, 30, 40, 50)
+
+
+@dataclass
+class MoleculesConfig:
+    """The protocol's settings; ``rpfast molecules`` derives its options from these fields."""
+
+    data: str = option("tox21", "'tox21' (shipped) or a MoleculeNet-style CSV / CSV.GZ")
+    models: str = option(",".join(MODELS), "comma-separated models: " + ", ".join(MODELS), flag="--model",
+                         aliases=("--models",))
+    k: int = option(20, "vertices per DFS subgraph (kary, cnn-dfs, rnn-dfs)")
+    splits: int = option(1, "random splits (mean and sd over them)")
+    split: str = option("random", "'random' (80/10/10, the paper's) or 'scaffold'")
+    epochs: int = option(10, "training epochs per model and split")
+    batch_size: int = option(128, "molecules per step")
+    lr: float = option(1e-3, "Adam learning rate")
+    eval_samples: int = option(20, "relabelings / subgraphs averaged at evaluation")
+    sweep_k: bool = option(False, "also train kary for k = 10..50 and plot AUC and speed-up against k",
+                           flag="--sweep-k")
+    smiles_column: str = option("smiles", "SMILES column of a CSV")
+    tasks: Optional[str] = option(None, "comma-separated label columns (default: every numeric column)")
+    seed: int = option(0, "seed of the splits, initialisations and relabelings")
+    out_dir: str = option("molecules_results", "output directory", flag="--out")
+    threads: Optional[int] = option(None, "kernel/torch threads (default: torch's)")
+
+    def model_list(self) -> List[str]:
+        names = [m.strip() for m in self.models.split(",") if m.strip()]
+        for name in names:
+            if name not in MODELS:
+                raise ValueError(f"unknown model {name!r}: choose from {', '.join(MODELS)}")
+        if not names:
+            raise ValueError("--model names no model")
+        return list(dict.fromkeys(names))
+
+    def validate(self) -> None:
+        for name in ("k", "splits", "epochs", "batch_size", "eval_samples"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.split not in ("random", "scaffold"):
+            raise ValueError(f"split must be 'random' or 'scaffold', got {self.split!r}")
+        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be positive and finite, got {self.lr!r}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads must be >= 1, got {self.threads}")
+        self.model_list()
+
+
+def load_dataset(config: MoleculesConfig) -> MoleculeDataset:
+    if config.data == "tox21":
+        return load_tox21()
+    tasks = None if config.tasks is None else [t.strip() for t in config.tasks.split(",") if t.strip()]
+    dataset = read_moleculenet_csv(config.data, smiles_column=config.smiles_column, tasks=tasks)
+    if not dataset.tasks:
+        raise ValueError(f"{config.data}: no label column found; name them with --tasks")
+    if len(dataset) < 10:
+        raise ValueError(f"{config.data}: {len(dataset)} molecules are too few for train/valid/test splits")
+    return dataset
+
+
+def build_model(name: str, k: int, num_tasks: int, id_dim: int, eval_samples: int,
+                generator: torch.Generator) -> nn.Module:
+    """One of :data:`MODELS` (paper widths: convolutions of 64, dense 128)."""
+    if name == "duvenaud":
+        return Duvenaud(ATOM_FEATURES, num_tasks)
+    if name == "rp-duvenaud":
+        return RPDuvenaud(ATOM_FEATURES, num_tasks, id_dim=id_dim, eval_samples=eval_samples, generator=generator)
+    if name == "kary":
+        return KAryGNN(Duvenaud(ATOM_FEATURES, num_tasks), k, eval_samples=eval_samples, generator=generator)
+    strategy = Oriented("dfs", k, num_samples=1)
+    encoder = (AdjCNN(k, 1 + BOND_FEATURES, ATOM_FEATURES, 64, num_tasks) if name == "cnn-dfs"
+               else VecRNN(k, 1 + BOND_FEATURES, ATOM_FEATURES, 64, num_tasks, cell="lstm"))
+    return _SampledRP(RelationalPooling(encoder, strategy, generator=generator), eval_samples)
+
+
+class _SampledRP(nn.Module):
+    """RelationalPooling over DFS orders with ``eval_samples`` orders in eval mode, one in training."""
+
+    def __init__(self, rp: RelationalPooling, eval_samples: int):
+        super().__init__()
+        self.rp, self.eval_samples = rp, eval_samples
+
+    def forward(self, graph):
+        self.rp.strategy.num_samples = 1 if self.training else self.eval_samples
+        return self.rp(graph)
+
+
+def max_same_element(graphs: MoleculeGraphs, molecules: torch.Tensor) -> int:
+    """The most atoms of one element in one molecule among ``molecules``: the ID width that makes
+    every atom of an element unique (RP-Duvenaud)."""
+    batch = graphs.batch(molecules)
+    if batch.total_nodes == 0:
+        return 1
+    counts = torch.bincount(batch.batch * len(ELEMENTS) + batch.element)
+    return max(1, int(counts.max()))
+
+
+def class_weights(labels: torch.Tensor) -> torch.Tensor:
+    """Per task ``n_negative / n_positive`` over the labelled entries (1 where undefined)."""
+    known = ~labels.isnan()
+    positive = ((labels == 1) & known).sum(dim=0).float()
+    negative = ((labels == 0) & known).sum(dim=0).float()
+    return torch.where(positive > 0, negative / positive.clamp(min=1), torch.ones_like(positive))
+
+
+def masked_loss(logits: torch.Tensor, labels: torch.Tensor, pos_weight: torch.Tensor) -> torch.Tensor:
+    """Class-weighted binary cross-entropy averaged over the labelled entries (NaN = missing)."""
+    known = ~labels.isnan()
+    losses = nn.functional.binary_cross_entropy_with_logits(logits, labels.nan_to_num(0), pos_weight=pos_weight,
+                                                            reduction="none")
+    return (losses * known).sum() / known.sum().clamp(min=1)
+
+
+def task_aucs(scores: np.ndarray, labels: np.ndarray) -> List[Optional[float]]:
+    """ROC-AUC per task over the labelled molecules; None where a task has one class only."""
+    out = []
+    for t in range(labels.shape[1]):
+        known = ~np.isnan(labels[:, t])
+        y = labels[known, t]
+        out.append(float(roc_auc_score(y, scores[known, t])) if len(np.unique(y)) == 2 else None)
+    return out
+
+
+@torch.no_grad()
+def predict(model: nn.Module, graphs: MoleculeGraphs, molecules: torch.Tensor, batch_size: int) -> np.ndarray:
+    model.eval()
+    outs = [model(graphs.batch(molecules[i:i + batch_size])) for i in range(0, len(molecules), batch_size)]
+    return torch.sigmoid(torch.cat(outs)).numpy() if outs else np.zeros((0, 0))
+
+
+def _mean_auc(aucs: Sequence[Optional[float]]) -> float:
+    known = [a for a in aucs if a is not None]
+    return float(np.mean(known)) if known else float("nan")
+
+
+def train_model(name: str, k: int, config: MoleculesConfig, graphs: MoleculeGraphs, labels: torch.Tensor,
+                split, split_seed: int, bar) -> Dict:
+    """Train one model on one split; returns test AUCs of the best-validation epoch and timings."""
+    train, valid, test = split
+    torch.manual_seed(split_seed)
+    generator = torch.Generator().manual_seed(split_seed)
+    model = build_model(name, k, labels.shape[1], max_same_element(graphs, train), config.eval_samples, generator)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    pos_weight = class_weights(labels[train])
+    best, epoch_seconds = None, []
+    for epoch in range(config.epochs):
+        model.train()
+        order = train[torch.randperm(len(train), generator=generator)]
+        start = time.perf_counter()
+        total = 0.0
+        for i in range(0, len(order), config.batch_size):
+            chunk = order[i:i + config.batch_size]
+            if len(chunk) < 2:  # BatchNorm needs two rows
+                continue
+            loss = masked_loss(model(graphs.batch(chunk)), labels[chunk], pos_weight)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total += float(loss) * len(chunk)
+        epoch_seconds.append(time.perf_counter() - start)
+        valid_auc = _mean_auc(task_aucs(predict(model, graphs, valid, 512), labels[valid].numpy()))
+        if best is None or valid_auc > best["valid_auc"]:
+            best = {"valid_auc": valid_auc, "epoch": epoch,
+                    "state": {key: v.clone() for key, v in model.state_dict().items()}}
+        bar.set_postfix(model=name, k=k, epoch=epoch, loss=f"{total / max(len(order), 1):.3f}",
+                        valid=f"{valid_auc:.3f}")
+        bar.update()
+    model.load_state_dict(best["state"])
+    test_aucs = task_aucs(predict(model, graphs, test, 512), labels[test].numpy())
+    return {"model": name, "k": k if name in ("kary", "cnn-dfs", "rnn-dfs") else None,
+            "valid_auc": best["valid_auc"], "best_epoch": best["epoch"], "test_auc": _mean_auc(test_aucs),
+            "task_aucs": test_aucs, "seconds_per_epoch": float(np.mean(epoch_seconds))}
+
+
+def run_molecules(config: MoleculesConfig, progress: bool = True) -> Dict:
+    """Featurise (cached), split, train every model on every split; returns runs and summary."""
+    config.validate()
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    dataset = load_dataset(config)
+    graphs = featurize_dataset(dataset, progress=progress)
+    if graphs.invalid:
+        shown = ", ".join(str(r) for r in graphs.invalid[:5]) + (" ..." if len(graphs.invalid) > 5 else "")
+        print(f"skipped {len(graphs.invalid)} of {len(dataset)} SMILES that RDKit could not parse "
+              f"(data rows {shown}, counting from 0)")
+    if len(graphs) < 10:
+        raise ValueError(f"only {len(graphs)} molecules parse: too few for train/valid/test splits")
+    labels = dataset.labels[graphs.rows]
+    jobs = [(name, config.k) for name in config.model_list()]
+    if config.sweep_k:
+        jobs += [("kary", k) for k in SWEEP_K if ("kary", k) not in jobs]
+        if ("duvenaud", config.k) not in jobs:
+            jobs.insert(0, ("duvenaud", config.k))
+    bar = tqdm(total=len(jobs) * config.splits * config.epochs, desc="molecules", unit="epoch", disable=not progress)
+    runs, skipped = [], set()
+    start = time.perf_counter()
+    for s in range(config.splits):
+        split_seed = config.seed + s
+        split = (random_split(len(graphs), split_seed) if config.split == "random"
+                 else scaffold_split(graphs.smiles))
+        for name, k in jobs:
+            run = train_model(name, k, config, graphs, labels, split, split_seed, bar)
+            run["split"] = s
+            skipped.update(t for t, a in zip(dataset.tasks, run["task_aucs"]) if a is None)
+            runs.append(run)
+    bar.close()
+    return {"config": asdict(config), "tasks": list(dataset.tasks), "molecules": len(graphs),
+            "invalid_rows": graphs.invalid, "runs": runs, "skipped_tasks": sorted(skipped),
+            "summary": summarise(runs), "seconds": time.perf_counter() - start}
+
+
+def summarise(runs: List[Dict]) -> List[Dict]:
+    """Per (model, k): mean and sd of the test ROC-AUC over splits, validation AUC, seconds/epoch."""
+    rows = []
+    for key in dict.fromkeys((r["model"], r["k"]) for r in runs):
+        group = [r for r in runs if (r["model"], r["k"]) == key]
+        tests = np.array([r["test_auc"] for r in group])
+        rows.append({"model": key[0] + ("" if key[1] is None else f" (k={key[1]})"), "name": key[0], "k": key[1],
+                     "test_auc": float(np.mean(tests)), "test_sd": float(np.std(tests, ddof=1)) if len(tests) > 1 else 0.0,
+                     "valid_auc": float(np.mean([r["valid_auc"] for r in group])),
+                     "seconds_per_epoch": float(np.mean([r["seconds_per_epoch"] for r in group])),
+                     "splits": len(group)})
+    return rows
+
+
+def main(config: MoleculesConfig, progress: bool = True) -> Dict:
+    """Run the experiment, print the Table-2-style summary, write CSV, JSON and figures. The
+    options and the output directory are checked before any work; files are written atomically."""
+    config.validate()
+    prepare_output_dir(config.out_dir)
+    results = run_molecules(config, progress=progress)
+    name = "Tox21" if config.data == "tox21" else Path(config.data).name
+    print(format_table(results, f"{name}: test ROC-AUC (mean over tasks), {config.splits} {config.split} split(s)"))
+    if results["skipped_tasks"]:
+        print("tasks left out of a mean (one class only in a split): " + ", ".join(results["skipped_tasks"]))
+    paths = write_outputs(results, Path(config.out_dir))
+    print(f"finished in {results['seconds']:.0f} s; wrote " + ", ".join(str(p) for p in paths))
+    return results

@@ -1,0 +1,106 @@
+"""Tables, files and figures of `rpfast molecules`."""
+import csv
+import json
+from pathlib import Path
+from typing import Dict, List
+
+import numpy as np
+
+from rpfast._io import atomic_path, prepare_output_dir
+
+COLUMNS = ("model", "test_auc", "test_sd", "valid_auc", "seconds_per_epoch", "splits")
+
+
+def format_table(results: Dict, title: str) -> str:
+    """The paper's Table 2 layout: model, test ROC-AUC mean (sd), validation AUC, s/epoch."""
+    header = f"{'model':<22}{'test AUC':>10}{'sd':>8}{'valid AUC':>11}{'s/epoch':>9}{'splits':>8}"
+    lines = [title, header, "-" * len(header)]
+    for row in results["summary"]:
+        lines.append(f"{row['model']:<22}{row['test_auc']:>10.3f}{row['test_sd']:>8.3f}{row['valid_auc']:>11.3f}"
+                     f"{row['seconds_per_epoch']:>9.2f}{row['splits']:>8}")
+    return "\n".join(lines)
+
+
+def write_outputs(results: Dict, out_dir: Path) -> List[Path]:
+    """summary.csv, results.json, task_auc.png and (with k-ary runs at several k) kary_sweep.png."""
+    out_dir = prepare_output_dir(out_dir)
+    summary_csv = out_dir / "summary.csv"
+    with atomic_path(summary_csv) as tmp, tmp.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(results["summary"])
+    results_json = out_dir / "results.json"
+    with atomic_path(results_json) as tmp, tmp.open("w") as fh:
+        json.dump(results, fh, indent=2)
+    paths = [summary_csv, results_json, out_dir / "task_auc.png"]
+    with atomic_path(paths[-1]) as tmp:
+        _plot_tasks(results, tmp)
+    ks = sorted({r["k"] for r in results["summary"] if r["name"] == "kary"})
+    if len(ks) > 1:
+        paths.append(out_dir / "kary_sweep.png")
+        with atomic_path(paths[-1]) as tmp:
+            _plot_sweep(results, tmp)
+    return paths
+
+
+def _figure(ncols: int, width: float):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, ncols, figsize=(width, 4.5))
+    return plt, fig, np.atleast_1d(axes)
+
+
+def _plot_tasks(results: Dict, path: Path) -> None:
+    """Test ROC-AUC per task and model (mean over splits), with the chance line."""
+    tasks = results["tasks"]
+    plt, fig, (ax,) = _figure(1, max(8.0, 0.6 * len(tasks) + 3))
+    rows = results["summary"]
+    width = 0.8 / max(len(rows), 1)
+    for i, row in enumerate(rows):
+        runs = [r for r in results["runs"] if (r["model"], r["k"]) == (row["name"], row["k"])]
+        means = [np.mean([r["task_aucs"][t] for r in runs if r["task_aucs"][t] is not None] or [np.nan])
+                 for t in range(len(tasks))]
+        ax.bar(np.arange(len(tasks)) + (i - (len(rows) - 1) / 2) * width, means, width, label=row["model"],
+               color=f"C{i % 10}")
+    ax.axhline(0.5, color="grey", linestyle="--", linewidth=1, label="chance")
+    ax.set_xticks(np.arange(len(tasks)))
+    ax.set_xticklabels(tasks, rotation=45, ha="right", fontsize=8)
+    ax.set_ylabel("test ROC-AUC")
+    ax.set_ylim(0.4, 1.0)
+    ax.set_title("Test ROC-AUC per task")
+    ax.legend(fontsize=8, loc="lower right")
+    _save(plt, fig, path)
+
+
+def _plot_sweep(results: Dict, path: Path) -> None:
+    """The paper's k-ary figure: test AUC against k (left) and training speed-up over the full
+    graph model, Duvenaud's s/epoch over k-ary's (right)."""
+    rows = sorted((r for r in results["summary"] if r["name"] == "kary"), key=lambda r: r["k"])
+    full = next((r for r in results["summary"] if r["name"] == "duvenaud"), None)
+    plt, fig, axes = _figure(2, 10.0)
+    ks = [r["k"] for r in rows]
+    axes[0].errorbar(ks, [r["test_auc"] for r in rows], yerr=[r["test_sd"] for r in rows], marker="o", capsize=3,
+                     label="k-ary Duvenaud")
+    if full is not None:
+        axes[0].axhline(full["test_auc"], color="C1", linestyle="--", label="Duvenaud (full graph)")
+        axes[1].plot(ks, [full["seconds_per_epoch"] / r["seconds_per_epoch"] for r in rows], marker="o")
+        axes[1].axhline(1.0, color="grey", linestyle="--", linewidth=1)
+    axes[0].set_xlabel("k")
+    axes[0].set_ylabel("test ROC-AUC")
+    axes[0].set_title("Accuracy against k")
+    axes[0].legend(fontsize=8)
+    axes[1].set_xlabel("k")
+    axes[1].set_ylabel("training speed-up over Duvenaud")
+    axes[1].set_title("Training time per epoch: Duvenaud / k-ary")
+    _save(plt, fig, path)
+
+
+def _save(plt, fig, path: Path) -> None:
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=120, format="png")
+    finally:
+        plt.close(fig)

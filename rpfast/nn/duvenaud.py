@@ -1,0 +1,150 @@
+r"""Duvenaud et al.'s neural graph fingerprint convolution as in DeepChem's GraphConvModel, the
+baseline of the RP paper's molecule experiments, and RP-Duvenaud (RP-GNN, eq. 3)."""
+from typing import Optional, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from rpfast._validation import check_count, is_pyg_data
+from rpfast.data import GraphBatch
+from rpfast.nn.rp.gnn import RPGNN
+from rpfast.ops import gin_aggregate
+
+__all__ = ["DuvenaudConv", "Duvenaud", "RPDuvenaud"]
+
+
+def _as_graph(data, edge_index: Optional[Tensor], batch: Optional[Tensor]) -> GraphBatch:
+    """A GraphBatch from a GraphBatch, a PyG Data/Batch or ``(x, edge_index, batch)``."""
+    if isinstance(data, GraphBatch):
+        return data
+    if is_pyg_data(data):
+        return GraphBatch.from_pyg(data)
+    if isinstance(data, Tensor) and edge_index is not None:
+        return GraphBatch(edge_index, x=data, batch=torch.zeros(data.shape[0], dtype=torch.int64) if batch is None
+                          else batch)
+    raise TypeError("pass a GraphBatch, a PyG Data/Batch, or (x, edge_index, batch), "
+                    f"got {type(data).__name__}")
+
+
+class DuvenaudConv(nn.Module):
+    r"""One graph convolution with a weight pair per atom degree (DeepChem ``GraphConv``):
+
+    .. math:: h_i' = x_i W^{self}_{d_i} + \Big(\sum_{j \in N(i)} x_j\Big) W^{nbr}_{d_i} + b_{d_i},
+              \qquad d_i = \min(\deg i, \text{max\_degree})
+
+    The neighbour sums run on rpfast's aggregation kernel; atoms are grouped by degree so each
+    degree is one matrix product.
+
+    Shapes: ``x [N, in_dim]``, ``graph`` with N nodes -> ``[N, out_dim]``.
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, max_degree: int = 10):
+        super().__init__()
+        self.in_dim = check_count(in_dim, "in_dim", 1)
+        self.max_degree = check_count(max_degree, "max_degree", 1)
+        out_dim = check_count(out_dim, "out_dim", 1)
+        bound = 1 / (2 * in_dim) ** 0.5
+        self.weight = nn.Parameter(torch.empty(self.max_degree + 1, 2 * in_dim, out_dim).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.zeros(self.max_degree + 1, out_dim))
+
+    def forward(self, x: Tensor, graph: GraphBatch) -> Tensor:
+        if x.dim() != 2 or x.shape != (graph.total_nodes, self.in_dim):
+            raise ValueError(f"x must have shape [N={graph.total_nodes}, {self.in_dim}], got {tuple(x.shape)}")
+        neighbours = gin_aggregate(x.unsqueeze(0), graph, -1.0)[0]  # (1 + eps) x_i + sum_j x_j with eps = -1
+        both = torch.cat([x, neighbours], dim=1)
+        degree = (graph.t_rowptr[1:] - graph.t_rowptr[:-1]).clamp(max=self.max_degree)
+        out = x.new_empty(x.shape[0], self.weight.shape[2])
+        for d in torch.unique(degree).tolist():
+            rows = torch.nonzero(degree == d).flatten()
+            out = out.index_copy(0, rows, torch.addmm(self.bias[d], both[rows], self.weight[d]))
+        return out
+
+
+def graph_max_pool(h: Tensor, graph: GraphBatch) -> Tensor:
+    """``h_i' = max(h_i, max_{j in N(i)} h_j)`` per channel (DeepChem ``GraphPool``)."""
+    source, target = graph.edge_index
+    return h.scatter_reduce(0, target.unsqueeze(1).expand(-1, h.shape[1]), h[source], "amax", include_self=True)
+
+
+def graph_gather(h: Tensor, graph: GraphBatch) -> Tensor:
+    """``[B, 2H]``: per-graph sum and max of the atom states (DeepChem ``GraphGather``; an
+    empty graph gathers zeros)."""
+    index = graph.batch.unsqueeze(1).expand(-1, h.shape[1])
+    summed = h.new_zeros(graph.num_graphs, h.shape[1]).index_add(0, graph.batch, h)
+    largest = h.new_zeros(graph.num_graphs, h.shape[1]).scatter_reduce(0, index, h, "amax", include_self=False)
+    return torch.cat([summed, largest], dim=1)
+
+
+class Duvenaud(nn.Module):
+    r"""DeepChem's ``GraphConvModel`` (the RP paper's Duvenaud baseline): graph convolutions
+    (:class:`DuvenaudConv`) each followed by ReLU, BatchNorm and graph max-pooling; a dense layer
+    with ReLU and BatchNorm; the per-graph sum and max of the atom states through tanh; one logit
+    per task.
+
+    Args:
+        in_dim: atom feature width (75 for :func:`rpfast.data.molecules.featurize_smiles`).
+        num_tasks: output logits.
+        conv: widths of the convolutions (paper: two of 64); dense: the dense width (128);
+        dropout: before the head; max_degree: atoms of higher degree share the last weights.
+
+    Shapes: ``forward(graph)`` (a GraphBatch or PyG batch with ``x``) or ``forward(x [N, in_dim],
+    edge_index, batch)`` -> ``[B, num_tasks]`` logits.
+    """
+
+    def __init__(self, in_dim: int, num_tasks: int, conv: Sequence[int] = (64, 64), dense: int = 128,
+                 dropout: float = 0.0, max_degree: int = 10):
+        super().__init__()
+        widths = [check_count(in_dim, "in_dim", 1)] + [check_count(c, "conv width", 1) for c in conv]
+        if len(widths) < 2:
+            raise ValueError("conv must name at least one convolution width")
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+            raise ValueError(f"dropout must be a float in [0, 1), got {dropout!r}")
+        self.in_dim = in_dim
+        self.convs = nn.ModuleList(DuvenaudConv(a, b, max_degree) for a, b in zip(widths, widths[1:]))
+        self.norms = nn.ModuleList(nn.BatchNorm1d(w) for w in widths[1:])
+        self.dense = nn.Linear(widths[-1], check_count(dense, "dense", 1))
+        self.dense_norm = nn.BatchNorm1d(dense)
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(2 * dense, check_count(num_tasks, "num_tasks", 1))
+
+    def forward(self, data, edge_index: Optional[Tensor] = None, batch: Optional[Tensor] = None,
+                edge_attr: Optional[Tensor] = None) -> Tensor:
+        # edge_attr is accepted and unused: the Duvenaud convolution reads atoms, not bonds
+        graph = _as_graph(data, edge_index, batch)
+        h = graph.x if isinstance(data, GraphBatch) or is_pyg_data(data) else data
+        if h is None:
+            raise ValueError("Duvenaud needs atom features x")
+        h = h.to(self.head.weight.dtype)
+        for conv, norm in zip(self.convs, self.norms):
+            h = graph_max_pool(norm(torch.relu(conv(h, graph))), graph)
+        h = self.dense_norm(torch.relu(self.dense(h)))
+        return self.head(self.dropout(torch.tanh(graph_gather(h, graph))))
+
+
+class RPDuvenaud(RPGNN):
+    r"""RP-Duvenaud (paper Sec. 2.2 and supplementary): :class:`Duvenaud` on atom features plus
+    one-hot IDs that make the atoms of each element unique.
+
+    Within a molecule the atoms of one element get a uniformly random order; an atom's ID is its
+    position in that order (mod ``id_dim``): ``id_dim`` = the largest number of atoms of one
+    element in a molecule gives every such atom a distinct ID with the fewest columns. Training
+    draws ``train_samples`` orders (pi-SGD), eval mode averages ``eval_samples`` (paper: 20).
+    The graph must carry ``element [N]`` (as :meth:`MoleculeGraphs.batch` sets it).
+
+    Args:
+        in_dim, num_tasks, **duvenaud_kwargs: as for :class:`Duvenaud` (``in_dim`` without IDs).
+        id_dim: the ID width.
+    """
+
+    def __init__(self, in_dim: int, num_tasks: int, id_dim: int, train_samples: int = 1, eval_samples: int = 20,
+                 generator: Optional[torch.Generator] = None, **duvenaud_kwargs):
+        id_dim = check_count(id_dim, "id_dim", 1)
+        super().__init__(Duvenaud(in_dim + id_dim, num_tasks, **duvenaud_kwargs), id_dim,
+                         train_samples=train_samples, eval_samples=eval_samples, generator=generator)
+
+    def id_groups(self, graph: GraphBatch) -> Tensor:
+        element = graph.__dict__.get("extras", {}).get("element")
+        if element is None:
+            raise ValueError("RPDuvenaud needs each atom's element (graph.element [N]); "
+                             "MoleculeGraphs.batch() provides it")
+        return graph.batch * (int(element.max()) + 1 if element.numel() else 1) + element
