@@ -1,18 +1,21 @@
-"""``rpfast subsets``: enumerate or count the k-subsets of one graph, streaming the output."""
+"""``rpfast subsets``: enumerate or count the k-subsets of one graph, or of every molecule of a
+molecule file, streaming the output."""
 import argparse
 import contextlib
+import csv
 import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import IO, Callable, Iterator, List, Optional, Tuple
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from rpfast._io import atomic_path
 from rpfast._options import add_dataclass_options, config_from_args, int_range, option
-from rpfast.data import graph_from_smiles, read_edge_list
+from rpfast.data import GraphBatch, batch_from_smiles, graph_from_smiles, read_edge_list
+from rpfast.data.molecule_files import is_molecule_file, read_smiles_file
 from rpfast.ops.subsets import Prune, count_k_subsets, iter_k_subsets
 
 HELP = "enumerate or count the k-vertex subsets of a graph"
@@ -33,13 +36,17 @@ def _prune_value(text: str) -> str:
 class SubsetsConfig:
     """What ``rpfast subsets`` does; its options are derived from these fields."""
 
-    graph: str = option(help="edge-list file ('u v' per line, '#' comments) or, with --smiles, a SMILES string",
-                        positional=True)
+    graph: str = option(help="edge-list file ('u v' per line, '#' comments); a molecule file: .csv or .csv.gz "
+                        "with a SMILES column, .smi or .smi.gz with one SMILES (and an optional name) per line; "
+                        "or, with --smiles, a SMILES string", positional=True)
     k: int = option(help="subset size", type=int_range(1))
     prune: str = option(Prune.NONE.value, "drop subsets with no edge / with an isolated vertex / that are "
                         "disconnected", type=_prune_value, metavar="{" + ",".join(p.value for p in Prune) + "}")
     smiles: bool = option(False, "GRAPH is a SMILES string (needs RDKit)")
-    count: bool = option(False, "only print the number of subsets")
+    smiles_column: Optional[str] = option(None, "the SMILES column of a CSV molecule file (default: the column "
+                                          "named 'smiles', any case)")
+    count: bool = option(False, "only print the number of subsets (of a molecule file: a CSV table "
+                         "molecule,smiles,atoms,count)")
     out: str = option("-", "'-' (stdout), FILE.csv or FILE.npy (written under a temporary name, renamed "
                       "when complete)")
     force: bool = option(False, "overwrite an existing --out file")
@@ -49,7 +56,10 @@ class SubsetsConfig:
 
 def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.description = ("Enumerate the k-subsets of a graph's vertices (k-ary RP), optionally pruned, streaming "
-                          "rows of original vertex labels to stdout, a .csv or a .npy file.")
+                          "rows of original vertex labels to stdout, a .csv or a .npy file. For a molecule file "
+                          "each row is 'molecule,atom_1,...,atom_k': the molecule's 0-based row in the file, "
+                          "then atom indices in RDKit's parse order; SMILES RDKit cannot parse are skipped and "
+                          "reported.")
     add_dataclass_options(parser, SubsetsConfig)
 
 
@@ -59,41 +69,91 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_subsets(graph: str, k: int, prune: str = "none", smiles: bool = False, count: bool = False,
-                out: str = "-", chunk_size: int = 1 << 20, progress: bool = True, force: bool = False) -> int:
+                out: str = "-", chunk_size: int = 1 << 20, progress: bool = True, force: bool = False,
+                smiles_column: Optional[str] = None) -> int:
     """Enumerate (or count) and write; returns the number of subsets. Summary on stderr.
 
+    ``graph`` is an edge-list file, a molecule file (by extension, see
+    :func:`rpfast.data.molecule_files.read_smiles_file`) or, with ``smiles``, a SMILES
+    string. The rows of a molecule file start with the molecule's index (its 0-based row
+    in the file); with ``count`` it gives a CSV table ``molecule,smiles,atoms,count``.
     A file output (``.csv`` or ``.npy``) is written under a temporary name next to it and
     renamed when complete, so a failed or interrupted run leaves no output file; an
     existing output is refused unless ``force``.
     """
     start = time.perf_counter()
-    if not count:
-        _check_output(out, force)
-    batch, labels = graph_from_smiles(graph) if smiles else read_edge_list(graph)
+    molecules = not smiles and is_molecule_file(graph)
+    if smiles_column is not None and not (molecules and graph.endswith((".csv", ".csv.gz"))):
+        raise ValueError(f"--smiles-column only applies to a .csv or .csv.gz molecule file, not {graph!r}")
+    if not count or molecules:
+        _check_output(out, force, npy=not count)
+    if molecules:  # rows: molecule index, then atom indices
+        batch, index, kept_smiles = _read_molecules(graph, smiles_column)
+        width, dtype = k + 1, np.dtype(np.int64)
+
+        def to_rows(chunk):
+            return np.column_stack([index[chunk.graph.numpy()], chunk.subsets.numpy()])
+    else:  # rows: original vertex labels
+        batch, labels = graph_from_smiles(graph) if smiles else read_edge_list(graph)
+        width, dtype = k, labels.dtype
+
+        def to_rows(chunk):
+            return labels[chunk.subsets.numpy()]
     n, m = batch.total_nodes, batch.undirected_csr()[1].numel() // 2
     if count:
-        total = int(count_k_subsets(batch, k, prune)[0])
-        print(total)
+        counts = count_k_subsets(batch, k, prune).tolist()
+        total = sum(counts)
+        if molecules:
+            with _open_file(out) as fh:
+                writer = csv.writer(fh, lineterminator="\n")
+                writer.writerow(["molecule", "smiles", "atoms", "count"])
+                writer.writerows(zip(index.tolist(), kept_smiles, batch.num_nodes.tolist(), counts))
+        else:
+            print(total)
     else:
         stream = iter_k_subsets(batch, k, prune, chunk_size=chunk_size)
         total = stream.total
-        with _open_output(out, total, k, labels.dtype) as write, tqdm(
+        with _open_output(out, total, width, dtype) as write, tqdm(
                 total=total, unit="subset", unit_scale=True, disable=not progress, file=sys.stderr) as bar:
             for chunk in stream:
-                write(labels[chunk.subsets.numpy()])
+                write(to_rows(chunk))
                 bar.update(len(chunk.subsets))
     elapsed = time.perf_counter() - start
-    print(f"graph: {n} vertices, {m} edges; k={k}, prune={prune}: {total} subsets "
-          f"in {elapsed:.2f} s", file=sys.stderr)
+    what = f"{batch.num_graphs} molecules, {n} atoms, {m} bonds" if molecules else f"graph: {n} vertices, {m} edges"
+    print(f"{what}; k={k}, prune={prune}: {total} subsets in {elapsed:.2f} s", file=sys.stderr)
     return total
 
 
-def _check_output(out: str, force: bool) -> None:
-    """Reject a bad ``--out`` before any work: wrong extension, missing directory, existing file."""
+def _read_molecules(path: str, smiles_column: Optional[str]) -> Tuple[GraphBatch, np.ndarray, List[str]]:
+    """The molecules of a molecule file that RDKit parses: ``(batch, index, smiles)``.
+
+    ``index[b]`` is molecule b's 0-based row in the file. Rows that do not parse (or hold an
+    empty SMILES) are skipped and reported in one line on stderr; ValueError if none parses.
+    """
+    smiles = read_smiles_file(path, smiles_column)
+    candidates = np.array([i for i, s in enumerate(smiles) if s], dtype=np.int64)
+    batch, kept = batch_from_smiles([smiles[i] for i in candidates], skip_invalid=True)
+    index = candidates[kept.numpy()]
+    invalid = np.setdiff1d(np.arange(len(smiles)), index).tolist()
+    rows = ", ".join(map(str, invalid[:5])) + (", ..." if len(invalid) > 5 else "")
+    if not len(index):
+        raise ValueError(f"{path}: none of the {len(smiles)} molecules has a valid SMILES (invalid rows: {rows})")
+    if invalid:
+        print(f"rpfast subsets: warning: skipped {len(invalid)} of {len(smiles)} molecules with invalid SMILES "
+              f"(rows {rows}; 0-based, header not counted)", file=sys.stderr)
+    return batch, index, [smiles[i] for i in index]
+
+
+def _check_output(out: str, force: bool, npy: bool = True) -> None:
+    """Reject a bad ``--out`` before any work: wrong extension, missing directory, existing file.
+
+    ``npy=False`` (a molecule file's count table) allows only '-' or a ``.csv`` path.
+    """
     if out == "-":
         return
-    if not out.endswith((".csv", ".npy")):
-        raise ValueError(f"--out must be '-', a .csv or a .npy path, got {out!r}")
+    if not out.endswith((".csv", ".npy") if npy else ".csv"):
+        raise ValueError(f"--out must be '-', a .csv or a .npy path, got {out!r}" if npy else
+                         f"--out must be '-' or a .csv path for the count table of a molecule file, got {out!r}")
     path = Path(out)
     if not path.parent.is_dir():
         raise FileNotFoundError(f"output directory {path.parent} does not exist")
@@ -108,11 +168,8 @@ def _open_output(out: str, total: int, k: int, dtype: np.dtype) -> Iterator[Call
     Files are streamed with ordinary writes (so a full disk is an ``OSError``, never a
     crash in a memory map) into a temporary file that replaces ``out`` only on success.
     """
-    if out == "-":
-        yield lambda rows: np.savetxt(sys.stdout, rows, fmt="%d", delimiter=",")
-        return
     npy = out.endswith(".npy")
-    with atomic_path(out) as tmp, open(tmp, "wb" if npy else "w") as fh:
+    with _open_file(out, binary=npy) as fh:
         if npy:
             header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
                       "shape": (total, k)}
@@ -120,3 +177,14 @@ def _open_output(out: str, total: int, k: int, dtype: np.dtype) -> Iterator[Call
             yield lambda rows: fh.write(np.ascontiguousarray(rows, dtype=dtype).tobytes())
         else:
             yield lambda rows: np.savetxt(fh, rows, fmt="%d", delimiter=",")
+
+
+@contextlib.contextmanager
+def _open_file(out: str, binary: bool = False) -> Iterator[IO]:
+    """Yield stdout for '-', else a text (or ``binary``) file opened under a temporary name
+    (:func:`atomic_path`) that replaces ``out`` only when the block succeeds."""
+    if out == "-":
+        yield sys.stdout
+        return
+    with atomic_path(out) as tmp, open(tmp, "wb" if binary else "w") as fh:
+        yield fh

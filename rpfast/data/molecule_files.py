@@ -1,0 +1,93 @@
+"""Molecule files: the SMILES strings of a CSV or ``.smi`` file, in file order.
+
+No RDKit here: parsing the SMILES into graphs is :mod:`rpfast.data.molecules`' work.
+"""
+import csv
+import io
+from pathlib import Path
+from typing import List, Optional
+
+from rpfast._io import read_text
+
+__all__ = ["MOLECULE_SUFFIXES", "is_molecule_file", "read_smiles_file"]
+
+#: File names read as molecules (a ``.gz`` one is decompressed first).
+MOLECULE_SUFFIXES = (".csv", ".csv.gz", ".smi", ".smi.gz")
+
+
+def is_molecule_file(path) -> bool:
+    """True if ``path`` names a molecule file by its extension (:data:`MOLECULE_SUFFIXES`)."""
+    return str(path).endswith(MOLECULE_SUFFIXES)
+
+
+def read_smiles_file(path, smiles_column: Optional[str] = None) -> List[str]:
+    """The SMILES strings of a molecule file (UTF-8, gzip-compressed when the name ends in ``.gz``).
+
+    A CSV file starts with a header; the SMILES are in column ``smiles_column`` (default
+    ``"smiles"``), matched ignoring case when no column has exactly that name. A ``.smi``
+    file holds one SMILES per line, optionally followed by whitespace and a name (ignored);
+    a first line whose first field is ``smiles`` (any case) is a header and lines starting
+    with ``#`` are comments. Blank lines are skipped, so entry ``i`` is the file's ``i``-th
+    molecule row (0-based, header not counted). Cells are stripped; an empty SMILES cell is
+    kept as ``""`` for the caller to report with its row.
+
+    A missing path raises ``FileNotFoundError`` (a directory ``IsADirectoryError``); an empty
+    file, no molecule rows, a missing column (the message lists the header), a CSV row with
+    the wrong number of fields, or bad CSV, gzip or UTF-8 raise ``ValueError`` naming the file
+    (and the line).
+    """
+    path = Path(path)
+    if not is_molecule_file(path):
+        raise ValueError(f"{path}: a molecule file must end in {', '.join(MOLECULE_SUFFIXES)}")
+    csv_file = path.name.endswith((".csv", ".csv.gz"))
+    if smiles_column is not None and not isinstance(smiles_column, str):
+        raise TypeError(f"smiles_column must be a str, got {type(smiles_column).__name__}")
+    if smiles_column is not None and not csv_file:
+        raise ValueError(f"{path}: a SMILES column is only chosen in a CSV file; a .smi file has no columns")
+    text = read_text(path, "molecule file", "SMILES strings")
+    smiles = _read_csv(path, text, smiles_column) if csv_file else _read_smi(path, text)
+    if not smiles:
+        raise ValueError(f"{path}: no molecules in the file")
+    return smiles
+
+
+def _read_smi(path: Path, text: str) -> List[str]:
+    """The first field of every non-blank, non-comment line of a ``.smi`` file (header dropped)."""
+    lines = [line.strip() for line in text.splitlines()]
+    fields = [line.split(None, 1)[0] for line in lines if line and not line.startswith("#")]
+    if fields and fields[0].lower() == "smiles":
+        fields = fields[1:]
+    if not fields and not text.strip():
+        raise ValueError(f"{path}: the file is empty; expected one SMILES per line")
+    return fields
+
+
+def _read_csv(path: Path, text: str, smiles_column: Optional[str]) -> List[str]:
+    """Column ``smiles_column`` (default ``smiles``) of every non-blank row of a CSV file."""
+    wanted = "smiles" if smiles_column is None else smiles_column
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader, None)
+        while header is not None and not header:  # leading blank lines
+            header = next(reader, None)
+        if header is None:
+            raise ValueError(f"{path}: the file is empty; expected a CSV header with a {wanted!r} column")
+        line = reader.line_num
+        header = [name.strip() for name in header]
+        matches = [name for name in header if name == wanted] or [n for n in header if n.lower() == wanted.lower()]
+        if len(matches) != 1:
+            problem = "no" if not matches else f"{len(matches)} columns match the"
+            raise ValueError(f"{path}:{line}: {problem} SMILES column {wanted!r} (case ignored); "
+                             f"the header has {header}")
+        at = header.index(matches[0])
+        smiles = []
+        for row in reader:
+            if not row:
+                continue
+            if len(row) != len(header):
+                raise ValueError(f"{path}:{reader.line_num}: {len(row)} fields, but the header has "
+                                 f"{len(header)} columns")
+            smiles.append(row[at].strip())
+    except csv.Error as error:
+        raise ValueError(f"{path}:{reader.line_num}: not valid CSV ({error})") from None
+    return smiles

@@ -1,0 +1,111 @@
+"""Duvenaud, RP-Duvenaud, k-ary Duvenaud and the DFS encoders on Tox21; splits and the loss."""
+import pytest
+import torch
+
+pytest.importorskip("rdkit")
+
+from rpfast.data.moleculenet import featurize_dataset, load_tox21, random_split, scaffold_split  # noqa: E402
+from rpfast.data.molecules import featurize_smiles, scaffold_groups  # noqa: E402
+from rpfast.experiments.molecules import MODELS, build_model, class_weights, masked_loss  # noqa: E402
+from rpfast.nn import Duvenaud, KAryGNN, RPDuvenaud  # noqa: E402
+from rpfast.nn.rp import induced_subgraphs  # noqa: E402
+from rpfast.nn.rp import Oriented  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tox21_200():
+    data = load_tox21()
+    graphs = featurize_smiles(data.smiles[:200])
+    return graphs, data.labels[:200][graphs.rows]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_each_model_trains_and_the_loss_falls(name, tox21_200):
+    graphs, labels = tox21_200
+    torch.manual_seed(0)
+    model = build_model(name, 10, labels.shape[1], 16, 4, torch.Generator().manual_seed(0))
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    weights = class_weights(labels)
+    batch = graphs.batch(torch.arange(64))
+    losses = []
+    for _ in range(15):
+        loss = masked_loss(model(batch), labels[:64], weights)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss))
+    assert losses[-1] < 0.8 * losses[0], losses
+    model.eval()
+    assert model(graphs.batch([0, 1, 2])).shape == (3, labels.shape[1])
+
+
+def test_masked_loss_ignores_missing_labels():
+    logits = torch.tensor([[0.0, 5.0], [1.0, -2.0]])
+    labels = torch.tensor([[1.0, float("nan")], [0.0, float("nan")]])
+    expected = torch.nn.functional.binary_cross_entropy_with_logits(logits[:, 0], labels[:, 0])
+    torch.testing.assert_close(masked_loss(logits, labels, torch.ones(2)), expected)
+    assert class_weights(torch.tensor([[1.0], [0.0], [0.0], [float("nan")]])).tolist() == [2.0]
+
+
+def test_rp_duvenaud_eval_is_invariant_to_atom_order_on_tiny_molecules():
+    """With id_dim covering every same-element group and all element orders averaged (exactly,
+    by enough samples that every order appears), relabeling the atoms changes nothing beyond
+    sampling noise; here each molecule has <= 2 atoms per element, so 2 orders per group."""
+    from rdkit import Chem
+    smiles = ["CCO", "OCC", "C(=O)O", "NCC(=O)O"]
+    shuffled = [Chem.MolToSmiles(Chem.RenumberAtoms(Chem.MolFromSmiles(s), list(range(Chem.MolFromSmiles(s).GetNumAtoms()))[::-1]),
+                                 canonical=False) for s in smiles]
+    torch.manual_seed(0)
+    model = RPDuvenaud(75, 3, id_dim=2, eval_samples=4000, generator=torch.Generator().manual_seed(0)).eval()
+    a = model(featurize_smiles(smiles).batch(range(4)))
+    b = model(featurize_smiles(shuffled).batch(range(4)))
+    torch.testing.assert_close(a, b, atol=2e-2, rtol=0)
+    plain = Duvenaud(75, 3).eval()
+    torch.testing.assert_close(plain(featurize_smiles(smiles).batch(range(4))),
+                               plain(featurize_smiles(shuffled).batch(range(4))), atol=1e-5, rtol=0)
+
+
+def test_induced_subgraphs_and_kary_gnn():
+    graphs = featurize_smiles(["CCCCO", "c1ccccc1"])
+    batch = graphs.batch([0, 1])
+    perms = torch.tensor([[[0, 1, 4, -1]], [[2, 3, 4, 5]]])
+    sub = induced_subgraphs(batch, perms)
+    assert sub.num_nodes.tolist() == [3, 4]
+    edges = {tuple(e) for e in sub.edge_index.t().tolist()}
+    assert edges == {(0, 1), (1, 0), (3, 4), (4, 3), (4, 5), (5, 4), (5, 6), (6, 5)}
+    torch.testing.assert_close(sub.x, batch.x[torch.tensor([0, 1, 4, 7, 8, 9, 10])])
+    with pytest.raises(ValueError, match="method must be 'dfs' or 'bfs'"):
+        KAryGNN(Duvenaud(75, 1), 4, method="wl")
+    perms = Oriented("dfs", 4, num_samples=3).relabel(batch, True, torch.Generator().manual_seed(0)).perms
+    assert (perms[:, :, :4] >= 0).all()  # connected molecules of >= 4 atoms fill every position
+
+
+def test_splits_partition_and_scaffolds_stay_together():
+    data = load_tox21()
+    train, valid, test = random_split(1000, seed=3)
+    assert sorted(torch.cat([train, valid, test]).tolist()) == list(range(1000))
+    assert (len(train), len(valid), len(test)) == (800, 100, 100)
+    assert not torch.equal(train, random_split(1000, seed=4)[0])
+    smiles = data.smiles[:600]
+    parts = scaffold_split(smiles)
+    assert sorted(torch.cat(parts).tolist()) == list(range(600))
+    scaffolds = scaffold_groups(smiles)
+    owner = {}
+    for s, part in enumerate(parts):
+        for i in part.tolist():
+            assert owner.setdefault(scaffolds[i], s) == s  # a scaffold never spans two splits
+    with pytest.raises(ValueError, match="fractions must be three"):
+        random_split(10, 0, fractions=(0.5, 0.5))
+
+
+def test_featurisation_cache_is_reused_and_survives_damage(tmp_path):
+    data = load_tox21()
+    from rpfast.data.moleculenet import MoleculeDataset
+    small = MoleculeDataset(data.smiles[:30], data.labels[:30], data.tasks)
+    first = featurize_dataset(small, cache_dir=tmp_path)
+    files = list(tmp_path.glob("molecules-*.pt"))
+    assert len(files) == 1 and not list(tmp_path.glob(".*tmp*"))
+    again = featurize_dataset(small, cache_dir=tmp_path)
+    assert torch.equal(again.x, first.x) and again.smiles == first.smiles
+    files[0].write_bytes(b"damaged")
+    assert torch.equal(featurize_dataset(small, cache_dir=tmp_path).x, first.x)
