@@ -216,7 +216,7 @@ def test_write_outputs_interrupted_keeps_previous_files_and_no_temporary(stage, 
     (b"1 2\n\xff\xfe 3\n", 2, "UTF-8"),
 ])
 def test_read_edge_list_rejects_lines_that_are_not_integer_pairs(content, line, shown, tmp_path, capsys):
-    path = tmp_path / "g.csv"
+    path = tmp_path / "g.txt"
     path.write_bytes(content)
     with pytest.raises(ValueError) as info:
         read_edge_list(path)

@@ -40,7 +40,7 @@ class MoleculesConfig:
     k: int = option(20, "vertices per DFS subgraph (kary, cnn-dfs, rnn-dfs)")
     splits: int = option(1, "random splits (mean and sd over them)")
     split: str = option("random", "'random' (80/10/10, the paper's) or 'scaffold'")
-    epochs: int = option(30, "training epochs per model and split")
+    epochs: int = option(10, "training epochs per model and split")
     batch_size: int = option(128, "molecules per step")
     lr: float = option(1e-3, "Adam learning rate")
     eval_samples: int = option(20, "relabelings / subgraphs averaged at evaluation")

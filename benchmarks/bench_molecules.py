@@ -1,0 +1,86 @@
+"""Molecules (issue 11): featurisation of Tox21 against a per-atom Python loop over RDKit, and a
+Duvenaud training epoch against the same model written in PyG; RP-Duvenaud's and k-ary
+Duvenaud's epochs against rpfast's Duvenaud (the RP overhead, and the k-ary speed-up)."""
+import pytest
+import torch
+
+pytest.importorskip("rdkit")
+pytest.importorskip("torch_geometric")
+
+from rpfast.data import load_tox21  # noqa: E402
+from rpfast.data.molecules import featurize_smiles  # noqa: E402
+from rpfast.experiments.molecules import class_weights, masked_loss  # noqa: E402
+from rpfast.nn import Duvenaud, KAryGNN, RPDuvenaud  # noqa: E402
+
+EPOCH_MOLECULES, BATCH = 2048, 128
+
+
+@pytest.fixture(scope="module")
+def tox21():
+    data = load_tox21()
+    graphs = featurize_smiles(data.smiles)
+    return data, graphs, data.labels[graphs.rows]
+
+
+@pytest.mark.parametrize("impl", ["rpfast", "python loop"])
+def test_featurize_tox21(benchmark, impl, tox21):
+    from baselines.molecules_loop import featurize_loop
+
+    data = tox21[0]
+    run = (lambda: featurize_smiles(data.smiles)) if impl == "rpfast" else (lambda: featurize_loop(data.smiles))
+    benchmark.group = f"featurise all of Tox21 ({len(data.smiles)} SMILES, 75 atom + 10 bond features)"
+    benchmark.extra_info["impl"] = impl
+    benchmark.pedantic(run, rounds=3, warmup_rounds=0, iterations=1)
+
+
+def _epoch(model, batches, labels_of, weights):
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def run():
+        model.train()
+        for batch, labels in zip(batches(), labels_of):
+            loss = masked_loss(model(batch), labels, weights)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return run
+
+
+@pytest.mark.parametrize("impl", ["rpfast", "pyg", "rp-duvenaud", "kary k=10", "kary k=20", "kary k=30",
+                                  "kary k=40", "kary k=50"])
+def test_duvenaud_epoch(benchmark, impl, tox21):
+    data, graphs, labels = tox21
+    torch.manual_seed(0)
+    order = torch.randperm(len(graphs), generator=torch.Generator().manual_seed(0))[:EPOCH_MOLECULES]
+    chunks = [order[i:i + BATCH] for i in range(0, len(order), BATCH)]
+    labels_of = [labels[c] for c in chunks]
+    weights = class_weights(labels[order])
+    gen = torch.Generator().manual_seed(0)
+    if impl == "pyg":
+        from torch_geometric.loader import DataLoader
+        from baselines.molecules_loop import PygDuvenaud
+
+        data_list = [graphs.batch([int(i)]).to_pyg().to_data_list()[0] for i in order]
+        model = PygDuvenaud(75, labels.shape[1])
+        loader = DataLoader(data_list, batch_size=BATCH, shuffle=False)
+        forward = lambda b: model(b.x, b.edge_index, b.batch)  # noqa: E731
+
+        class Wrapped(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inner = model
+
+            def forward(self, b):
+                return forward(b)
+        run = _epoch(Wrapped(), lambda: iter(loader), labels_of, weights)
+    else:
+        if impl == "rpfast":
+            model = Duvenaud(75, labels.shape[1])
+        elif impl == "rp-duvenaud":
+            model = RPDuvenaud(75, labels.shape[1], id_dim=16, generator=gen)
+        else:
+            model = KAryGNN(Duvenaud(75, labels.shape[1]), int(impl.split("=")[1]), generator=gen)
+        run = _epoch(model, lambda: (graphs.batch(c) for c in chunks), labels_of, weights)
+    benchmark.group = f"Duvenaud training epoch: {EPOCH_MOLECULES} Tox21 molecules, batch {BATCH}"
+    benchmark.extra_info["impl"] = impl
+    benchmark.pedantic(run, rounds=3, warmup_rounds=1, iterations=1)
