@@ -60,7 +60,10 @@ def test_duvenaud_epoch(benchmark, impl, tox21):
         from torch_geometric.loader import DataLoader
         from baselines.molecules_loop import PygDuvenaud
 
-        data_list = [graphs.batch([int(i)]).to_pyg().to_data_list()[0] for i in order]
+        from torch_geometric.data import Data
+
+        singles = [graphs.batch([int(i)]) for i in order]
+        data_list = [Data(x=g.x, edge_index=g.edge_index, edge_attr=g.edge_attr) for g in singles]
         model = PygDuvenaud(75, labels.shape[1])
         loader = DataLoader(data_list, batch_size=BATCH, shuffle=False)
         forward = lambda b: model(b.x, b.edge_index, b.batch)  # noqa: E731

@@ -4,7 +4,8 @@ Heavy-atom graphs of SMILES strings or RDKit ``Mol`` objects (vertices are atoms
 order RDKit parsed them, edges are bonds in both directions) and RDKit's canonical atom
 order. RDKit is imported on first use, so the rest of rpfast works without it.
 """
-from typing import List, Sequence, Tuple, Union
+import os
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -187,13 +188,9 @@ def _ranges(starts: Tensor, counts: Tensor) -> Tensor:
     return torch.arange(int(counts.sum())) - offsets.repeat_interleave(counts) + starts.repeat_interleave(counts)
 
 
-def featurize_smiles(smiles_list: Sequence[str], progress: bool = False) -> MoleculeGraphs:
-    """Featurise SMILES strings (see :class:`MoleculeGraphs`); unparsable ones are skipped and
-    listed in ``invalid`` by position. The per-atom RDKit properties are read as small integers
-    and one-hot encoded for all atoms at once."""
-    smiles_list = list(smiles_list)
-    for i, smiles in enumerate(smiles_list):
-        _check_smiles(smiles, f"smiles_list[{i}]")
+def _read_molecules(smiles_list: Sequence[str], first_row: int = 0) -> dict:
+    """RDKit's per-atom and per-bond properties of ``smiles_list`` as small integers (the part of
+    featurisation that needs RDKit; runs in worker processes for large inputs)."""
     Chem = _chem("featurising molecules")
     from rdkit import RDLogger
 
@@ -205,13 +202,9 @@ def featurize_smiles(smiles_list: Sequence[str], progress: bool = False) -> Mole
     element_code = {symbol: i for i, symbol in enumerate(ELEMENTS[:-1])}
     other = len(ELEMENTS) - 1
     atom_props, bond_props, bond_pairs, atom_counts, bond_counts, rows, invalid, kept = [], [], [], [], [], [], [], []
-    iterator = smiles_list
-    if progress:
-        from tqdm import tqdm
-        iterator = tqdm(smiles_list, desc="featurising molecules", unit="mol", leave=False)
     RDLogger.DisableLog("rdApp.*")
     try:
-        for i, smiles in enumerate(iterator):
+        for i, smiles in enumerate(smiles_list, start=first_row):
             mol = Chem.MolFromSmiles(smiles)
             if mol is None:
                 invalid.append(i)
@@ -231,7 +224,64 @@ def featurize_smiles(smiles_list: Sequence[str], progress: bool = False) -> Mole
             kept.append(smiles)
     finally:
         RDLogger.EnableLog("rdApp.*")
-    atoms = np.array(atom_props, dtype=np.int64).reshape(-1, 8)
+    return {"atoms": np.array(atom_props, dtype=np.int64).reshape(-1, 8),
+            "bonds": np.array(bond_props, dtype=np.int64).reshape(-1, 4),
+            "pairs": np.array(bond_pairs, dtype=np.int64).reshape(-1, 2), "atom_counts": atom_counts,
+            "bond_counts": bond_counts, "rows": rows, "invalid": invalid, "kept": kept}
+
+
+def _read_in_chunks(smiles_list: List[str], workers: int, progress: bool) -> dict:
+    """:func:`_read_molecules` over chunks (in ``workers`` forked processes when > 1), merged in
+    order, with a progress bar per chunk."""
+    import contextlib
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    size = max(256, -(-len(smiles_list) // (8 * workers)))
+    starts = list(range(0, len(smiles_list), size))
+    parts = []
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=len(smiles_list), desc="featurising molecules", unit="mol", leave=False)
+    pool = (ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) if workers > 1
+            else contextlib.nullcontext())
+    with pool:
+        mapper = pool.map if workers > 1 else map
+        for start, part in zip(starts, mapper(_read_molecules, [smiles_list[s:s + size] for s in starts], starts)):
+            parts.append(part)
+            if bar is not None:
+                bar.update(min(size, len(smiles_list) - start))
+    if bar is not None:
+        bar.close()
+    merged = {key: np.concatenate([p[key] for p in parts]) for key in ("atoms", "bonds", "pairs")}
+    for key in ("atom_counts", "bond_counts", "rows", "invalid", "kept"):
+        merged[key] = [v for p in parts for v in p[key]]
+    return merged
+
+
+def featurize_smiles(smiles_list: Sequence[str], progress: bool = False, workers: Optional[int] = None
+                     ) -> MoleculeGraphs:
+    """Featurise SMILES strings (see :class:`MoleculeGraphs`); unparsable ones are skipped and
+    listed in ``invalid`` by position. The per-atom RDKit properties are read as small integers
+    (in ``workers`` forked processes for 4,096 molecules or more: RDKit's calls are the whole
+    cost; default: one per core) and one-hot encoded for all atoms at once."""
+    smiles_list = list(smiles_list)
+    for i, smiles in enumerate(smiles_list):
+        _check_smiles(smiles, f"smiles_list[{i}]")
+    _chem("featurising molecules")
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ValueError(f"workers must be a positive int, got {workers!r}")
+    import multiprocessing
+
+    if len(smiles_list) < 4096 or "fork" not in multiprocessing.get_all_start_methods():
+        workers = 1
+    read = _read_in_chunks(smiles_list, workers, progress) if progress or workers > 1 else _read_molecules(smiles_list)
+    atoms, bonds = read["atoms"], read["bonds"]
+    atom_counts, bond_counts, rows, invalid, kept = (read[k] for k in ("atom_counts", "bond_counts", "rows",
+                                                                         "invalid", "kept"))
     x = np.zeros((len(atoms), ATOM_FEATURES), dtype=np.float32)
     column, at = 0, np.arange(len(atoms))
     for width, values in ((len(ELEMENTS), atoms[:, 0]), (_DEGREES, atoms[:, 1]), (_VALENCES, atoms[:, 2])):
@@ -249,7 +299,6 @@ def featurize_smiles(smiles_list: Sequence[str], progress: bool = False) -> Mole
     x[at[inside], column + atoms[inside, 7]] = 1.0
     assert column + _HCOUNTS == ATOM_FEATURES
 
-    bonds = np.array(bond_props, dtype=np.int64).reshape(-1, 4)
     attr = np.zeros((len(bonds), BOND_FEATURES), dtype=np.float32)
     b_at = np.arange(len(bonds))
     typed = bonds[:, 0] >= 0
@@ -260,7 +309,7 @@ def featurize_smiles(smiles_list: Sequence[str], progress: bool = False) -> Mole
     atom_counts_t = torch.tensor(atom_counts, dtype=torch.int64)
     bond_counts_t = torch.tensor(bond_counts, dtype=torch.int64)
     atom_ptr = torch.cat([torch.zeros(1, dtype=torch.int64), atom_counts_t.cumsum(0)])
-    pairs = torch.tensor(bond_pairs, dtype=torch.int64).reshape(-1, 2)
+    pairs = torch.from_numpy(read["pairs"])
     pairs = pairs + atom_ptr[:-1].repeat_interleave(bond_counts_t).unsqueeze(1)  # global atom ids
     # each bond in both directions, grouped by molecule: [bonds of m forward, the same bonds backward]
     bond_ptr = torch.cat([torch.zeros(1, dtype=torch.int64), bond_counts_t.cumsum(0)])
