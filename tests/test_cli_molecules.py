@@ -61,3 +61,26 @@ def test_molecules_command_reports_bad_input_in_one_line(argv, message, capsys, 
     assert code not in (0, None)
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1, err
+
+
+def test_non_binary_labels_are_one_line_errors(tmp_path, capsys):
+    path = tmp_path / "reg.csv"
+    path.write_text("smiles,logp\n" + "".join(f"{'C' * (i + 1)},{i * 0.5}\n" for i in range(20)))
+    assert main(["molecules", "--data", str(path), "--out", str(tmp_path / "o"), "--no-progress"]) != 0
+    assert "task 'logp' has label 0.5 (data row 1)" in capsys.readouterr().err
+
+
+def test_task_figure_with_hundreds_of_tasks(tmp_path):
+    """Wide datasets (ToxCast has 617 tasks) get a sorted-AUC curve instead of 617 bars."""
+    from rpfast.experiments.molecules_report import write_outputs
+
+    rng = __import__("numpy").random.default_rng(0)
+    tasks = [f"t{i}" for i in range(300)]
+    runs = [{"model": m, "k": None, "split": 0, "test_auc": 0.7, "valid_auc": 0.7, "seconds_per_epoch": 1.0,
+             "task_aucs": [None if i % 7 == 0 else float(rng.uniform(0.5, 0.9)) for i in range(300)]}
+            for m in ("duvenaud", "rp-duvenaud")]
+    summary = [{"model": m, "name": m, "k": None, "test_auc": 0.7, "test_sd": 0.0, "valid_auc": 0.7,
+                "seconds_per_epoch": 1.0, "splits": 1} for m in ("duvenaud", "rp-duvenaud")]
+    paths = write_outputs({"tasks": tasks, "runs": runs, "summary": summary}, tmp_path)
+    assert [p.name for p in paths] == ["summary.csv", "results.json", "task_auc.png"]
+    assert 10_000 < paths[2].stat().st_size < 2_000_000

@@ -38,8 +38,8 @@ def test_ethanol_and_benzene_by_hand():
 
 
 def test_charged_salt_stereo_and_invalid():
-    graphs = featurize_smiles(["C[N+](C)(C)C", "[Na+].[Cl-]", "F/C=C/F", "C1CC", "not a smiles"])
-    assert graphs.invalid == [3, 4] and graphs.rows.tolist() == [0, 1, 2]
+    graphs = featurize_smiles(["C[N+](C)(C)C", "[Na+].[Cl-]", "F/C=C/F", "C1CC", "not a smiles", ""])
+    assert graphs.invalid == [3, 4, 5] and graphs.rows.tolist() == [0, 1, 2]
     assert atom(graphs, 1)["charge"] == 1.0 and atom(graphs, 1)["element"] == "N" and atom(graphs, 1)["degree"] == 4
     salt = graphs.batch([1])
     assert salt.num_nodes.tolist() == [2] and salt.num_edges == 0  # two fragments, no bond

@@ -73,7 +73,6 @@ def test_reads_columns_in_the_order_asked_and_gzip(tmp_path):
     ("smiles,y\nC,1\nCC,active\n", {}, r"data\.csv:3: column 'y': label 'active' is not a number"),
     ("smiles,y\nC,inf\n", {}, r"data\.csv:2: column 'y': label 'inf' is not a finite number"),
     ("smiles,y\nC,1\nCC\n", {}, r"data\.csv:3: 1 fields, but the header has 2 columns"),
-    ("smiles,y\n ,1\n", {}, r"data\.csv:2: column 'smiles': empty SMILES"),
     ("smiles,y\nC,1\n\"" + "C" * 200_000 + "\",1\n", {}, r"data\.csv:3: not valid CSV \(field larger than"),
     (b"smiles,y\nC,1\n\xff,0\n", {}, r"data\.csv:3: not UTF-8 text \(byte 0xff\)"),
 ], ids=["empty", "no-smiles-column", "no-task-column", "duplicate-column", "non-numeric", "infinite",

@@ -71,6 +71,10 @@ void run_kernel(Kernel&& kernel) {
   bool interrupted = false;
   {
     SigintScope scope;
+    // A Ctrl-C that came before the scope was installed (while Python ran C code, so no
+    // KeyboardInterrupt was raised yet) is pending in the interpreter: honour it now, or a
+    // long kernel would run to the end.
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     py::gil_scoped_release release;
     try {
       kernel();

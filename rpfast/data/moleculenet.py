@@ -79,7 +79,7 @@ def read_moleculenet_csv(path, smiles_column: str = "smiles", tasks: Optional[Se
     A label is a number; an empty cell (or ``nan``) is a missing label and becomes NaN.
     Blank lines are skipped. A missing file raises ``FileNotFoundError`` (a directory
     ``IsADirectoryError``); anything wrong in the file (no such column, a row with the
-    wrong number of fields, an empty SMILES, a label that is not a finite number, bad
+    wrong number of fields, a label that is not a finite number, bad
     CSV, gzip or UTF-8) raises ``ValueError`` naming the file, the line and the column.
     """
     if not isinstance(smiles_column, str):
@@ -131,9 +131,7 @@ def read_moleculenet_csv(path, smiles_column: str = "smiles", tasks: Optional[Se
                 continue
             if len(row) != len(header):
                 raise ValueError(f"{path}:{line}: {len(row)} fields, but the header has {len(header)} columns")
-            molecule = row[smiles_at].strip()
-            if not molecule:
-                raise ValueError(f"{path}:{line}: column {smiles_column!r}: empty SMILES")
+            molecule = row[smiles_at].strip()  # an empty one is kept: featurisation skips it as invalid
             values = []
             for name, at in zip(tasks, task_at):
                 cell = row[at].strip()

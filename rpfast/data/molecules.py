@@ -205,7 +205,7 @@ def _read_molecules(smiles_list: Sequence[str], first_row: int = 0) -> dict:
     RDLogger.DisableLog("rdApp.*")
     try:
         for i, smiles in enumerate(smiles_list, start=first_row):
-            mol = Chem.MolFromSmiles(smiles)
+            mol = Chem.MolFromSmiles(smiles) if smiles.strip() else None  # RDKit parses "" as no atoms
             if mol is None:
                 invalid.append(i)
                 continue

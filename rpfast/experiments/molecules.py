@@ -76,12 +76,26 @@ class MoleculesConfig:
 
 
 def load_dataset(config: MoleculesConfig) -> MoleculeDataset:
-    if config.data == "tox21":
-        return load_tox21()
+    """The molecules and binary labels ``config.data`` names (Tox21 or a CSV), ``--tasks`` applied."""
     tasks = None if config.tasks is None else [t.strip() for t in config.tasks.split(",") if t.strip()]
-    dataset = read_moleculenet_csv(config.data, smiles_column=config.smiles_column, tasks=tasks)
+    if config.data == "tox21":
+        dataset = load_tox21()
+        if tasks is not None:
+            unknown = [t for t in tasks if t not in dataset.tasks]
+            if unknown:
+                raise ValueError(f"Tox21 has no task {unknown[0]!r}; its tasks are {', '.join(dataset.tasks)}")
+            columns = [dataset.tasks.index(t) for t in tasks]
+            dataset = MoleculeDataset(dataset.smiles, dataset.labels[:, columns].contiguous(), tasks)
+    else:
+        dataset = read_moleculenet_csv(config.data, smiles_column=config.smiles_column, tasks=tasks)
     if not dataset.tasks:
         raise ValueError(f"{config.data}: no label column found; name them with --tasks")
+    labels = dataset.labels
+    bad = ~labels.isnan() & (labels != 0) & (labels != 1)
+    if bad.any():
+        row, task = (int(v) for v in torch.nonzero(bad)[0])
+        raise ValueError(f"{config.data}: task {dataset.tasks[task]!r} has label {float(labels[row, task]):g} "
+                         f"(data row {row}): rpfast molecules does binary classification, labels must be 0 or 1")
     if len(dataset) < 10:
         raise ValueError(f"{config.data}: {len(dataset)} molecules are too few for train/valid/test splits")
     return dataset

@@ -53,23 +53,34 @@ def _figure(ncols: int, width: float):
     return plt, fig, np.atleast_1d(axes)
 
 
+MAX_TASK_BARS = 40
+
+
 def _plot_tasks(results: Dict, path: Path) -> None:
-    """Test ROC-AUC per task and model (mean over splits), with the chance line."""
+    """Test ROC-AUC per task and model (mean over splits), with the chance line: bars per task,
+    or, above :data:`MAX_TASK_BARS` tasks, each model's per-task AUCs sorted (a quantile curve)."""
     tasks = results["tasks"]
-    plt, fig, (ax,) = _figure(1, max(8.0, 0.6 * len(tasks) + 3))
+    many = len(tasks) > MAX_TASK_BARS
+    plt, fig, (ax,) = _figure(1, 10.0 if many else max(8.0, 0.6 * len(tasks) + 3))
     rows = results["summary"]
     width = 0.8 / max(len(rows), 1)
     for i, row in enumerate(rows):
         runs = [r for r in results["runs"] if (r["model"], r["k"]) == (row["name"], row["k"])]
         means = [np.mean([r["task_aucs"][t] for r in runs if r["task_aucs"][t] is not None] or [np.nan])
                  for t in range(len(tasks))]
-        ax.bar(np.arange(len(tasks)) + (i - (len(rows) - 1) / 2) * width, means, width, label=row["model"],
-               color=f"C{i % 10}")
+        if many:
+            ax.plot(np.sort(np.array(means)[~np.isnan(means)]), label=row["model"], color=f"C{i % 10}")
+        else:
+            ax.bar(np.arange(len(tasks)) + (i - (len(rows) - 1) / 2) * width, means, width, label=row["model"],
+                   color=f"C{i % 10}")
     ax.axhline(0.5, color="grey", linestyle="--", linewidth=1, label="chance")
-    ax.set_xticks(np.arange(len(tasks)))
-    ax.set_xticklabels(tasks, rotation=45, ha="right", fontsize=8)
+    if many:
+        ax.set_xlabel(f"task, sorted by ROC-AUC ({len(tasks)} tasks)")
+    else:
+        ax.set_xticks(np.arange(len(tasks)))
+        ax.set_xticklabels(tasks, rotation=45, ha="right", fontsize=8)
     ax.set_ylabel("test ROC-AUC")
-    ax.set_ylim(0.4, 1.0)
+    ax.set_ylim(0.0, 1.0)
     ax.set_title("Test ROC-AUC per task")
     ax.legend(fontsize=8, loc="lower right")
     _save(plt, fig, path)
