@@ -66,7 +66,9 @@ def test_molecules_command_reports_bad_input_in_one_line(argv, message, capsys, 
 def test_non_binary_labels_are_one_line_errors(tmp_path, capsys):
     path = tmp_path / "reg.csv"
     path.write_text("smiles,logp\n" + "".join(f"{'C' * (i + 1)},{i * 0.5}\n" for i in range(20)))
-    assert main(["molecules", "--data", str(path), "--out", str(tmp_path / "o"), "--no-progress"]) != 0
+    with pytest.raises(SystemExit) as exit_info:
+        main(["molecules", "--data", str(path), "--out", str(tmp_path / "o"), "--no-progress"])
+    assert exit_info.value.code == 2
     assert "task 'logp' has label 0.5 (data row 1)" in capsys.readouterr().err
 
 
