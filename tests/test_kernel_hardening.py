@@ -142,7 +142,10 @@ def test_long_kernels_poll_for_interrupts(call, interrupt_after):
 
 def test_ctrl_c_stops_a_long_count_within_a_second():
     proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
-        import itertools, torch
+        import itertools, signal, torch
+        # A test runner started in the background (`cmd &` in a script) hands its children
+        # SIGINT ignored, and Python keeps an inherited SIG_IGN: restore the usual handler.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from rpfast.data import GraphBatch
         from rpfast.ops import count_k_subsets
         ei = torch.tensor(list(itertools.permutations(range(48), 2))).t()
