@@ -82,7 +82,7 @@ def _plot_tasks(results: Dict, path: Path) -> None:
     ax.set_ylabel("test ROC-AUC")
     ax.set_ylim(0.0, 1.0)
     ax.set_title("Test ROC-AUC per task")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     _save(plt, fig, path)
 
 
