@@ -61,3 +61,48 @@ def assert_backward_matches(out: torch.Tensor, ref: torch.Tensor, g: torch.Tenso
     (ref * g).sum().backward()
     for a, b in pairs:
         torch.testing.assert_close(a.grad, b.grad, **tolerance)
+
+
+def stream_failing_after_first_chunk(monkeypatch, error: BaseException, directory, seen: list) -> None:
+    """Make ``rpfast subsets``' stream raise ``error`` once its first chunk has been written,
+    noting in ``seen`` the names in ``directory`` at that moment (to check that only a
+    temporary file existed and nothing is left behind)."""
+    import rpfast.commands.subsets as subsets_tool
+
+    real = subsets_tool.iter_k_subsets
+
+    def failing(*args, **kwargs):
+        stream = real(*args, **kwargs)
+
+        class Failing:
+            total = stream.total
+
+            def __iter__(self):
+                for i, chunk in enumerate(stream):
+                    if i == 1:
+                        seen.extend(p.name for p in directory.iterdir())
+                        raise error
+                    yield chunk
+
+        return Failing()
+
+    monkeypatch.setattr(subsets_tool, "iter_k_subsets", failing)
+
+
+def cli_fails(argv, capsys, code: int = 2) -> str:
+    """Run ``rpfast.cli.main(argv)`` expecting an error exit ``code``; returns stderr, checked
+    to be one line with no traceback."""
+    import pytest
+
+    from rpfast.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        try:
+            main(argv)
+        except KeyboardInterrupt:  # would otherwise stop the whole pytest session
+            pytest.fail("KeyboardInterrupt escaped rpfast.cli.main")
+    assert exit_info.value.code == code
+    err = capsys.readouterr().err
+    assert err.endswith("\n") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    return err

@@ -16,7 +16,7 @@ import pytest
 import rpfast
 import rpfast.experiments.csl as csl_module
 import rpfast.experiments.report as report_module
-import rpfast.commands.subsets as subsets_tool
+from assertions import cli_fails, stream_failing_after_first_chunk
 from rpfast.cli import main
 from rpfast.data import read_edge_list
 from rpfast.experiments.csl import MODELS, CSLConfig
@@ -26,18 +26,6 @@ EDGE_LIST = "# a triangle with a tail and an isolated vertex\n1 2\n2 3\n3 1\n3 1
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
-def _fails(argv, capsys, code=2):
-    """Run the CLI expecting an error exit; returns stderr, checked to be one line."""
-    with pytest.raises(SystemExit) as exit_info:
-        try:
-            main(argv)
-        except KeyboardInterrupt:  # would otherwise stop the whole pytest session
-            pytest.fail("KeyboardInterrupt escaped rpfast.cli.main")
-    assert exit_info.value.code == code
-    err = capsys.readouterr().err
-    assert err.endswith("\n") and err.count("\n") == 1, err
-    assert "Traceback" not in err
-    return err
 
 
 @pytest.fixture
@@ -53,29 +41,6 @@ def _leftovers(directory, keep):
 
 # --- defect 2: `rpfast subsets --out` is atomic and refuses to overwrite -----------------
 
-def _stream_failing_after_first_chunk(monkeypatch, error, directory, seen):
-    """Make the subset stream raise ``error`` once the first chunk has been written,
-    noting in ``seen`` the names in ``directory`` at that moment."""
-    real = subsets_tool.iter_k_subsets
-
-    def failing(*args, **kwargs):
-        stream = real(*args, **kwargs)
-
-        class Failing:
-            total = stream.total
-
-            def __iter__(self):
-                for i, chunk in enumerate(stream):
-                    if i == 1:
-                        seen.extend(p.name for p in directory.iterdir())
-                        raise error
-                    yield chunk
-
-        return Failing()
-
-    monkeypatch.setattr(subsets_tool, "iter_k_subsets", failing)
-
-
 @pytest.mark.parametrize("suffix", [".npy", ".csv"])
 @pytest.mark.parametrize("error, code, message", [
     (KeyboardInterrupt(), 130, "rpfast subsets: interrupted"),
@@ -85,8 +50,8 @@ def test_subsets_failure_mid_write_leaves_no_output_and_no_temporary(
         suffix, error, code, message, graph, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     seen = []
-    _stream_failing_after_first_chunk(monkeypatch, error, tmp_path, seen)
-    err = _fails(["subsets", str(graph), "--k", "2", "--chunk-size", "1", "--no-progress",
+    stream_failing_after_first_chunk(monkeypatch, error, tmp_path, seen)
+    err = cli_fails(["subsets", str(graph), "--k", "2", "--chunk-size", "1", "--no-progress",
                   "--out", "s" + suffix], capsys, code)
     assert err.strip() == message
     # The failure really came mid-write: the rows went to a temporary, not to the output name.
@@ -97,8 +62,8 @@ def test_subsets_failure_mid_write_leaves_no_output_and_no_temporary(
 def test_subsets_failure_with_force_keeps_the_previous_output(graph, tmp_path, capsys, monkeypatch):
     out = tmp_path / "s.csv"
     out.write_text("previous\n")
-    _stream_failing_after_first_chunk(monkeypatch, KeyboardInterrupt(), tmp_path, [])
-    _fails(["subsets", str(graph), "--k", "2", "--chunk-size", "1", "--no-progress", "--force",
+    stream_failing_after_first_chunk(monkeypatch, KeyboardInterrupt(), tmp_path, [])
+    cli_fails(["subsets", str(graph), "--k", "2", "--chunk-size", "1", "--no-progress", "--force",
             "--out", str(out)], capsys, 130)
     assert out.read_text() == "previous\n"
     assert _leftovers(tmp_path, {"g.txt", "s.csv"}) == []
@@ -109,7 +74,7 @@ def test_subsets_refuses_an_existing_output_unless_forced(suffix, graph, tmp_pat
     out = tmp_path / ("s" + suffix)
     out.write_text("keep me")
     argv = ["subsets", str(graph), "--k", "2", "--no-progress", "--out", str(out)]
-    err = _fails(argv, capsys)
+    err = cli_fails(argv, capsys)
     assert "already exists" in err and "--force" in err
     assert out.read_text() == "keep me"
     assert main(argv + ["--force"]) == 0
@@ -132,7 +97,7 @@ def test_subsets_k_larger_than_the_graph_writes_an_empty_output(graph, tmp_path)
 
 
 def test_subsets_output_in_a_missing_directory_is_refused_before_work(graph, tmp_path, capsys):
-    err = _fails(["subsets", str(graph), "--k", "2", "--out", str(tmp_path / "no" / "s.csv")], capsys)
+    err = cli_fails(["subsets", str(graph), "--k", "2", "--out", str(tmp_path / "no" / "s.csv")], capsys)
     assert "does not exist" in err
 
 
@@ -156,7 +121,7 @@ def test_csl_bad_out_fails_before_any_training(make_out, graph, tmp_path, capsys
         raise AssertionError("trained before checking --out")
 
     monkeypatch.setattr(csl_module, "run_csl", must_not_train)
-    err = _fails(["csl", "--epochs", "1", "--folds", "2", "--no-progress", "--out", str(make_out(tmp_path))],
+    err = cli_fails(["csl", "--epochs", "1", "--folds", "2", "--no-progress", "--out", str(make_out(tmp_path))],
                  capsys)
     assert err.startswith("rpfast csl: error: ") and "g.txt" in err
     assert graph.read_text() == EDGE_LIST
@@ -171,7 +136,7 @@ def test_csl_disk_full_while_writing_is_one_line_and_leaves_no_partial_figure(tm
 
     monkeypatch.setattr(report_module, "plot", plot_until_disk_full)
     out = tmp_path / "csl"
-    err = _fails(["csl", "--no-progress", "--out", str(out)], capsys)
+    err = cli_fails(["csl", "--no-progress", "--out", str(out)], capsys)
     assert err.strip() == "rpfast csl: error: No space left on device"
     assert sorted(p.name for p in out.iterdir()) == ["results.json", "summary.csv"]
 
@@ -221,7 +186,7 @@ def test_read_edge_list_rejects_lines_that_are_not_integer_pairs(content, line, 
     with pytest.raises(ValueError) as info:
         read_edge_list(path)
     assert f"{path}:{line}:" in str(info.value) and shown in str(info.value)
-    err = _fails(["subsets", str(path), "--k", "3", "--count"], capsys)
+    err = cli_fails(["subsets", str(path), "--k", "3", "--count"], capsys)
     assert err.startswith(f"rpfast subsets: error: {path}:{line}:")
 
 
@@ -244,7 +209,7 @@ def test_read_edge_list_keeps_comments_blank_lines_and_negative_ids(tmp_path):
 ])
 def test_bad_inputs_are_one_line_errors(argv, message, graph, tmp_path, capsys):
     argv = [a.replace("{graph}", str(graph)).replace("{dir}", str(tmp_path)) for a in argv]
-    err = _fails(argv + ["--no-progress"], capsys)
+    err = cli_fails(argv + ["--no-progress"], capsys)
     assert err.startswith(f"rpfast {argv[0]}: error: ") and message in err
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import rpfast.commands.subsets as subsets_tool
+from assertions import cli_fails, stream_failing_after_first_chunk
 from rpfast.cli import main
 
 Chem = pytest.importorskip("rdkit.Chem")
@@ -70,18 +71,6 @@ def _write(tmp_path, kind, molecules=MOLECULES):
     return path
 
 
-def _fails(argv, capsys, code=2):
-    """Run the CLI expecting an error exit; returns stderr, checked to be one line."""
-    with pytest.raises(SystemExit) as exit_info:
-        try:
-            main(argv)
-        except KeyboardInterrupt:  # would otherwise stop the whole pytest session
-            pytest.fail("KeyboardInterrupt escaped rpfast.cli.main")
-    assert exit_info.value.code == code
-    err = capsys.readouterr().err
-    assert err.endswith("\n") and err.count("\n") == 1, err
-    assert "Traceback" not in err
-    return err
 
 
 def test_reference_tells_the_prune_modes_apart():
@@ -157,9 +146,9 @@ def test_many_invalid_rows_are_summarised_in_one_line(tmp_path, capsys):
     ("", ["f.csv"], "f.csv: the file is empty; expected a CSV header with a 'smiles' column"),
     ("\n\n", ["f.smi"], "f.smi: the file is empty; expected one SMILES per line"),
     ("smiles\n\n", ["f.csv"], "f.csv: no molecules in the file"),
-    ("id,name\n1,ethanol\n", ["f.csv"], "f.csv:1: no SMILES column 'smiles' (case ignored); "
+    ("id,name\n1,ethanol\n", ["f.csv"], "f.csv:1: no 'smiles' column (smiles_column); "
                                         "the header has ['id', 'name']"),
-    ("id,name\n1,CCO\n", ["f.csv", "--smiles-column", "mol"], "no SMILES column 'mol'"),
+    ("id,name\n1,CCO\n", ["f.csv", "--smiles-column", "mol"], "no 'mol' column"),
     ("smiles,id\nCCO,1\nCC\n", ["f.csv"], "f.csv:3: 1 fields, but the header has 2 columns"),
     ("smiles\nC1CC\n\nX\n", ["f.csv"], "f.csv: none of the 2 molecules has a valid SMILES (invalid rows: 0, 1)"),
     ("CCO\n", ["f.smi", "--smiles-column", "smiles"], "--smiles-column only applies to a .csv or .csv.gz"),
@@ -174,33 +163,10 @@ def test_bad_molecule_inputs_are_one_line_errors(setup, argv, message, tmp_path,
     out = tmp_path / "out.csv"
     if "--out" not in argv:
         argv += ["--out", str(out)]
-    err = _fails(["subsets", str(tmp_path / argv[0])] + argv[1:] + ["--k", "2", "--no-progress"], capsys)
+    err = cli_fails(["subsets", str(tmp_path / argv[0])] + argv[1:] + ["--k", "2", "--no-progress"], capsys)
     assert err.startswith("rpfast subsets: error: ")
     assert message.replace("{dir}", str(tmp_path)) in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ([] if setup is None else [argv[0]])
-
-
-def _stream_failing_after_first_chunk(monkeypatch, error, directory, seen):
-    """Make the subset stream raise ``error`` once its first chunk was written, noting in
-    ``seen`` the names in ``directory`` at that moment."""
-    real = subsets_tool.iter_k_subsets
-
-    def failing(*args, **kwargs):
-        stream = real(*args, **kwargs)
-
-        class Failing:
-            total = stream.total
-
-            def __iter__(self):
-                for i, chunk in enumerate(stream):
-                    if i == 1:
-                        seen.extend(p.name for p in directory.iterdir())
-                        raise error
-                    yield chunk
-
-        return Failing()
-
-    monkeypatch.setattr(subsets_tool, "iter_k_subsets", failing)
 
 
 @pytest.mark.parametrize("suffix", [".npy", ".csv"])
@@ -211,7 +177,7 @@ def _stream_failing_after_first_chunk(monkeypatch, error, directory, seen):
 def test_failed_run_leaves_no_output(suffix, error, code, message, tmp_path, capsys, monkeypatch):
     path = _write(tmp_path, "csv.gz")
     seen = []
-    _stream_failing_after_first_chunk(monkeypatch, error, tmp_path, seen)
+    stream_failing_after_first_chunk(monkeypatch, error, tmp_path, seen)
     with pytest.raises(SystemExit) as exit_info:
         main(["subsets", str(path), "--k", "2", "--chunk-size", "2", "--no-progress", "--out",
               str(tmp_path / ("s" + suffix))])

@@ -2,12 +2,11 @@
 
 No RDKit here: parsing the SMILES into graphs is :mod:`rpfast.data.molecules`' work.
 """
-import csv
-import io
 from pathlib import Path
 from typing import List, Optional
 
 from rpfast._io import read_text
+from rpfast.data.moleculenet import parse_moleculenet_csv
 
 __all__ = ["MOLECULE_SUFFIXES", "is_molecule_file", "read_smiles_file"]
 
@@ -63,31 +62,6 @@ def _read_smi(path: Path, text: str) -> List[str]:
 
 
 def _read_csv(path: Path, text: str, smiles_column: Optional[str]) -> List[str]:
-    """Column ``smiles_column`` (default ``smiles``) of every non-blank row of a CSV file."""
-    wanted = "smiles" if smiles_column is None else smiles_column
-    reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = next(reader, None)
-        while header is not None and not header:  # leading blank lines
-            header = next(reader, None)
-        if header is None:
-            raise ValueError(f"{path}: the file is empty; expected a CSV header with a {wanted!r} column")
-        line = reader.line_num
-        header = [name.strip() for name in header]
-        matches = [name for name in header if name == wanted] or [n for n in header if n.lower() == wanted.lower()]
-        if len(matches) != 1:
-            problem = "no" if not matches else f"{len(matches)} columns match the"
-            raise ValueError(f"{path}:{line}: {problem} SMILES column {wanted!r} (case ignored); "
-                             f"the header has {header}")
-        at = header.index(matches[0])
-        smiles = []
-        for row in reader:
-            if not row:
-                continue
-            if len(row) != len(header):
-                raise ValueError(f"{path}:{reader.line_num}: {len(row)} fields, but the header has "
-                                 f"{len(header)} columns")
-            smiles.append(row[at].strip())
-    except csv.Error as error:
-        raise ValueError(f"{path}:{reader.line_num}: not valid CSV ({error})") from None
-    return smiles
+    """Column ``smiles_column`` (default ``smiles``, any case) of every non-blank row of a CSV
+    file, read by the MoleculeNet reader with no label columns."""
+    return parse_moleculenet_csv(text, path, "smiles" if smiles_column is None else smiles_column, tasks=[]).smiles

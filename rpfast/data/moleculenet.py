@@ -97,8 +97,13 @@ def read_moleculenet_csv(path, smiles_column: str = "smiles", tasks: Optional[Se
         if smiles_column in tasks:
             raise ValueError(f"tasks includes the SMILES column {smiles_column!r}")
     path = Path(path)
-    text = read_text(path, "MoleculeNet CSV")
+    return parse_moleculenet_csv(read_text(path, "MoleculeNet CSV"), path, smiles_column, tasks)
 
+
+def parse_moleculenet_csv(text: str, path: Path, smiles_column: str = "smiles",
+                          tasks: Optional[Sequence[str]] = None) -> MoleculeDataset:
+    """:func:`read_moleculenet_csv` on the file's text (``path`` names it in messages);
+    ``tasks=[]`` reads only the SMILES column."""
     reader = csv.reader(io.StringIO(text, newline=""))
     smiles, labels = [], []
     try:
