@@ -74,6 +74,10 @@ def test_induced_subgraphs_and_kary_gnn():
     edges = {tuple(e) for e in sub.edge_index.t().tolist()}
     assert edges == {(0, 1), (1, 0), (3, 4), (4, 3), (4, 5), (5, 4), (5, 6), (6, 5)}
     torch.testing.assert_close(sub.x, batch.x[torch.tensor([0, 1, 4, 7, 8, 9, 10])])
+    with pytest.raises(IndexError, match=r"perms\[0, 0, 3\] = 5 is not a vertex of graph 0"):
+        induced_subgraphs(batch, torch.tensor([[[0, 1, 4, 5]], [[0, 1, 2, 3]]]))
+    with pytest.raises(ValueError, match="perms has 1 rows but the graph batch holds 2 graphs"):
+        induced_subgraphs(batch, torch.tensor([[[0, 1]]]))
     with pytest.raises(ValueError, match="method must be 'dfs' or 'bfs'"):
         KAryGNN(Duvenaud(75, 1), 4, method="wl")
     perms = Oriented("dfs", 4, num_samples=3).relabel(batch, True, torch.Generator().manual_seed(0)).perms
@@ -96,6 +100,10 @@ def test_splits_partition_and_scaffolds_stay_together():
             assert owner.setdefault(scaffolds[i], s) == s  # a scaffold never spans two splits
     with pytest.raises(ValueError, match="fractions must be three"):
         random_split(10, 0, fractions=(0.5, 0.5))
+    with pytest.raises(ValueError, match="num_molecules must be >= 0"):
+        random_split(-1, 0)
+    with pytest.raises(TypeError, match="smiles must be a sequence of SMILES strings"):
+        scaffold_split("CCO")
 
 
 def test_featurisation_cache_is_reused_and_survives_damage(tmp_path):

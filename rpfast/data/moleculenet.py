@@ -18,6 +18,7 @@ from typing import List, Optional, Sequence
 import torch
 
 from rpfast._io import atomic_path, read_text
+from rpfast._validation import check_count
 from rpfast.data.molecules import FEATURIZER_VERSION, MoleculeGraphs, featurize_smiles, scaffold_groups
 
 __all__ = ["MoleculeDataset", "read_moleculenet_csv", "load_tox21", "TOX21_TASKS", "featurize_dataset",
@@ -215,6 +216,8 @@ def random_split(num_molecules: int, seed: int, fractions=(0.8, 0.1, 0.1)):
     """``(train, valid, test)`` index tensors: a uniformly random partition of
     ``range(num_molecules)`` in the given proportions (the paper's 80/10/10), from ``seed``."""
     train_f, valid_f, _ = _check_fractions(fractions)
+    num_molecules = check_count(num_molecules, "num_molecules")
+    seed = check_count(seed, "seed")
     order = torch.randperm(int(num_molecules), generator=torch.Generator().manual_seed(int(seed)))
     n_train = int(round(train_f * num_molecules))
     n_valid = int(round(valid_f * num_molecules))
@@ -226,6 +229,8 @@ def scaffold_split(smiles: Sequence[str], fractions=(0.8, 0.1, 0.1)):
     scaffold groups, largest first, fill train, then valid, then test (DeepChem's rule; the
     split is deterministic)."""
     train_f, valid_f, _ = _check_fractions(fractions)
+    if isinstance(smiles, str) or not all(isinstance(item, str) for item in smiles):
+        raise TypeError("smiles must be a sequence of SMILES strings")
     groups = {}
     for i, scaffold in enumerate(scaffold_groups(smiles)):
         groups.setdefault(scaffold, []).append(i)

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from rpfast.data.batch import GraphBatch
+from rpfast.data.batch import GraphBatch, _offsets, _ranges
 
 __all__ = ["graph_from_smiles", "batch_from_smiles", "canonical_order_from_mol", "featurize_smiles", "MoleculeGraphs",
            "scaffold_groups", "ELEMENTS", "ATOM_FEATURES", "BOND_FEATURES"]
@@ -173,19 +173,13 @@ class MoleculeGraphs:
         bonds = self.edge_ptr[index + 1] - self.edge_ptr[index]
         atom_rows = _ranges(self.atom_ptr[index], atoms)
         edge_rows = _ranges(self.edge_ptr[index], bonds)
-        new_start = torch.cat([torch.zeros(1, dtype=torch.int64), atoms.cumsum(0)])
+        new_start = _offsets(atoms)
         shift = (new_start[:-1] - self.atom_ptr[index]).repeat_interleave(bonds)
         graph = GraphBatch(self.edge_index[:, edge_rows] + shift, x=self.x[atom_rows], edge_attr=self.edge_attr[edge_rows],
                            ptr=new_start)
         graph.extras["element"] = self.element[atom_rows]
         graph.extras["smiles"] = [self.smiles[i] for i in index.tolist()]
         return graph
-
-
-def _ranges(starts: Tensor, counts: Tensor) -> Tensor:
-    """Concatenated ``arange(start, start + count)`` for each pair."""
-    offsets = torch.cat([torch.zeros(1, dtype=torch.int64), counts.cumsum(0)[:-1]])
-    return torch.arange(int(counts.sum())) - offsets.repeat_interleave(counts) + starts.repeat_interleave(counts)
 
 
 def _read_molecules(smiles_list: Sequence[str], first_row: int = 0) -> dict:

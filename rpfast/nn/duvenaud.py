@@ -111,7 +111,7 @@ class Duvenaud(nn.Module):
                 edge_attr: Optional[Tensor] = None) -> Tensor:
         # edge_attr is accepted and unused: the Duvenaud convolution reads atoms, not bonds
         graph = _as_graph(data, edge_index, batch)
-        h = graph.x if isinstance(data, GraphBatch) or is_pyg_data(data) else data
+        h = graph.x
         if h is None:
             raise ValueError("Duvenaud needs atom features x")
         h = h.to(self.head.weight.dtype)

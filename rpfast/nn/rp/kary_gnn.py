@@ -5,7 +5,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from rpfast._validation import check_count, is_pyg_data
+from rpfast._validation import check_count, index_tensor, is_pyg_data
 from rpfast.data import GraphBatch
 from rpfast.nn.rp.strategies import Oriented
 
@@ -15,8 +15,19 @@ __all__ = ["KAryGNN", "induced_subgraphs"]
 def induced_subgraphs(graph: GraphBatch, perms: Tensor) -> GraphBatch:
     """The subgraphs induced by the vertices of ``perms [B, P, K]`` (gather convention, -1
     padding) as one batch of ``B * P`` graphs, graph ``b * P + p`` holding ``perms[b, p]`` in
-    that order. Node features, edge features and an ``element`` extra are carried over."""
+    that order. Node features, edge features and an ``element`` extra are carried over. A
+    vertex repeated within one row is an error of the caller (orders never repeat one)."""
+    if not isinstance(graph, GraphBatch):
+        raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")
+    perms = index_tensor(perms, "perms", ndim=3)
     B, P, K = perms.shape
+    if B != graph.num_graphs:
+        raise ValueError(f"perms has {B} rows but the graph batch holds {graph.num_graphs} graphs")
+    sizes = graph.num_nodes.view(B, 1, 1)
+    if perms.numel() and bool(((perms < -1) | (perms >= sizes)).any()):
+        b, p, i = (int(v) for v in torch.nonzero((perms < -1) | (perms >= sizes))[0])
+        raise IndexError(f"perms[{b}, {p}, {i}] = {int(perms[b, p, i])} is not a vertex of graph {b} "
+                         f"(0..{int(sizes[b, 0, 0]) - 1}, or -1 for padding)")
     valid = perms >= 0
     chosen = (perms + graph.ptr[:-1].view(B, 1, 1))[valid]  # global ids, in (b, p, position) order
     replica_of = torch.arange(P).view(1, P, 1).expand(B, P, K)[valid]
