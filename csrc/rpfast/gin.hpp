@@ -28,9 +28,11 @@ void gin_aggregate(const T* x, const int64_t* rowptr, const int64_t* col, T scal
     const T* __restrict__ xr = x + r * N * F;
     const T* __restrict__ self = xr + i * F;
     T* __restrict__ dst = out + ri * F;
+#pragma omp simd
     for (int64_t f = 0; f < F; ++f) dst[f] = scale * self[f];
     for (int64_t k = rowptr[i]; k < rowptr[i + 1]; ++k) {
       const T* __restrict__ nb = xr + col[k] * F;
+#pragma omp simd
       for (int64_t f = 0; f < F; ++f) dst[f] += nb[f];
     }
   });
@@ -46,7 +48,12 @@ double sum_product(const T* a, const T* b, int64_t n, int threads) {
   parallel_for(chunks, threads, kChunk, [&](int64_t c) {
     const int64_t end = (c + 1) * kChunk < n ? (c + 1) * kChunk : n;
     double acc = 0;
-    for (int64_t k = c * kChunk; k < end; ++k) acc += static_cast<double>(a[k]) * b[k];
+    const T* __restrict__ ap = a;
+    const T* __restrict__ bp = b;
+    // The simd reduction splits the chunk into a fixed number of lanes: the order depends on
+    // the build, never on the thread count.
+#pragma omp simd reduction(+ : acc)
+    for (int64_t k = c * kChunk; k < end; ++k) acc += static_cast<double>(ap[k]) * static_cast<double>(bp[k]);
     partial[c] = acc;
   });
   double total = 0;

@@ -30,18 +30,29 @@ struct BatchNormParams {
   bool training;
 };
 
-// Writes y and xhat [M, H] and invstd [H].
+// Writes y and xhat [M, H] and invstd [H]. In training xhat first holds x - mu, whose
+// column sums of squares give the variance (two passes, as stable as the textbook form).
 template <class T>
 void batch_norm_relu_forward(const T* x, int64_t M, int64_t H, BatchNormParams<T> p, T* y, T* xhat,
                              T* invstd, int threads) {
   std::vector<double> mean(H), var(H);
+  std::vector<T> shift(H), scale(H), gamma(p.gamma, p.gamma + H), beta(p.beta, p.beta + H);
   if (p.training) {
-    column_sums(M, H, threads, mean.data(), [&](int64_t m, int64_t h) { return double(x[m * H + h]); });
-    for (int64_t h = 0; h < H; ++h) mean[h] /= double(M);
-    column_sums(M, H, threads, var.data(), [&](int64_t m, int64_t h) {
-      const double d = double(x[m * H + h]) - mean[h];
-      return d * d;
+    column_sums<T>(x, nullptr, M, H, threads, mean.data());
+    for (int64_t h = 0; h < H; ++h) {
+      mean[h] /= double(M);
+      shift[h] = T(mean[h]);
+    }
+    // The centred values in T: the variance of float data is summed from float differences,
+    // like torch's CPU kernel, and every later pass reuses them.
+    const T* __restrict__ sh = shift.data();
+    parallel_for(M, threads, H, [&](int64_t m) {
+      const T* __restrict__ xr = x + m * H;
+      T* __restrict__ nr = xhat + m * H;
+#pragma omp simd
+      for (int64_t h = 0; h < H; ++h) nr[h] = xr[h] - sh[h];
     });
+    column_sums<T>(xhat, xhat, M, H, threads, var.data());
     for (int64_t h = 0; h < H; ++h) {
       var[h] /= double(M);
       const double unbiased = M > 1 ? var[h] * double(M) / double(M - 1) : var[h];
@@ -52,35 +63,47 @@ void batch_norm_relu_forward(const T* x, int64_t M, int64_t H, BatchNormParams<T
     for (int64_t h = 0; h < H; ++h) {
       mean[h] = p.running_mean[h];
       var[h] = p.running_var[h];
+      shift[h] = T(mean[h]);
     }
   }
-  std::vector<T> shift(H), scale(H);
   for (int64_t h = 0; h < H; ++h) {
     invstd[h] = T(1.0 / std::sqrt(var[h] + p.eps));
-    shift[h] = T(mean[h]);
     scale[h] = invstd[h];
   }
-  const T* gamma = p.gamma;
-  const T* beta = p.beta;
+  // In training xhat holds x - mu already; in eval the centring happens here.
+  const T* __restrict__ source = p.training ? xhat : x;
+  const T* __restrict__ sh = shift.data();
+  const T* __restrict__ sc = scale.data();
+  const T* __restrict__ ga = gamma.data();
+  const T* __restrict__ be = beta.data();
+  const bool centred = p.training;
   parallel_for(M, threads, H, [&](int64_t m) {
-    // restrict: rows never alias, which lets the compiler vectorise the loop.
-    const T* __restrict__ xr = x + m * H;
+    const T* __restrict__ xr = source + m * H;
     T* __restrict__ nr = xhat + m * H;
     T* __restrict__ yr = y + m * H;
-    const T* __restrict__ sh = shift.data();
-    const T* __restrict__ sc = scale.data();
-    for (int64_t h = 0; h < H; ++h) {
-      const T n = (xr[h] - sh[h]) * sc[h];
-      const T v = gamma[h] * n + beta[h];
-      nr[h] = n;
-      yr[h] = v > T(0) || v != v ? v : T(0);  // NaN propagates, as in torch.relu
+    if (centred) {
+#pragma omp simd
+      for (int64_t h = 0; h < H; ++h) {
+        const T n = xr[h] * sc[h];
+        const T v = ga[h] * n + be[h];
+        nr[h] = n;
+        yr[h] = v < T(0) ? T(0) : v;  // a max, branch-free; NaN propagates as in torch.relu
+      }
+    } else {
+#pragma omp simd
+      for (int64_t h = 0; h < H; ++h) {
+        const T n = (xr[h] - sh[h]) * sc[h];
+        const T v = ga[h] * n + be[h];
+        nr[h] = n;
+        yr[h] = v < T(0) ? T(0) : v;
+      }
     }
   });
 }
 
 // grad_x [M, H], grad_gamma [H], grad_beta [H] from g [M, H]. grad_x first holds the
-// ReLU-gated gradient gy, computed branch-free (a data-dependent branch per element
-// mispredicts about half the time after a ReLU).
+// ReLU-gated gradient gy (a select, vectorised: a data-dependent branch per element would
+// mispredict about half the time after a ReLU).
 template <class T>
 void batch_norm_relu_backward(const T* g, const T* y, const T* xhat, const T* gamma, const T* invstd,
                               bool training, int64_t M, int64_t H, T* grad_x, T* grad_gamma,
@@ -89,12 +112,15 @@ void batch_norm_relu_backward(const T* g, const T* y, const T* xhat, const T* ga
     const T* __restrict__ gr = g + m * H;
     const T* __restrict__ yr = y + m * H;
     T* __restrict__ out = grad_x + m * H;
-    for (int64_t h = 0; h < H; ++h) out[h] = yr[h] <= T(0) ? T(0) : gr[h];  // as torch's threshold_backward
+#pragma omp simd
+    for (int64_t h = 0; h < H; ++h) {
+      const T gv = gr[h], yv = yr[h];  // both loaded unconditionally, so the select vectorises
+      out[h] = yv <= T(0) ? T(0) : gv;  // as torch's threshold_backward
+    }
   });
   std::vector<double> sum_g(H), sum_gx(H);
-  column_sums(M, H, threads, sum_g.data(), [&](int64_t m, int64_t h) { return double(grad_x[m * H + h]); });
-  column_sums(M, H, threads, sum_gx.data(),
-              [&](int64_t m, int64_t h) { return double(grad_x[m * H + h]) * double(xhat[m * H + h]); });
+  column_sums<T>(grad_x, nullptr, M, H, threads, sum_g.data());
+  column_sums<T>(grad_x, xhat, M, H, threads, sum_gx.data());
   std::vector<T> a(H), b(H), c(H);
   for (int64_t h = 0; h < H; ++h) {
     grad_beta[h] = T(sum_g[h]);
@@ -103,12 +129,13 @@ void batch_norm_relu_backward(const T* g, const T* y, const T* xhat, const T* ga
     b[h] = training ? T(sum_g[h] / double(M)) : T(0);
     c[h] = training ? T(sum_gx[h] / double(M)) : T(0);
   }
+  const T* __restrict__ ap = a.data();
+  const T* __restrict__ bp = b.data();
+  const T* __restrict__ cp = c.data();
   parallel_for(M, threads, H, [&](int64_t m) {
     T* __restrict__ gx = grad_x + m * H;
     const T* __restrict__ n = xhat + m * H;
-    const T* __restrict__ ap = a.data();
-    const T* __restrict__ bp = b.data();
-    const T* __restrict__ cp = c.data();
+#pragma omp simd
     for (int64_t h = 0; h < H; ++h) gx[h] = ap[h] * (gx[h] - bp[h] - n[h] * cp[h]);
   });
 }
