@@ -69,6 +69,8 @@ def set_memory_budget(num_bytes: Optional[int]) -> None:
 
 def check_memory(num_bytes: int, what: str, hint: str = "", budget: Optional[int] = None) -> None:
     """Raise ValueError if ``num_bytes`` exceed the budget, naming ``what`` and the sizes."""
+    if budget is None and _budget is None and num_bytes <= _MIN_DEFAULT:
+        return  # within every default budget: no need to read the system's free memory
     limit = get_memory_budget() if budget is None else budget
     if num_bytes > limit:
         raise ValueError(

@@ -23,6 +23,7 @@ PYBIND11_MODULE(_C, m) {
   rpfast_bindings::bind_dense(m);
   rpfast_bindings::bind_random(m);
   rpfast_bindings::bind_gin(m);
+  rpfast_bindings::bind_gin_network(m);
   rpfast_bindings::bind_norm(m);
   rpfast_bindings::bind_segment(m);
   rpfast_bindings::bind_subsets(m);

@@ -35,20 +35,35 @@ void chunked_row_sums(int64_t M, int64_t width, int64_t cost_per_row, int thread
     for (int64_t j = 0; j < width; ++j) out[j] += partial[c * width + j];
 }
 
+// Columns are processed in blocks of kBlock: a block's accumulators stay in registers
+// while the loops stream over rows (accumulating into memory would chain every row's add
+// through a store and a reload).
+constexpr int64_t kBlock = 16;
+
 // out[h] = sum_m a[m, h] (b == nullptr) or sum_m a[m, h] * b[m, h], in double, for a, b [M, H].
 template <class T>
 void column_sums(const T* a, const T* b, int64_t M, int64_t H, int threads, double* out) {
   chunked_row_sums(M, H, H, threads, out, [=](int64_t begin, int64_t end, double* __restrict__ acc) {
-    for (int64_t m = begin; m < end; ++m) {
-      const T* __restrict__ ar = a + m * H;
-      if (b == nullptr) {
+    int64_t h0 = 0;
+    for (; h0 + kBlock <= H; h0 += kBlock) {
+      double s[kBlock] = {};  // fixed-size loops (no omp simd), so the block lives in registers
+      for (int64_t m = begin; m < end; ++m) {
+        const T* __restrict__ ar = a + m * H + h0;
+        if (b == nullptr) {
 #pragma omp simd
-        for (int64_t h = 0; h < H; ++h) acc[h] += double(ar[h]);
-      } else {
-        const T* __restrict__ br = b + m * H;
+          for (int64_t j = 0; j < kBlock; ++j) s[j] += double(ar[j]);
+        } else {
+          const T* __restrict__ br = b + m * H + h0;
 #pragma omp simd
-        for (int64_t h = 0; h < H; ++h) acc[h] += double(ar[h]) * double(br[h]);
+          for (int64_t j = 0; j < kBlock; ++j) s[j] += double(ar[j]) * double(br[j]);
+        }
       }
+      for (int64_t j = 0; j < kBlock; ++j) acc[h0 + j] += s[j];
+    }
+    for (int64_t h = h0; h < H; ++h) {
+      double v = 0;
+      for (int64_t m = begin; m < end; ++m) v += double(a[m * H + h]) * (b == nullptr ? 1.0 : double(b[m * H + h]));
+      acc[h] += v;
     }
   });
 }

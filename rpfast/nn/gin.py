@@ -9,6 +9,7 @@ from rpfast.data import GraphBatch
 from rpfast.nn.pooling import sum_pool
 from rpfast.ops.dense import embedding, linear
 from rpfast.ops.gin_layer import gin_mlp
+from rpfast.ops.gin_network import GINLayerParams, gin_network
 
 __all__ = ["GIN", "GINLayer", "batch_norm_arguments"]
 
@@ -82,6 +83,22 @@ class GINLayer(nn.Module):
         return gin_mlp(z, graph, eps, [linear.weight for linear in self.linears], training=self.training,
                        aggregate=aggregate, **batch_norm_arguments(self.norms, self.training))
 
+    def fusable(self) -> bool:
+        """Whether :func:`rpfast.ops.gin_network` can run this layer: no edge features and
+        plain ``BatchNorm1d`` (``SyncBatchNorm`` must synchronise its statistics itself)."""
+        return self.edge is None and all(type(bn) is nn.BatchNorm1d for bn in self.norms)
+
+    def params(self, training: bool) -> GINLayerParams:
+        """This layer's tensors for :func:`rpfast.ops.gin_network` (counts a training step in
+        the BatchNorm modules, as a forward does)."""
+        bn = batch_norm_arguments(self.norms, training)
+        return GINLayerParams(
+            first=self.first.weight if self.first is not None else None, id_weight=self.id_weight,
+            eps=self.eps if self.eps is not None else self.fixed_eps,
+            weights=[linear.weight for linear in self.linears], gammas=bn["bn_weights"], betas=bn["bn_biases"],
+            running_means=bn["running_means"], running_vars=bn["running_vars"], momenta=bn["momentum"],
+            bn_eps=bn["bn_eps"])
+
     def _edge_aggregate(self, z: Tensor, graph: GraphBatch, eps: Tensor) -> Tensor:
         """``(1 + eps) z_i + sum_{j->i} ReLU(z_j + edge(e_ji))`` for ``z [R, N, H]``."""
         edge_attr = graph.edge_attr
@@ -134,6 +151,11 @@ class GIN(nn.Module):
     pooled part is the per-graph ID histogram. With ``edge_dim > 0`` every layer is GINE-style
     and reads ``graph.edge_attr [E, edge_dim]`` (bond features, say).
 
+    All layers run as one autograd node (:func:`rpfast.ops.gin_network`) unless a layer has
+    edge features or its BatchNorm is not a plain ``BatchNorm1d``; then, or with
+    ``model.fused = False``, every layer is its own node (:func:`rpfast.ops.gin_mlp`), which
+    also supports double backward through the aggregation.
+
     Shapes: ``x [N, in_dim]`` or ``[R, N, in_dim]`` (or None if ``in_dim == 0``),
     ``ids [R, N]`` -> logits ``[R, B, out_dim]`` (``[B, out_dim]`` for 2-D ``x`` without ids).
     """
@@ -158,6 +180,7 @@ class GIN(nn.Module):
         self.embedding_dim = in_dim + id_dim + num_layers * hidden
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(self.embedding_dim, out_dim)
+        self.fused = True
 
     def graph_embedding(self, x: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor] = None) -> Tensor:
         """``[R, B, embedding_dim]`` (``[B, embedding_dim]`` for 2-D ``x`` without ids):
@@ -180,6 +203,10 @@ class GIN(nn.Module):
             pooled.append(sum_pool(h, graph).expand(R, -1, -1))
         if self.id_dim:
             pooled.append(self._id_histogram(ids, graph))
+        if self.fused and all(layer.fusable() for layer in self.layers):
+            params = [layer.params(self.training) for layer in self.layers]
+            pooled.append(gin_network(h, ids, graph, params, self.training))
+            return torch.cat(pooled, dim=-1)
         for layer in self.layers:
             h = layer(h, graph, ids if layer is self.layers[0] else None)
             pooled.append(sum_pool(h, graph))

@@ -21,7 +21,7 @@ import torch
 
 from rpfast import _validation
 
-__all__ = ["call", "create", "check_device", "num_threads", "build_info", "kernel_devices", "set_interrupt_countdown"]
+__all__ = ["call", "create", "prepare", "Buffers", "check_device", "num_threads", "build_info", "kernel_devices", "set_interrupt_countdown"]
 
 
 def _import_extension():
@@ -75,7 +75,7 @@ def num_threads() -> int:
 
 def _buffer(t: torch.Tensor):
     """A zero-copy view the bindings can read and write (the tensor must be contiguous)."""
-    return t.detach().numpy()
+    return t.detach().numpy() if t.requires_grad else t.numpy()
 
 
 def call(kernel: str, *args):
@@ -91,20 +91,75 @@ def call(kernel: str, *args):
 def _device_type(what: str, args) -> str:
     """The device type of the tensors in ``args`` (``"cpu"`` without tensors), checked as in :func:`call`."""
     first = None
-    for value in args:
-        if isinstance(value, torch.Tensor):
-            if first is None:
-                first = value
+    for value in _tensors(args):  # tensors and prepared Buffers (checked when prepared)
+        if first is None:
+            first = value
+            if isinstance(value, torch.Tensor):
                 check_device(value, f"{what}'s input")
-            elif value.device != first.device:
-                raise ValueError(f"{what}: arguments are on {first.device} and {value.device}; "
-                                 "put them on one device")
+        elif value.device != first.device:
+            raise ValueError(f"{what}: arguments are on {first.device} and {value.device}; "
+                             "put them on one device")
     return "cpu" if first is None else first.device.type
+
+
+class Buffers:
+    """Arguments converted once by :func:`prepare` (devices checked), for several kernel calls."""
+
+    __slots__ = ("value", "device")
+
+    def __init__(self, value, device: torch.device):
+        self.value, self.device = value, device
+
+
+def prepare(value, what: str) -> Buffers:
+    """Check and convert the tensors in ``value`` (nested lists and tuples) in one pass, so the
+    kernel calls that pass the result skip the per-call scan (a network's dozens of parameter
+    tensors, say). All tensors must be on one device with kernels."""
+    tensors = []
+    converted = _convert_collecting(value, tensors)
+    if not tensors:
+        return Buffers(converted, torch.device("cpu"))
+    first = tensors[0]
+    check_device(first, f"{what}'s input")
+    for t in tensors:
+        if t.device != first.device:
+            raise ValueError(f"{what}: arguments are on {first.device} and {t.device}; put them on one device")
+    return Buffers(converted, first.device)
+
+
+def _convert_collecting(value, tensors: list):
+    """:func:`_convert` that also lists the tensors it met (their devices are checked after)."""
+    if isinstance(value, torch.Tensor):
+        tensors.append(value)
+        return _buffer(value) if value.device.type in _IMPLEMENTATIONS else None
+    if isinstance(value, (list, tuple)):
+        return type(value)(_convert_collecting(v, tensors) for v in value)
+    return value
+
+
+def _convert(value):
+    """Tensors -> buffers, also inside (nested) lists and tuples; anything else unchanged."""
+    if isinstance(value, torch.Tensor):
+        return _buffer(value)
+    if isinstance(value, Buffers):
+        return value.value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_convert(v) for v in value)
+    return value
+
+
+def _tensors(values):
+    """The tensors among ``values``, also inside (nested) lists and tuples."""
+    for value in values:
+        if isinstance(value, (list, tuple)):
+            yield from _tensors(value)
+        elif isinstance(value, (torch.Tensor, Buffers)):
+            yield value
 
 
 def _run(name: str, function, args):
     """``function(*args)`` with tensors as buffers, plus ``threads=`` unless ``name`` is single-threaded."""
-    buffers = [_buffer(v) if isinstance(v, torch.Tensor) else v for v in args]
+    buffers = [_convert(v) for v in args]
     if name in _SINGLE_THREADED:
         return function(*buffers)
     return function(*buffers, threads=num_threads())
@@ -131,7 +186,7 @@ class KernelObject:
 
         def method(*args):
             device = _device_type(kernel, args)
-            if any(isinstance(v, torch.Tensor) for v in args) and device != self._device:
+            if any(True for _ in _tensors(args)) and device != self._device:
                 raise ValueError(f"{kernel}: arguments are on {device}, but the {self._name} was created on "
                                  f"{self._device}; put them on one device")
             return _run(kernel, value, args)

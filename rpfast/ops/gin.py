@@ -24,7 +24,7 @@ class _GINAggregate(torch.autograd.Function):
     def forward(ctx, x: Tensor, in_rowptr: Tensor, in_col: Tensor, out_rowptr: Tensor, out_col: Tensor,
                 eps: Tensor) -> Tensor:
         out = torch.empty_like(x)
-        _backend.call("gin_aggregate", x, in_rowptr, in_col, float(eps), out)
+        _backend.call("gin_aggregate", x, in_rowptr, in_col, float(eps.detach()), out)
         ctx.save_for_backward(x, in_rowptr, in_col, out_rowptr, out_col, eps)
         return out
 

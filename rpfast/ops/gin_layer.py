@@ -39,7 +39,7 @@ class _GINMLP(torch.autograd.Function):
             h = z.view(M, H)
         else:
             aggregated = torch.empty_like(z)
-            _backend.call("gin_aggregate", z, in_rowptr, in_col, float(eps), aggregated)
+            _backend.call("gin_aggregate", z, in_rowptr, in_col, float(eps.detach()), aggregated)
             h = aggregated.view(M, H)
         saved: List[Tensor] = []
         for stage, (running_mean, running_var) in enumerate(stats):
@@ -81,7 +81,7 @@ class _GINMLP(torch.autograd.Function):
         g = g.view(R, N, g.shape[-1])
         if ctx.aggregates:
             grad_z = torch.empty_like(g)
-            _backend.call("gin_aggregate", g, out_rowptr, out_col, float(eps), grad_z)
+            _backend.call("gin_aggregate", g, out_rowptr, out_col, float(eps.detach()), grad_z)
         else:
             grad_z = g
         grad_eps = None

@@ -1,0 +1,320 @@
+"""A whole GIN network (all layers and their sum readouts) as one autograd node.
+
+A GIN training step on the RP paper's graphs (tens of nodes, width 16) is a few hundred
+tiny tensor operations; their dispatch, autograd bookkeeping and argument checks cost far
+more than the arithmetic. Here the forward of every layer runs straight through the C++
+kernels and BLAS, the backward is written out by hand, and the autograd graph holds one
+node for the whole network.
+"""
+from dataclasses import dataclass
+from typing import List, Optional, Sequence
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from rpfast.data import GraphBatch
+from rpfast.ops import _backend
+from rpfast.ops.norm import bn_relu_backward, bn_relu_forward
+from rpfast._validation import require_flag
+
+__all__ = ["GINLayerParams", "gin_network"]
+
+
+@dataclass
+class GINLayerParams:
+    """One GIN layer's tensors (see :func:`gin_network`).
+
+    ``first`` ``[H, F]`` maps the layer's input features (None: the layer has none, i.e. the
+    first layer of a network without node features); ``id_weight`` ``[m, H]`` holds the rows
+    gathered for one-hot IDs (first layer only, else None); ``eps`` a one-element tensor;
+    ``weights`` the ``S - 1`` bias-free maps ``[H, H]`` between the MLP's stages; per stage
+    BatchNorm affine tensors ``gammas``/``betas`` and statistics ``running_means``/
+    ``running_vars`` ``[H]``, with the step's ``momenta`` and variance ``bn_eps``.
+    """
+
+    first: Optional[Tensor]
+    id_weight: Optional[Tensor]
+    eps: Tensor
+    weights: Sequence[Tensor]
+    gammas: Sequence[Tensor]
+    betas: Sequence[Tensor]
+    running_means: Sequence[Tensor]
+    running_vars: Sequence[Tensor]
+    momenta: Sequence[float]
+    bn_eps: Sequence[float]
+
+    def differentiable(self) -> List[Optional[Tensor]]:
+        """The tensors gradients flow to, in the node's input order."""
+        return [self.first, self.id_weight, self.eps, *self.weights, *self.gammas, *self.betas]
+
+
+class _Plan:
+    """What the forward needs besides the differentiable tensors: graph CSRs, the layers'
+    statistics and step numbers, and the replica count."""
+
+    def __init__(self, graph: GraphBatch, layers: Sequence[GINLayerParams], training: bool, replicas: int):
+        self.in_rowptr, self.in_col = graph.t_rowptr, graph.t_col
+        self.out_rowptr, self.out_col = graph.rowptr, graph.col
+        self.ptr = graph.ptr
+        self.num_graphs = graph.num_graphs
+        self.layers = layers
+        self.stages = [len(layer.gammas) for layer in layers]
+        self.training = training
+        self.replicas = replicas
+        self._buffers = None
+
+    @property
+    def graph_buffers(self) -> tuple:
+        """The CSRs and ``ptr`` as kernel buffers, converted once for forward and backward."""
+        return self._prepared()[0]
+
+    @property
+    def layer_buffers(self):
+        """The layers' tensors as kernel buffers, converted once for forward and backward."""
+        return self._prepared()[1]
+
+    def _prepared(self):
+        if self._buffers is None:
+            graph = [_backend.prepare(t, "gin_network") for t in
+                     (self.in_rowptr, self.in_col, self.out_rowptr, self.out_col, self.ptr)]
+            self._buffers = (tuple(graph), _backend.prepare([_layer_tuple(l) for l in self.layers], "gin_network"))
+        return self._buffers
+
+
+def _rows(t: Tensor) -> Tensor:
+    return t.reshape(-1, t.shape[-1])
+
+
+def _forward(plan: _Plan, x: Optional[Tensor], ids: Optional[Tensor], save: bool):
+    """Runs the network; returns the pooled states ``[R, B, L * H]`` and what backward needs."""
+    R = plan.replicas
+    h = x  # [R or 1, N, F] or None
+    pooled, saved = [], []
+    for layer in plan.layers:
+        z = None
+        if layer.first is not None:
+            z = torch.matmul(h, layer.first.detach().t())
+        if layer.id_weight is not None:
+            gathered = layer.id_weight.detach()[ids]  # [R, N, H]: onehot(ids) @ W, never built
+            z = gathered if z is None else gathered.add_(z)  # z may be one copy for all replicas
+        if z.shape[0] != R:
+            z = z.expand(R, -1, -1)
+        z = z.contiguous()
+        aggregated = torch.empty_like(z)
+        _backend.call("gin_aggregate", z, plan.in_rowptr, plan.in_col, float(layer.eps.detach()), aggregated)
+        current = _rows(aggregated)
+        stages = []
+        for s in range(len(layer.gammas)):
+            if s:
+                current = current @ layer.weights[s - 1].detach().t()
+            y, xhat, invstd = bn_relu_forward(current, layer.gammas[s].detach(), layer.betas[s].detach(),
+                                              layer.running_means[s], layer.running_vars[s], plan.training,
+                                              layer.momenta[s], layer.bn_eps[s])
+            stages.append((y, xhat, invstd))
+            current = y
+        new_h = current.view(z.shape)
+        out = z.new_empty((R, plan.num_graphs, z.shape[2]))
+        _backend.call("segment_sum", new_h, plan.ptr, out)
+        pooled.append(out)
+        if save:
+            saved.append((h, z, stages))
+        h = new_h
+    return torch.cat(pooled, dim=-1), saved
+
+
+# Widths up to this run in C++ end to end; wider layers run each product on torch's BLAS.
+FUSED_MAX_WIDTH = 64
+_POOL_SIZE = 4
+_free_networks = {torch.float32: [], torch.float64: []}
+
+
+class _Workspace:
+    """A compiled GINNetwork on loan to one forward (and its backward): it holds the saved
+    activations, and its buffers return to a small pool for the next step when the
+    autograd graph that owns the loan is freed (no fresh pages every step)."""
+
+    def __init__(self, dtype: torch.dtype):
+        self.dtype = dtype
+        pool = _free_networks[dtype]
+        self.kernel = pool.pop() if pool else _backend.create(
+            "GINNetworkF64" if dtype == torch.float64 else "GINNetworkF32")
+
+    def __del__(self):
+        pool = _free_networks.get(self.dtype)
+        if pool is not None and len(pool) < _POOL_SIZE:
+            pool.append(self.kernel)
+
+
+def _layer_tuple(layer: GINLayerParams) -> tuple:
+    return (layer.first, layer.id_weight, float(layer.eps.detach()), list(layer.weights), list(layer.gammas),
+            list(layer.betas), list(layer.running_means), list(layer.running_vars),
+            [float(m) for m in layer.momenta], [float(e) for e in layer.bn_eps])
+
+
+def _compiled_forward(plan: _Plan, x: Optional[Tensor], ids: Optional[Tensor], save: bool):
+    """The C++ network's forward; returns the pooled states and the workspace holding the saved ones."""
+    dtype = plan.layers[0].gammas[0].dtype
+    width = sum(layer.gammas[0].shape[0] for layer in plan.layers)
+    pooled = torch.empty((plan.replicas, plan.num_graphs, width), dtype=dtype)
+    workspace = _Workspace(dtype)
+    workspace.kernel.forward(x, ids, plan.replicas, *plan.graph_buffers, plan.layer_buffers, plan.training, save,
+                             pooled)
+    return pooled, workspace
+
+
+class _GINNetworkCompiled(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, plan: _Plan, x: Optional[Tensor], ids: Optional[Tensor], *params):
+        pooled, workspace = _compiled_forward(plan, x, ids, save=True)
+        ctx.plan, ctx.workspace, ctx.x, ctx.ids = plan, workspace, x, ids  # x, ids: read by backward
+        return pooled
+
+    @staticmethod
+    @once_differentiable  # the hand-written backward is not itself differentiable: a clear error
+    def backward(ctx, grad: Tensor):
+        plan, x = ctx.plan, ctx.x
+        needs = iter(ctx.needs_input_grad[3:])
+        grads = []
+        for layer in plan.layers:
+            wanted = [next(needs) for _ in layer.differentiable()]
+            first = torch.empty_like(layer.first) if wanted[0] else None
+            ids = torch.empty_like(layer.id_weight) if wanted[1] else None
+            weights = [torch.empty_like(w) if want else None
+                       for w, want in zip(layer.weights, wanted[3:3 + len(layer.weights)])]
+            gammas = [torch.empty_like(g) for g in layer.gammas]
+            betas = [torch.empty_like(b) for b in layer.betas]
+            grads.append((first, ids, weights, gammas, betas, wanted))
+        grad_x = torch.empty_like(x) if x is not None and ctx.needs_input_grad[1] else None
+        eps_grads = ctx.workspace.kernel.backward(
+            grad.contiguous(), *plan.graph_buffers, plan.layer_buffers,
+            0 if x is None else x.shape[-1], plan.training, _backend.prepare([g[:5] for g in grads], "gin_network"),
+            grad_x)
+        flat = []
+        for layer, (first, ids, weights, gammas, betas, wanted), eps in zip(plan.layers, grads, eps_grads):
+            grad_eps = torch.full_like(layer.eps, eps) if wanted[2] else None
+            S = len(layer.gammas)
+            gammas = [g if want else None for g, want in zip(gammas, wanted[3 + S - 1:3 + 2 * S - 1])]
+            betas = [b if want else None for b, want in zip(betas, wanted[3 + 2 * S - 1:])]
+            flat += [first, ids, grad_eps, *weights, *gammas, *betas]
+        return (None, grad_x, None, *flat)
+
+
+class _GINNetwork(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, plan: _Plan, x: Optional[Tensor], ids: Optional[Tensor], *params):
+        embedding, saved = _forward(plan, x, ids, save=True)
+        ctx.plan, ctx.saved = plan, saved
+        ctx.x_needs_grad = x is not None and ctx.needs_input_grad[1]
+        ctx.ids = ids
+        return embedding
+
+    @staticmethod
+    @once_differentiable  # the hand-written backward is not itself differentiable: a clear error
+    def backward(ctx, grad: Tensor):
+        plan, saved = ctx.plan, ctx.saved
+        R = plan.replicas
+        grad = grad.contiguous()
+        grads: List[List[Optional[Tensor]]] = []
+        g_h = None  # gradient reaching the current layer's output from the layer above
+        grad_x = None
+        offset = grad.shape[-1]
+        for index in range(len(plan.layers) - 1, -1, -1):
+            layer, (h_in, z, stages) = plan.layers[index], saved[index]
+            H = z.shape[2]
+            offset -= H
+            readout = grad[:, :, offset:offset + H].contiguous()
+            g = torch.empty_like(z)
+            _backend.call("segment_broadcast", readout, plan.ptr, g)
+            if g_h is not None:
+                g.add_(g_h)
+            g = _rows(g)
+            grad_weights: List[Optional[Tensor]] = [None] * len(layer.weights)
+            grad_gammas: List[Optional[Tensor]] = [None] * len(stages)
+            grad_betas: List[Optional[Tensor]] = [None] * len(stages)
+            for s in range(len(stages) - 1, -1, -1):
+                y, xhat, invstd = stages[s]
+                g_pre, grad_gammas[s], grad_betas[s] = bn_relu_backward(
+                    g, y, xhat, layer.gammas[s].detach(), invstd, plan.training)
+                if s:
+                    weight = layer.weights[s - 1]
+                    grad_weights[s - 1] = torch.empty_like(weight)
+                    _backend.call("matmul_tn", g_pre, stages[s - 1][0], grad_weights[s - 1])
+                    g = g_pre @ weight.detach()
+                else:
+                    g = g_pre
+            g_a = g.view(z.shape)
+            g_z = torch.empty_like(g_a)
+            _backend.call("gin_aggregate", g_a, plan.out_rowptr, plan.out_col, float(layer.eps.detach()), g_z)
+            grad_eps = None
+            if layer.eps.requires_grad:
+                grad_eps = torch.full_like(layer.eps, _backend.call("sum_product", g_a, z))
+            grad_first = grad_ids = None
+            if layer.first is not None:
+                # a broadcast input (one copy for all R replicas) collects the replicas' gradients
+                g_in = g_z if h_in.shape[0] == R else g_z.sum(dim=0, keepdim=True)
+                if layer.first.requires_grad:
+                    grad_first = torch.empty_like(layer.first)
+                    _backend.call("matmul_tn", _rows(g_in), _rows(h_in.contiguous()), grad_first)
+                if index > 0:
+                    g_h = g_in @ layer.first.detach()
+                elif ctx.x_needs_grad:
+                    grad_x = g_in @ layer.first.detach()
+            if layer.id_weight is not None and layer.id_weight.requires_grad:
+                grad_ids = layer.id_weight.new_empty(layer.id_weight.shape)
+                _backend.call("scatter_rows_sum", ctx.ids.reshape(-1), _rows(g_z), grad_ids)
+            grads.append([grad_first, grad_ids, grad_eps, *grad_weights, *grad_gammas, *grad_betas])
+        flat = [g for layer_grads in reversed(grads) for g in layer_grads]
+        return (None, grad_x, None, *flat)
+
+
+def gin_network(x: Optional[Tensor], ids: Optional[Tensor], graph: GraphBatch, layers: Sequence[GINLayerParams],
+                training: bool) -> Tensor:
+    r"""All layers of a GIN and their sum readouts, forward and backward as one node.
+
+    Layer :math:`l` (``S`` MLP stages, width ``H``):
+
+    .. math::
+        z = h^{(l-1)} W_{\text{first}}^\top + W_{\text{id}}[\text{ids}],\quad
+        a = (1 + \epsilon) z + A z,\quad
+        u_1 = \mathrm{ReLU}(\mathrm{BN}_1(a)),\ u_s = \mathrm{ReLU}(\mathrm{BN}_s(u_{s-1} W_s^\top)),\quad
+        h^{(l)} = u_S
+
+    (the ID term only in a layer with ``id_weight``), and the output concatenates the
+    per-graph sums :math:`\sum_{i \in G} h^{(l)}_i` of every layer. Same results as
+    :func:`rpfast.ops.gin_mlp` layer by layer, with the same deterministic reductions;
+    BatchNorm running statistics are updated in place in training.
+
+    Args:
+        x: ``[R, N, F]`` or ``[1, N, F]`` (shared by all replicas) node features, or None
+            when the first layer has no ``first`` map.
+        ids: ``[R, N]`` int64 IDs for the first layer's ``id_weight``, or None.
+        graph: the :class:`~rpfast.data.GraphBatch` with ``N`` nodes and ``B`` graphs.
+        layers: one :class:`GINLayerParams` per layer (callers build them from modules and
+            check shapes: this op is the inner loop of :class:`rpfast.nn.GIN`).
+        training: batch statistics or running statistics.
+
+    Returns ``[R, B, L * H]``. Not twice differentiable: a second backward raises
+    ``RuntimeError``; :func:`rpfast.ops.gin_mlp` per layer supports it where only the
+    aggregation needs it.
+    """
+    training = require_flag(training, "training")
+    if not isinstance(graph, GraphBatch):
+        raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")
+    if not layers:
+        raise ValueError("gin_network needs at least one layer")
+    replicas = ids.shape[0] if ids is not None else x.shape[0]
+    if training and replicas * graph.total_nodes < 2:
+        raise ValueError("BatchNorm in training mode needs more than one node")
+    plan = _Plan(graph, layers, training, replicas)
+    params = [t for layer in layers for t in layer.differentiable()]
+    tensors = [t for t in params if t is not None] + ([x] if x is not None else [])
+    compiled = max(max(layer.gammas[0].shape[0], 0 if layer.first is None else layer.first.shape[1])
+                   for layer in layers) <= FUSED_MAX_WIDTH
+    if x is not None:
+        x = x.contiguous()
+    if ids is not None:
+        ids = ids.contiguous()
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return (_GINNetworkCompiled if compiled else _GINNetwork).apply(plan, x, ids, *params)
+    return (_compiled_forward if compiled else _forward)(plan, x, ids, save=False)[0]

@@ -1,0 +1,152 @@
+"""gin_network (rpfast/ops/gin_network.py): a whole GIN as one node, against GIN layer by layer."""
+import copy
+
+import pytest
+import torch
+
+from assertions import assert_thread_invariant
+from rpfast.data import GraphBatch, csl_batch, csl_dataset
+from rpfast.nn import GIN
+from rpfast.ops import gin_network as gin_network_module
+
+
+def _batch():
+    graphs, _ = csl_dataset()
+    return csl_batch(graphs, [0, 17, 33, 71, 149])
+
+
+def _pair(in_dim, id_dim, hidden, dtype, mlp_layers=2, layers=3):
+    torch.manual_seed(hidden + in_dim)
+    fused = GIN(in_dim, hidden, layers, 4, id_dim=id_dim, mlp_layers=mlp_layers).to(dtype)
+    for module in fused.modules():
+        if isinstance(module, torch.nn.BatchNorm1d):
+            module.weight.data.uniform_(0.5, 1.5)
+            module.bias.data.normal_()
+    for layer in fused.layers:
+        if layer.eps is not None:
+            layer.eps.data.fill_(0.25)
+    unfused = copy.deepcopy(fused)
+    unfused.fused = False
+    return fused, unfused
+
+
+def _run(model, x, graph, ids, weight):
+    x = x.clone().requires_grad_() if x is not None else None
+    out = model(x, graph, ids)
+    (out * weight).sum().backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    return out, grads, x.grad if x is not None else None
+
+
+# (in_dim, id_dim, replicas, hidden): IDs only (RP-GIN without features), IDs and one shared
+# feature copy (RP-GIN on CSL), per-replica features, features only; 20 is not a multiple of
+# the 16-wide register blocks, 80 takes the BLAS path (wider than FUSED_MAX_WIDTH).
+CASES = [(0, 5, 3, 8), (1, 10, 4, 16), (3, 0, 2, 20), (2, 0, 1, 80), (4, 6, 2, 64)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("in_dim,id_dim,replicas,hidden", CASES)
+def test_fused_network_matches_layer_by_layer(in_dim, id_dim, replicas, hidden, training, dtype):
+    graph = _batch()
+    fused, unfused = _pair(in_dim, id_dim, hidden, dtype)
+    fused.train(training)
+    unfused.train(training)
+    N = graph.total_nodes
+    x = None
+    if in_dim:
+        x = torch.randn((replicas if id_dim == 0 else 1), N, in_dim, dtype=dtype)
+        x = x[0] if id_dim else x
+    ids = torch.randint(0, id_dim, (replicas, N)) if id_dim else None
+    weight = torch.randn(replicas, graph.num_graphs, 4, dtype=dtype)
+    if x is not None and x.dim() == 2 and ids is None:
+        weight = weight[0]
+    out, grads, grad_x = _run(fused, x, graph, ids, weight)
+    ref, ref_grads, ref_grad_x = _run(unfused, x, graph, ids, weight)
+    tol = {"rtol": 1e-9, "atol": 1e-10} if dtype == torch.float64 else {"rtol": 2e-4, "atol": 2e-4}
+    torch.testing.assert_close(out, ref, **tol)
+    for name, g, r in zip([n for n, _ in fused.named_parameters()], grads, ref_grads):
+        torch.testing.assert_close(g, r, **tol, msg=lambda m: f"{name}: {m}")
+    if grad_x is not None:
+        torch.testing.assert_close(grad_x, ref_grad_x, **tol)
+    for (name, a), b in zip(fused.state_dict().items(), unfused.state_dict().values()):
+        torch.testing.assert_close(a, b, **tol, msg=lambda m: f"{name}: {m}")
+
+
+def test_fused_network_is_one_autograd_node():
+    graph = _batch()
+    model, _ = _pair(1, 10, 16, torch.float32)
+    out = model(graph.x, graph, torch.randint(0, 10, (2, graph.total_nodes)))
+    nodes, stack = set(), [out.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is not None and node not in nodes:
+            nodes.add(node)
+            stack.extend(next_fn for next_fn, _ in node.next_functions)
+    names = sorted(type(n).__name__ for n in nodes if "AccumulateGrad" not in type(n).__name__)
+    assert names.count("_GINNetworkCompiledBackward") == 1
+    assert len(names) <= 6, names  # network, histogram/readout concat, classifier
+
+
+def test_fused_network_bitwise_identical_across_threads():
+    graph = _batch()
+    model, _ = _pair(1, 10, 16, torch.float32)
+    ids = torch.randint(0, 10, (3, graph.total_nodes))
+
+    def step():
+        trial = copy.deepcopy(model)
+        out = trial(graph.x, graph, ids)
+        out.square().sum().backward()
+        return [out] + [p.grad for p in trial.parameters()] + [trial.layers[0].norms[0].running_var]
+
+    assert_thread_invariant(step)
+
+
+def test_two_forwards_before_one_backward_and_retain_graph():
+    """Gradient accumulation over two batches, and a second backward through a retained graph:
+    every forward keeps its own saved activations."""
+    graph = _batch()
+    fused, unfused = _pair(1, 10, 16, torch.float64)
+    ids_a = torch.randint(0, 10, (1, graph.total_nodes))
+    ids_b = torch.randint(0, 10, (1, graph.total_nodes))
+    for model in (fused, unfused):
+        loss = model(graph.x, graph, ids_a).square().sum() + model(graph.x, graph, ids_b).sin().sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+    for a, b in zip(fused.parameters(), unfused.parameters()):
+        torch.testing.assert_close(a.grad, b.grad)
+
+
+def test_double_backward_raises_a_clear_error():
+    graph = _batch()
+    model, _ = _pair(1, 0, 16, torch.float64)
+    x = graph.x.double().requires_grad_()
+    (grad,) = torch.autograd.grad(model(x, graph).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="differentiable twice|once_differentiable|does not require grad"):
+        grad.sum().backward()
+
+
+def test_unfused_path_keeps_double_backward():
+    graph = _batch()
+    _, model = _pair(1, 0, 16, torch.float64)
+    x = graph.x.double().requires_grad_()
+    (grad,) = torch.autograd.grad(model(x, graph).sum(), x, create_graph=True)
+    grad.square().sum().backward()  # through the aggregation's differentiable backward
+
+
+def test_training_needs_two_nodes_and_empty_eval_works():
+    model, _ = _pair(1, 0, 8, torch.float32)
+    single = GraphBatch.from_edge_lists([(torch.zeros(2, 0, dtype=torch.int64), 1)])
+    with pytest.raises(ValueError, match="more than one node"):
+        model.train()(torch.ones(1, 1), single)
+    empty = GraphBatch.from_edge_lists([])
+    assert model.eval()(torch.zeros(0, 1), empty).shape == (0, 4)
+
+
+def test_workspaces_return_to_a_bounded_pool():
+    graph = _batch()
+    model, _ = _pair(1, 10, 16, torch.float32)
+    ids = torch.randint(0, 10, (1, graph.total_nodes))
+    for _ in range(10):
+        model(graph.x, graph, ids).sum().backward()
+    assert 1 <= len(gin_network_module._free_networks[torch.float32]) <= gin_network_module._POOL_SIZE
