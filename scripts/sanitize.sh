@@ -34,7 +34,8 @@ PY=$ROOT/$VENV/bin/python
 "$PY" -m pip install --quiet --disable-pip-version-check torch==2.13.0 \
   "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja
 "$PY" -m pip install --quiet --disable-pip-version-check --no-build-isolation \
-  -Cbuild-dir="$BUILD_DIR" -Ccmake.define.RPFAST_SANITIZE=ON -Ccmake.build-type=RelWithDebInfo \
+  -Cbuild-dir="$BUILD_DIR" -Ccmake.define.RPFAST_SANITIZE=ON -Ccmake.define.RPFAST_AVX2=OFF \
+  -Ccmake.build-type=RelWithDebInfo \
   -e ".[test]"
 echo "sanitize.sh: build and install took $(( $(date +%s) - start )) s"
 

@@ -205,7 +205,8 @@ class Network {
 
 template <class T>
 void bind_network(py::module_& m, const char* name) {
-  py::class_<Network<T>>(m, name, "A GIN network's forward and backward in one call; keeps the activations.")
+  py::class_<Network<T>>(m, name, "A GIN network's forward and backward in one call; keeps the activations.",
+                         py::module_local())  // each SIMD variant of the module registers its own class
       .def(py::init([](int) { return Network<T>(); }), py::arg("threads"))
       .def("forward", &Network<T>::forward, py::arg("x"), py::arg("ids"), py::arg("replicas"),
            py::arg("in_rowptr"), py::arg("in_col"), py::arg("out_rowptr"), py::arg("out_col"), py::arg("ptr"),

@@ -5,7 +5,16 @@
 
 namespace py = pybind11;
 
-PYBIND11_MODULE(_C, m) {
+// The same sources build rpfast._C (baseline instruction set) and, on x86-64, rpfast._C_avx2
+// (x86-64-v3: AVX2 + FMA); rpfast/ops/_backend.py imports the one the CPU runs best.
+#ifndef RPFAST_MODULE_NAME
+#define RPFAST_MODULE_NAME _C
+#endif
+#ifndef RPFAST_SIMD
+#define RPFAST_SIMD "baseline"
+#endif
+
+PYBIND11_MODULE(RPFAST_MODULE_NAME, m) {
   m.doc() = "rpfast compiled kernels (C++17, OpenMP); see the rpfast.ops wrappers";
   m.def("build_info", [] {
     py::dict info;
@@ -14,6 +23,7 @@ PYBIND11_MODULE(_C, m) {
     info["openmp"] = RPFAST_OPENMP;
     info["omp_max_threads"] = omp_get_max_threads();
     info["cuda"] = false;
+    info["simd"] = RPFAST_SIMD;
     return info;
   });
   m.def("_set_interrupt_countdown", [](int64_t polls) { rpfast::interrupt_countdown().store(polls); },

@@ -112,7 +112,8 @@ void bind_subsets(py::module_& m) {
       m, "SubsetEnumerator",
       "Streams the rows of subsets_fill over a whole batch, chunk_size rows at a time, keeping its position "
       "between chunks (rpfast/subsets_batch.hpp). Built once from copies of ptr [B + 1], rowptr [N + 1], "
-      "col [E] and offsets [N + 1] (prefix sums of complete subsets_count results), checked here.")
+      "col [E] and offsets [N + 1] (prefix sums of complete subsets_count results), checked here.",
+      py::module_local())  // the SIMD variants of the module each register their own class
       .def(py::init(&make_enumerator), py::arg("ptr"), py::arg("rowptr"), py::arg("col"), py::arg("k"),
            py::arg("prune"), py::arg("offsets"), py::arg("chunk_size"))
       .def("next_rows", &rpfast::SubsetEnumerator::next_rows, "Rows the next fill writes (0 when exhausted).")

@@ -29,16 +29,12 @@ void gin_aggregate(const T* x, const int64_t* rowptr, const int64_t* col, T scal
     const T* __restrict__ xr = x + r * N * F;
     const T* __restrict__ self = xr + i * F;
     T* __restrict__ dst = out + ri * F;
-    // blocks of kBlock features summed in registers (see reduce.hpp), the tail in memory
+    // blocks of kBlock features summed in registers (simd.hpp), the tail in memory
     int64_t f0 = 0;
     for (; f0 + kBlock <= F; f0 += kBlock) {
-      T s[kBlock];  // fixed-size loops (no omp simd), so the block lives in registers
-      for (int64_t j = 0; j < kBlock; ++j) s[j] = scale * self[f0 + j];
-      for (int64_t k = rowptr[i]; k < rowptr[i + 1]; ++k) {
-        const T* __restrict__ nb = xr + col[k] * F + f0;
-        for (int64_t j = 0; j < kBlock; ++j) s[j] += nb[j];
-      }
-      for (int64_t j = 0; j < kBlock; ++j) dst[f0 + j] = s[j];
+      Block<T> s = Block<T>::scaled(scale, self + f0);
+      for (int64_t k = rowptr[i]; k < rowptr[i + 1]; ++k) s.add(xr + col[k] * F + f0);
+      s.store(dst + f0);
     }
     for (int64_t f = f0; f < F; ++f) dst[f] = scale * self[f];
     for (int64_t k = rowptr[i]; k < rowptr[i + 1]; ++k) {

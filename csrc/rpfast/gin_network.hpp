@@ -83,8 +83,7 @@ class GINNetwork {
     x_ = x;
     x_replicas_ = x_replicas;
     ids_ = ids;
-    saved_ = save;
-    if (!save) layers_.clear();  // nothing to keep: the next training forward allocates again
+    saved_ = save;  // without save the buffers are still used (and kept for the next call)
     layers_.resize(static_cast<size_t>(L));
     int64_t offset = 0;
     for (int64_t l = 0; l < L; ++l) offset += width(layers[l]);

@@ -3,14 +3,15 @@
 // Rows are split into chunks whose size depends only on the problem's shape; chunk
 // partial sums are computed in parallel and then added in chunk order, so results are
 // bitwise identical for any thread count (BLAS reductions over rows are not: they split
-// the reduced dimension by thread). Inner loops run over contiguous columns with
-// `omp simd`, so they vectorise; a row's terms never depend on data (no branches).
+// the reduced dimension by thread). Inner loops accumulate blocks of columns in vector
+// registers (simd.hpp); a row's terms never depend on data (no branches).
 #pragma once
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "rpfast/parallel.hpp"
+#include "rpfast/simd.hpp"
 
 namespace rpfast {
 
@@ -35,35 +36,28 @@ void chunked_row_sums(int64_t M, int64_t width, int64_t cost_per_row, int thread
     for (int64_t j = 0; j < width; ++j) out[j] += partial[c * width + j];
 }
 
-// Columns are processed in blocks of kBlock: a block's accumulators stay in registers
-// while the loops stream over rows (accumulating into memory would chain every row's add
-// through a store and a reload).
-constexpr int64_t kBlock = 16;
-
-// out[h] = sum_m a[m, h] (b == nullptr) or sum_m a[m, h] * b[m, h], in double, for a, b [M, H].
+// out[h] = sum_m a[m, h] (b == nullptr) or sum_m a[m, h] * b[m, h], for a, b [M, H]. Each
+// chunk of rows sums a block of kBlock columns in T in registers (simd.hpp); the chunks are
+// added in double.
 template <class T>
 void column_sums(const T* a, const T* b, int64_t M, int64_t H, int threads, double* out) {
   chunked_row_sums(M, H, H, threads, out, [=](int64_t begin, int64_t end, double* __restrict__ acc) {
     int64_t h0 = 0;
     for (; h0 + kBlock <= H; h0 += kBlock) {
-      double s[kBlock] = {};  // fixed-size loops (no omp simd), so the block lives in registers
-      for (int64_t m = begin; m < end; ++m) {
-        const T* __restrict__ ar = a + m * H + h0;
-        if (b == nullptr) {
-#pragma omp simd
-          for (int64_t j = 0; j < kBlock; ++j) s[j] += double(ar[j]);
-        } else {
-          const T* __restrict__ br = b + m * H + h0;
-#pragma omp simd
-          for (int64_t j = 0; j < kBlock; ++j) s[j] += double(ar[j]) * double(br[j]);
-        }
+      Block<T> s = Block<T>::zero();
+      if (b == nullptr) {
+        for (int64_t m = begin; m < end; ++m) s.add(a + m * H + h0);
+      } else {
+        for (int64_t m = begin; m < end; ++m) s.fma(a + m * H + h0, b + m * H + h0);
       }
-      for (int64_t j = 0; j < kBlock; ++j) acc[h0 + j] += s[j];
+      T block[kBlock];
+      s.store(block);
+      for (int64_t j = 0; j < kBlock; ++j) acc[h0 + j] += double(block[j]);
     }
     for (int64_t h = h0; h < H; ++h) {
-      double v = 0;
-      for (int64_t m = begin; m < end; ++m) v += double(a[m * H + h]) * (b == nullptr ? 1.0 : double(b[m * H + h]));
-      acc[h] += v;
+      T v = 0;
+      for (int64_t m = begin; m < end; ++m) v += a[m * H + h] * (b == nullptr ? T(1) : b[m * H + h]);
+      acc[h] += double(v);
     }
   });
 }

@@ -21,7 +21,7 @@ from rpfast.data import PAPER_SKIPS, csl_batch, csl_dataset
 from rpfast._io import prepare_output_dir
 from rpfast._options import option
 from rpfast.experiments.report import format_table, summarise, write_outputs
-from rpfast.experiments.training import evaluate, train_epoch
+from rpfast.experiments.training import adam, evaluate, graph_embeddings, train_epoch
 from rpfast.nn import GIN, RPGIN
 
 MODELS = ("GIN", "RP-GIN")
@@ -93,19 +93,18 @@ def run_csl(config: CSLConfig, progress: bool = True) -> Dict:
                 torch.manual_seed(1000 * fold + seed)
                 generator = torch.Generator().manual_seed(1000 * fold + seed)
                 model = build_model(name, config, generator)
-                optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+                optimizer = adam(model.parameters(), config.lr)
                 schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, config.epochs)
                 for _ in range(config.epochs):
                     loss = train_epoch(model, make_batch, labels, train_idx, optimizer, config.batch_size, generator)
                     schedule.step()
                     bar.set_postfix(model=name, fold=fold, seed=seed, loss=f"{loss:.3f}")
                     bar.update()
-                accuracy, _ = evaluate(model, make_batch, labels, val_idx)
+                accuracy = evaluate(model, make_batch, labels, val_idx)
                 runs.append({"model": name, "fold": fold, "seed": seed, "accuracy": 100 * accuracy,
                              "final_train_loss": loss})
                 if fold == 0 and seed == 0:
-                    _, all_embeddings = evaluate(model, make_batch, labels, torch.arange(len(labels)))
-                    embeddings[name] = all_embeddings.numpy()
+                    embeddings[name] = graph_embeddings(model, make_batch, torch.arange(len(labels))).numpy()
     bar.close()
     return {
         "config": asdict(config),

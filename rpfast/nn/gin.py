@@ -11,7 +11,7 @@ from rpfast.ops.dense import embedding, linear
 from rpfast.ops.gin_layer import gin_mlp
 from rpfast.ops.gin_network import GINLayerParams, gin_network
 
-__all__ = ["GIN", "GINLayer", "batch_norm_arguments"]
+__all__ = ["GIN", "GINLayer", "batch_norm_arguments", "count_batches"]
 
 
 class GINLayer(nn.Module):
@@ -88,10 +88,10 @@ class GINLayer(nn.Module):
         plain ``BatchNorm1d`` (``SyncBatchNorm`` must synchronise its statistics itself)."""
         return self.edge is None and all(type(bn) is nn.BatchNorm1d for bn in self.norms)
 
-    def params(self, training: bool) -> GINLayerParams:
+    def params(self, training: bool, count: bool = True) -> GINLayerParams:
         """This layer's tensors for :func:`rpfast.ops.gin_network` (counts a training step in
-        the BatchNorm modules, as a forward does)."""
-        bn = batch_norm_arguments(self.norms, training)
+        the BatchNorm modules, as a forward does, unless ``count=False``)."""
+        bn = batch_norm_arguments(self.norms, training, count)
         return GINLayerParams(
             first=self.first.weight if self.first is not None else None, id_weight=self.id_weight,
             eps=self.eps if self.eps is not None else self.fixed_eps,
@@ -113,11 +113,19 @@ class GINLayer(nn.Module):
         return (1 + eps) * z + torch.zeros_like(z).index_add_(1, target, messages)
 
 
-def batch_norm_arguments(norms, training: bool) -> dict:
+def count_batches(norms) -> None:
+    """Add one to every BatchNorm module's ``num_batches_tracked`` (one fused op for all)."""
+    counters = [bn.num_batches_tracked for bn in norms]
+    if counters:
+        torch._foreach_add_(counters, 1)
+
+
+def batch_norm_arguments(norms, training: bool, count: bool = True) -> dict:
     """:func:`rpfast.ops.gin_mlp`'s BatchNorm arguments (``bn_weights``, ``bn_biases``,
     ``running_means``, ``running_vars``, ``momentum``, ``bn_eps``) from ``L`` BatchNorm modules,
     counting the step as the modules themselves would: in training ``num_batches_tracked``
-    grows by one and ``momentum=None`` becomes the cumulative factor ``1 / num_batches_tracked``.
+    grows by one (unless ``count=False``: the caller counted already, see :func:`count_batches`)
+    and ``momentum=None`` becomes the cumulative factor ``1 / num_batches_tracked``.
     Accepts ``BatchNorm1d`` and the ``SyncBatchNorm`` that replaces it in multi-process training.
     """
     training = require_flag(training, "training")
@@ -126,13 +134,10 @@ def batch_norm_arguments(norms, training: bool) -> dict:
         if not isinstance(bn, nn.modules.batchnorm._BatchNorm) or not bn.affine or not bn.track_running_stats:
             raise TypeError(f"norms[{i}] must be an affine BatchNorm module with running statistics "
                             f"(track_running_stats=True), got {bn!r}")
-    momenta = []
-    for bn in norms:
-        if not training:
-            momenta.append(0.0)
-            continue
-        bn.num_batches_tracked.add_(1)
-        momenta.append(1.0 / float(bn.num_batches_tracked) if bn.momentum is None else float(bn.momentum))
+    if training and count:
+        count_batches(norms)
+    momenta = [0.0 if not training else 1.0 / float(bn.num_batches_tracked) if bn.momentum is None
+               else float(bn.momentum) for bn in norms]
     return {"bn_weights": [bn.weight for bn in norms], "bn_biases": [bn.bias for bn in norms],
             "running_means": [bn.running_mean for bn in norms], "running_vars": [bn.running_var for bn in norms],
             "momentum": momenta, "bn_eps": [float(bn.eps) for bn in norms]}
@@ -204,7 +209,9 @@ class GIN(nn.Module):
         if self.id_dim:
             pooled.append(self._id_histogram(ids, graph))
         if self.fused and all(layer.fusable() for layer in self.layers):
-            params = [layer.params(self.training) for layer in self.layers]
+            if self.training:
+                count_batches([bn for layer in self.layers for bn in layer.norms])
+            params = [layer.params(self.training, count=False) for layer in self.layers]
             pooled.append(gin_network(h, ids, graph, params, self.training))
             return torch.cat(pooled, dim=-1)
         for layer in self.layers:

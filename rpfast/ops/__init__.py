@@ -11,7 +11,7 @@ from rpfast.data.molecules import canonical_order_from_mol  # RDKit lives in rpf
 from rpfast.ops.orient import WLOrder, bfs_order, dfs_order, wl_order
 from rpfast.ops.permute import permute_adjacency, permute_nodes
 from rpfast.ops.random import random_permutations
-from rpfast.ops.segment import segment_sum
+from rpfast.ops.segment import graph_sum, segment_sum
 from rpfast.ops.subsets import (
     count_k_subsets,
     get_memory_budget,
@@ -42,4 +42,5 @@ __all__ = [
     "permute_nodes",
     "random_permutations",
     "segment_sum",
+    "graph_sum",
 ]

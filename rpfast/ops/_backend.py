@@ -1,4 +1,5 @@
-"""The one boundary between rpfast's Python code and its compiled kernels (``rpfast._C``).
+"""The one boundary between rpfast's Python code and its compiled kernels (``rpfast._C``,
+or its AVX2 twin ``rpfast._C_avx2``).
 
 Ops validate their arguments, allocate their outputs and then hand tensors to :func:`call`.
 This module alone imports the extension, and it
@@ -15,23 +16,45 @@ CUDA kernels will register a second implementation table under ``"cuda"`` in
 """
 import importlib.machinery
 import os
+from collections import OrderedDict
 from typing import Any, Dict
 
 import torch
 
 from rpfast import _validation
 
-__all__ = ["call", "create", "prepare", "Buffers", "check_device", "num_threads", "build_info", "kernel_devices", "set_interrupt_countdown"]
+__all__ = ["call", "create", "prepare", "Buffers", "persistent_buffer", "check_device", "num_threads", "build_info", "kernel_devices", "set_interrupt_countdown"]
+
+
+def _cpu_has_avx2() -> bool:
+    """Whether this CPU runs AVX2 + FMA code (torch's own dispatch detects it)."""
+    try:
+        return torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")
+    except (AttributeError, RuntimeError):  # pragma: no cover - older torch
+        return False
 
 
 def _import_extension():
-    """Import ``rpfast._C``, turning a missing or stale build into an actionable error.
+    """Import the compiled kernels, turning a missing or stale build into an actionable error.
+
+    x86-64 builds hold two modules of the same kernels: ``rpfast._C_avx2`` (AVX2 + FMA), used
+    when the CPU has those instructions, and ``rpfast._C`` (any CPU). ``RPFAST_SIMD=baseline``
+    forces ``_C`` (for comparisons, or a CPU that misreports its features).
 
     Run from a source checkout without a build in it (e.g. after a non-editable
     ``pip install .``, Python started in the repository root imports this source tree, not
     the installed package), the import would otherwise fail with a confusing "partially
     initialized module ... circular import" message.
     """
+    choice = os.environ.get("RPFAST_SIMD", "auto")
+    if choice not in ("auto", "baseline"):
+        raise ImportError(f"RPFAST_SIMD must be 'auto' or 'baseline', got {choice!r}")
+    if choice == "auto" and _cpu_has_avx2():
+        try:
+            from rpfast import _C_avx2
+            return _C_avx2
+        except ImportError:
+            pass  # a build without the AVX2 module (another platform, RPFAST_AVX2=OFF)
     try:
         from rpfast import _C
     except ImportError as error:
@@ -125,6 +148,31 @@ def prepare(value, what: str) -> Buffers:
         if t.device != first.device:
             raise ValueError(f"{what}: arguments are on {first.device} and {t.device}; put them on one device")
     return Buffers(converted, first.device)
+
+
+_PERSISTENT_MAX = 4096
+_persistent: "OrderedDict[int, tuple]" = OrderedDict()
+
+
+def persistent_buffer(t: torch.Tensor, what: str):
+    """The buffer of a long-lived tensor (a parameter, a running statistic), made once and
+    reused while the tensor keeps its storage: a network passes dozens of them every step.
+
+    The cache holds the most recent ``_PERSISTENT_MAX`` tensors (so ``id`` cannot be reused
+    while an entry lives) and checks the storage address and shape on every use, so
+    ``param.data = ...`` or a dtype/device move gives a fresh view.
+    """
+    key = id(t)
+    entry = _persistent.get(key)
+    if entry is not None and entry[0] is t and entry[1] == t.data_ptr() and entry[2].shape == t.shape:
+        _persistent.move_to_end(key)
+        return entry[2]
+    check_device(t, what)
+    view = _buffer(t)
+    _persistent[key] = (t, t.data_ptr(), view)
+    if len(_persistent) > _PERSISTENT_MAX:
+        _persistent.popitem(last=False)
+    return view
 
 
 def _convert_collecting(value, tensors: list):

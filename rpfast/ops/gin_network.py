@@ -76,9 +76,11 @@ class _Plan:
 
     def _prepared(self):
         if self._buffers is None:
-            graph = [_backend.prepare(t, "gin_network") for t in
-                     (self.in_rowptr, self.in_col, self.out_rowptr, self.out_col, self.ptr)]
-            self._buffers = (tuple(graph), _backend.prepare([_layer_tuple(l) for l in self.layers], "gin_network"))
+            graph = _backend.prepare((self.in_rowptr, self.in_col, self.out_rowptr, self.out_col, self.ptr),
+                                     "gin_network")
+            device = graph.device
+            layers = _backend.Buffers([_layer_buffers(layer) for layer in self.layers], device)
+            self._buffers = (tuple(_backend.Buffers(g, device) for g in graph.value), layers)
         return self._buffers
 
 
@@ -146,9 +148,14 @@ class _Workspace:
             pool.append(self.kernel)
 
 
-def _layer_tuple(layer: GINLayerParams) -> tuple:
-    return (layer.first, layer.id_weight, float(layer.eps.detach()), list(layer.weights), list(layer.gammas),
-            list(layer.betas), list(layer.running_means), list(layer.running_vars),
+def _layer_buffers(layer: GINLayerParams) -> tuple:
+    """The tuple the compiled network reads for one layer, its tensors as cached kernel buffers."""
+    def view(t):
+        return None if t is None else _backend.persistent_buffer(t, "gin_network")
+
+    return (view(layer.first), view(layer.id_weight), float(layer.eps.detach()),
+            [view(w) for w in layer.weights], [view(g) for g in layer.gammas], [view(b) for b in layer.betas],
+            [view(m) for m in layer.running_means], [view(v) for v in layer.running_vars],
             [float(m) for m in layer.momenta], [float(e) for e in layer.bn_eps])
 
 

@@ -2,6 +2,7 @@
 import torch
 from torch import Tensor
 
+from rpfast.data import GraphBatch
 from rpfast.ops import _backend
 from rpfast._validation import (
     index_tensor,
@@ -11,7 +12,7 @@ from rpfast._validation import (
     require_tensor,
 )
 
-__all__ = ["segment_sum"]
+__all__ = ["segment_sum", "graph_sum"]
 
 
 class _SegmentSum(torch.autograd.Function):
@@ -71,6 +72,25 @@ def segment_sum(x: Tensor, ptr) -> Tensor:
         raise ValueError(f"ptr must start at 0 and end at N = {x.shape[-2]}, got {ptr.tolist()[:3]}...")
     if bool((ptr.diff() < 0).any()):
         raise ValueError("ptr must be non-decreasing")
+    return _sum(x, ptr)
+
+
+def graph_sum(x: Tensor, graph: GraphBatch) -> Tensor:
+    """:func:`segment_sum` over the graphs of a :class:`~rpfast.data.GraphBatch`: ``x [N, F]`` or
+    ``[R, N, F]`` -> ``[B, F]`` or ``[R, B, F]``. The batch checked its ``ptr`` when it was built,
+    so only ``x`` is checked here (a readout runs every layer of every step)."""
+    require_tensor(x, "x")
+    require_ndim(x, "x", (2, 3), "[N, F] or [R, N, F]")
+    require_kernel_device(x, "x")
+    require_float(x, "x")
+    if not isinstance(graph, GraphBatch):
+        raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")
+    if x.shape[-2] != graph.total_nodes:
+        raise ValueError(f"x has {x.shape[-2]} nodes (dim -2) but the graph has {graph.total_nodes}")
+    return _sum(x, graph.ptr)
+
+
+def _sum(x: Tensor, ptr: Tensor) -> Tensor:
     squeeze = x.dim() == 2
     out = _SegmentSum.apply((x.unsqueeze(0) if squeeze else x).contiguous(), ptr)
     return out.squeeze(0) if squeeze else out
