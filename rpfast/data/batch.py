@@ -4,7 +4,6 @@ Layout (docs/architecture.md): ``x [N, F]``, ``edge_index [2, E]`` int64 (an und
 stored in both directions), ``edge_attr [E, D]``, ``batch [N]`` / ``ptr [B + 1]``.
 The CSR, transpose CSR and dense padded views are built once, lazily, and cached.
 """
-from functools import cached_property
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
@@ -14,6 +13,22 @@ from torch import Tensor
 from rpfast._validation import check_count, check_memory, check_sizes, float_tensor, index_tensor, is_pyg_data
 
 __all__ = ["GraphBatch"]
+
+
+def lazy_property(compute):
+    """A read-only attribute computed on first use and kept in the instance (like
+    ``functools.cached_property``, without its lock, which ``torch.compile`` cannot trace)."""
+    key = "_lazy_" + compute.__name__
+
+    def get(self):
+        value = self.__dict__.get(key)
+        if value is None:
+            value = compute(self)
+            self.__dict__[key] = value
+        return value
+
+    get.__doc__ = compute.__doc__
+    return property(get)
 
 
 class GraphBatch:
@@ -74,6 +89,7 @@ class GraphBatch:
         if num_nodes is not None:
             batch, ptr, total_nodes = self._sizes_to_ptr(num_nodes, batch, ptr, total_nodes)
         self._ptr = self._resolve_ptr(batch, ptr, total_nodes, num_graphs)
+        self._total_nodes = int(self._ptr[-1])  # a plain int: compiled code reads it without a sync
         self._check_edges()
         self.edge_attr = None
         if edge_attr is not None:
@@ -331,7 +347,7 @@ class GraphBatch:
             return extras[name]
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
-    @cached_property
+    @lazy_property
     def _edges_by_graph(self) -> Tuple[Tensor, Tensor]:
         """``(order [E], edge_ptr [B + 1])``: edge ids grouped by graph (stable) and offsets."""
         edge_graph = self.batch[self.edge_index[0]]
@@ -363,7 +379,7 @@ class GraphBatch:
     def ptr(self) -> Tensor:
         return self._ptr
 
-    @cached_property
+    @lazy_property
     def num_nodes(self) -> Tensor:
         """``[B]`` nodes per graph."""
         return self._ptr.diff()
@@ -374,22 +390,22 @@ class GraphBatch:
 
     @property
     def total_nodes(self) -> int:
-        return int(self._ptr[-1])
+        return self._total_nodes
 
     @property
     def num_edges(self) -> int:
         return self.edge_index.shape[1]
 
-    @cached_property
+    @lazy_property
     def n_max(self) -> int:
         return int(self.num_nodes.max()) if self.num_graphs else 0
 
-    @cached_property
+    @lazy_property
     def batch(self) -> Tensor:
         """``[N]`` graph id of every node."""
-        return torch.repeat_interleave(torch.arange(self.num_graphs), self.num_nodes)
+        return torch.repeat_interleave(torch.arange(self.num_graphs), self.num_nodes, output_size=self.total_nodes)
 
-    @cached_property
+    @lazy_property
     def local_index(self) -> Tensor:
         """``[N]`` position of every node within its graph."""
         return torch.arange(self.total_nodes) - self._ptr[self.batch]
@@ -402,11 +418,11 @@ class GraphBatch:
         rowptr[1:] = torch.bincount(rows, minlength=N).cumsum(0)
         return rowptr, cols[order].contiguous(), order
 
-    @cached_property
+    @lazy_property
     def _csr_views(self):
         return self._csr(self.edge_index[0], self.edge_index[1])
 
-    @cached_property
+    @lazy_property
     def _csr_t_views(self):
         return self._csr(self.edge_index[1], self.edge_index[0])
 
@@ -439,7 +455,7 @@ class GraphBatch:
     def t_edge_order(self) -> Tensor:
         return self._csr_t_views[2]
 
-    @cached_property
+    @lazy_property
     def _undirected_views(self) -> Tuple[Tensor, Tensor]:
         N = self.total_nodes
         src, dst = self.edge_index
@@ -460,12 +476,12 @@ class GraphBatch:
         return self._undirected_views
 
     # ------------------------------------------------------------------ dense views
-    @cached_property
+    @lazy_property
     def node_mask(self) -> Tensor:
         """``[B, n_max]`` True where a real node sits."""
         return torch.arange(self.n_max).unsqueeze(0) < self.num_nodes.unsqueeze(1)
 
-    @cached_property
+    @lazy_property
     def _dense_adj(self) -> Tensor:
         B, n = self.num_graphs, self.n_max
         channels = 1 + (0 if self.edge_attr is None else self.edge_attr.shape[1])
@@ -486,7 +502,7 @@ class GraphBatch:
         """``[B, n_max, n_max, 1 + D]``: channel 0 edge indicator, channels 1.. edge features."""
         return self._dense_adj
 
-    @cached_property
+    @lazy_property
     def _dense_x(self) -> Tensor:
         if self.x is None:
             raise ValueError("this GraphBatch has no node features x")

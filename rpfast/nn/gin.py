@@ -232,7 +232,7 @@ class GIN(nn.Module):
             ids = ids.to(torch.int64)
             if ids.dim() != 2 or ids.shape[1] != graph.total_nodes:
                 raise ValueError(f"ids must have shape [R, N={graph.total_nodes}], got {tuple(ids.shape)}")
-            if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.id_dim):
+            if ids.numel() and not torch.compiler.is_compiling() and (int(ids.min()) < 0 or int(ids.max()) >= self.id_dim):
                 raise IndexError(f"ids must lie in [0, {self.id_dim}), got {int(ids.min())}..{int(ids.max())}")
         R = ids.shape[0] if ids is not None else (x.shape[0] if x is not None and x.dim() == 3 else 1)
         if self.in_dim == 0:
@@ -248,5 +248,6 @@ class GIN(nn.Module):
         """``[R, B, id_dim]``: how many nodes of each graph carry each ID (pooled one-hots)."""
         R, B, m = ids.shape[0], graph.num_graphs, self.id_dim
         flat = (torch.arange(R).unsqueeze(1) * B + graph.batch.unsqueeze(0)) * m + ids
-        counts = torch.bincount(flat.reshape(-1), minlength=R * B * m)
-        return counts.reshape(R, B, m).to(self.classifier.weight.dtype)
+        counts = torch.zeros(R * B * m, dtype=self.classifier.weight.dtype)  # exact: small integer counts
+        counts.index_add_(0, flat.reshape(-1), torch.ones(flat.numel(), dtype=counts.dtype))
+        return counts.reshape(R, B, m)

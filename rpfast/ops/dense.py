@@ -10,7 +10,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from rpfast.ops import _backend
+from rpfast.ops import _backend, library
 from rpfast._validation import index_tensor, require_float, require_kernel_device, require_tensor
 
 __all__ = ["linear", "embedding"]
@@ -79,6 +79,8 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
         if bias.shape != (weight.shape[0],) or bias.dtype != weight.dtype:
             raise ValueError(f"bias must have shape ({weight.shape[0]},) and dtype {weight.dtype}, "
                              f"got {tuple(bias.shape)} {bias.dtype}")
+    if torch.compiler.is_compiling():
+        return library.linear(x, weight, bias)
     return _Linear.apply(x, weight, bias)
 
 
@@ -93,6 +95,8 @@ def embedding(weight: Tensor, index) -> Tensor:
     require_float(weight, "weight")
     if weight.dim() != 2:
         raise ValueError(f"weight must have shape [V, H], got {tuple(weight.shape)}")
+    if torch.compiler.is_compiling():  # the custom op checks the range when it runs
+        return library.embedding(weight, index)
     index = index_tensor(index, "index")
     if index.numel() and (int(index.min()) < 0 or int(index.max()) >= weight.shape[0]):
         raise IndexError(f"index must lie in [0, {weight.shape[0]}), got {int(index.min())}..{int(index.max())}")

@@ -4,11 +4,19 @@ from typing import Union
 import torch
 from torch import Tensor
 
-from rpfast.ops import _backend
+from rpfast.ops import _backend, library
 from rpfast.data import GraphBatch
 from rpfast._validation import eps_tensor, require_float, require_kernel_device, require_ndim, require_tensor
 
-__all__ = ["gin_aggregate"]
+__all__ = ["gin_aggregate", "graph_csr"]
+
+
+def graph_csr(graph: GraphBatch):
+    """``(in_rowptr, in_col, out_rowptr, out_col)`` of a batch: its cached CSRs in eager mode; in
+    compiled code one custom op builds them (a lazily cached attribute cannot be traced)."""
+    if torch.compiler.is_compiling():
+        return tuple(library.csr(graph.edge_index, graph.total_nodes))
+    return graph.t_rowptr, graph.t_col, graph.rowptr, graph.col
 
 
 class _GINAggregate(torch.autograd.Function):
@@ -73,5 +81,8 @@ def gin_aggregate(x: Tensor, graph: GraphBatch, eps: Union[float, Tensor] = 0.0)
     eps_t = eps_tensor(eps, x.dtype)
     squeeze = x.dim() == 2
     x3 = (x.unsqueeze(0) if squeeze else x).contiguous()
-    out = _GINAggregate.apply(x3, graph.t_rowptr, graph.t_col, graph.rowptr, graph.col, eps_t)
+    if torch.compiler.is_compiling():
+        out = library.gin_aggregate(x3, *graph_csr(graph), eps_t)
+    else:
+        out = _GINAggregate.apply(x3, graph.t_rowptr, graph.t_col, graph.rowptr, graph.col, eps_t)
     return out.squeeze(0) if squeeze else out

@@ -53,11 +53,12 @@ class _Plan:
     """What the forward needs besides the differentiable tensors: graph CSRs, the layers'
     statistics and step numbers, and the replica count."""
 
-    def __init__(self, graph: GraphBatch, layers: Sequence[GINLayerParams], training: bool, replicas: int):
-        self.in_rowptr, self.in_col = graph.t_rowptr, graph.t_col
-        self.out_rowptr, self.out_col = graph.rowptr, graph.col
-        self.ptr = graph.ptr
-        self.num_graphs = graph.num_graphs
+    def __init__(self, graph, layers: Sequence[GINLayerParams], training: bool, replicas: int):
+        """``graph``: a GraphBatch, or the tensors ``(in_rowptr, in_col, out_rowptr, out_col, ptr)``."""
+        if isinstance(graph, GraphBatch):
+            graph = (graph.t_rowptr, graph.t_col, graph.rowptr, graph.col, graph.ptr)
+        self.in_rowptr, self.in_col, self.out_rowptr, self.out_col, self.ptr = graph
+        self.num_graphs = self.ptr.shape[0] - 1
         self.layers = layers
         self.stages = [len(layer.gammas) for layer in layers]
         self.training = training
@@ -143,9 +144,10 @@ class _Workspace:
             "GINNetworkF64" if dtype == torch.float64 else "GINNetworkF32")
 
     def __del__(self):
-        pool = _free_networks.get(self.dtype)
-        if pool is not None and len(pool) < _POOL_SIZE:
-            pool.append(self.kernel)
+        kernel = getattr(self, "kernel", None)  # None if __init__ failed
+        pool = _free_networks.get(getattr(self, "dtype", None))
+        if kernel is not None and pool is not None and len(pool) < _POOL_SIZE:
+            pool.append(kernel)
 
 
 def _layer_buffers(layer: GINLayerParams) -> tuple:
@@ -219,60 +221,73 @@ class _GINNetwork(torch.autograd.Function):
     @staticmethod
     @once_differentiable  # the hand-written backward is not itself differentiable: a clear error
     def backward(ctx, grad: Tensor):
-        plan, saved = ctx.plan, ctx.saved
-        R = plan.replicas
-        grad = grad.contiguous()
-        grads: List[List[Optional[Tensor]]] = []
-        g_h = None  # gradient reaching the current layer's output from the layer above
-        grad_x = None
-        offset = grad.shape[-1]
-        for index in range(len(plan.layers) - 1, -1, -1):
-            layer, (h_in, z, stages) = plan.layers[index], saved[index]
-            H = z.shape[2]
-            offset -= H
-            readout = grad[:, :, offset:offset + H].contiguous()
-            g = torch.empty_like(z)
-            _backend.call("segment_broadcast", readout, plan.ptr, g)
-            if g_h is not None:
-                g.add_(g_h)
-            g = _rows(g)
-            grad_weights: List[Optional[Tensor]] = [None] * len(layer.weights)
-            grad_gammas: List[Optional[Tensor]] = [None] * len(stages)
-            grad_betas: List[Optional[Tensor]] = [None] * len(stages)
-            for s in range(len(stages) - 1, -1, -1):
-                y, xhat, invstd = stages[s]
-                g_pre, grad_gammas[s], grad_betas[s] = bn_relu_backward(
-                    g, y, xhat, layer.gammas[s].detach(), invstd, plan.training)
-                if s:
-                    weight = layer.weights[s - 1]
+        needs = list(ctx.needs_input_grad[3:])
+        grad_x, flat = python_backward(ctx.plan, ctx.saved, grad, ctx.ids, ctx.x_needs_grad, needs)
+        return (None, grad_x, None, *flat)
+
+
+def python_backward(plan: _Plan, saved, grad: Tensor, ids: Optional[Tensor], x_needs_grad: bool,
+                    needs: Sequence[bool]):
+    """The backward of :func:`_forward`'s network: ``(grad_x, gradients of the layers' tensors in
+    :meth:`GINLayerParams.differentiable` order)``, None where ``needs`` is False."""
+    R = plan.replicas
+    grad = grad.contiguous()
+    needs = iter(needs)
+    wanted = [[next(needs) for _ in layer.differentiable()] for layer in plan.layers]
+    grads: List[List[Optional[Tensor]]] = []
+    g_h = None  # gradient reaching the current layer's output from the layer above
+    grad_x = None
+    offset = grad.shape[-1]
+    for index in range(len(plan.layers) - 1, -1, -1):
+        layer, (h_in, z, stages), want = plan.layers[index], saved[index], wanted[index]
+        S = len(stages)
+        H = z.shape[2]
+        offset -= H
+        readout = grad[:, :, offset:offset + H].contiguous()
+        g = torch.empty_like(z)
+        _backend.call("segment_broadcast", readout, plan.ptr, g)
+        if g_h is not None:
+            g.add_(g_h)
+        g = _rows(g)
+        grad_weights: List[Optional[Tensor]] = [None] * len(layer.weights)
+        grad_gammas: List[Optional[Tensor]] = [None] * S
+        grad_betas: List[Optional[Tensor]] = [None] * S
+        for s in range(S - 1, -1, -1):
+            y, xhat, invstd = stages[s]
+            g_pre, grad_gammas[s], grad_betas[s] = bn_relu_backward(
+                g, y, xhat, layer.gammas[s].detach(), invstd, plan.training)
+            if s:
+                weight = layer.weights[s - 1]
+                if want[2 + s]:
                     grad_weights[s - 1] = torch.empty_like(weight)
                     _backend.call("matmul_tn", g_pre, stages[s - 1][0], grad_weights[s - 1])
-                    g = g_pre @ weight.detach()
-                else:
-                    g = g_pre
-            g_a = g.view(z.shape)
-            g_z = torch.empty_like(g_a)
-            _backend.call("gin_aggregate", g_a, plan.out_rowptr, plan.out_col, float(layer.eps.detach()), g_z)
-            grad_eps = None
-            if layer.eps.requires_grad:
-                grad_eps = torch.full_like(layer.eps, _backend.call("sum_product", g_a, z))
-            grad_first = grad_ids = None
-            if layer.first is not None:
-                # a broadcast input (one copy for all R replicas) collects the replicas' gradients
-                g_in = g_z if h_in.shape[0] == R else g_z.sum(dim=0, keepdim=True)
-                if layer.first.requires_grad:
-                    grad_first = torch.empty_like(layer.first)
-                    _backend.call("matmul_tn", _rows(g_in), _rows(h_in.contiguous()), grad_first)
-                if index > 0:
-                    g_h = g_in @ layer.first.detach()
-                elif ctx.x_needs_grad:
-                    grad_x = g_in @ layer.first.detach()
-            if layer.id_weight is not None and layer.id_weight.requires_grad:
-                grad_ids = layer.id_weight.new_empty(layer.id_weight.shape)
-                _backend.call("scatter_rows_sum", ctx.ids.reshape(-1), _rows(g_z), grad_ids)
-            grads.append([grad_first, grad_ids, grad_eps, *grad_weights, *grad_gammas, *grad_betas])
-        flat = [g for layer_grads in reversed(grads) for g in layer_grads]
-        return (None, grad_x, None, *flat)
+                g = g_pre @ weight.detach()
+            else:
+                g = g_pre
+        grad_gammas = [g if w else None for g, w in zip(grad_gammas, want[2 + S:2 + 2 * S])]
+        grad_betas = [g if w else None for g, w in zip(grad_betas, want[2 + 2 * S:])]
+        g_a = g.view(z.shape)
+        g_z = torch.empty_like(g_a)
+        _backend.call("gin_aggregate", g_a, plan.out_rowptr, plan.out_col, float(layer.eps.detach()), g_z)
+        grad_eps = None
+        if want[2]:
+            grad_eps = torch.full_like(layer.eps, _backend.call("sum_product", g_a, z))
+        grad_first = grad_ids = None
+        if layer.first is not None:
+            # a broadcast input (one copy for all R replicas) collects the replicas' gradients
+            g_in = g_z if h_in.shape[0] == R else g_z.sum(dim=0, keepdim=True)
+            if want[0]:
+                grad_first = torch.empty_like(layer.first)
+                _backend.call("matmul_tn", _rows(g_in), _rows(h_in.contiguous()), grad_first)
+            if index > 0:
+                g_h = g_in @ layer.first.detach()
+            elif x_needs_grad:
+                grad_x = g_in @ layer.first.detach()
+        if layer.id_weight is not None and want[1]:
+            grad_ids = layer.id_weight.new_empty(layer.id_weight.shape)
+            _backend.call("scatter_rows_sum", ids.reshape(-1), _rows(g_z), grad_ids)
+        grads.append([grad_first, grad_ids, grad_eps, *grad_weights, *grad_gammas, *grad_betas])
+    return grad_x, [g for layer_grads in reversed(grads) for g in layer_grads]
 
 
 def gin_network(x: Optional[Tensor], ids: Optional[Tensor], graph: GraphBatch, layers: Sequence[GINLayerParams],
@@ -313,6 +328,11 @@ def gin_network(x: Optional[Tensor], ids: Optional[Tensor], graph: GraphBatch, l
     replicas = ids.shape[0] if ids is not None else x.shape[0]
     if training and replicas * graph.total_nodes < 2:
         raise ValueError("BatchNorm in training mode needs more than one node")
+    if torch.compiler.is_compiling():
+        from rpfast.ops import library
+        from rpfast.ops.gin import graph_csr
+
+        return library.gin_network(x, ids, (*graph_csr(graph), graph.ptr), layers, training, replicas)
     plan = _Plan(graph, layers, training, replicas)
     params = [t for layer in layers for t in layer.differentiable()]
     tensors = [t for t in params if t is not None] + ([x] if x is not None else [])

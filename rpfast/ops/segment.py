@@ -3,7 +3,7 @@ import torch
 from torch import Tensor
 
 from rpfast.data import GraphBatch
-from rpfast.ops import _backend
+from rpfast.ops import _backend, library
 from rpfast._validation import (
     index_tensor,
     require_float,
@@ -67,6 +67,8 @@ def segment_sum(x: Tensor, ptr) -> Tensor:
     require_ndim(x, "x", (2, 3), "[N, F] or [R, N, F]")
     require_kernel_device(x, "x")
     require_float(x, "x")
+    if torch.compiler.is_compiling():  # ptr's values are checked by the kernel (no sync in a graph)
+        return _sum(x, ptr)
     ptr = index_tensor(ptr, "ptr", ndim=1)
     if ptr.numel() < 1 or int(ptr[0]) != 0 or int(ptr[-1]) != x.shape[-2]:
         raise ValueError(f"ptr must start at 0 and end at N = {x.shape[-2]}, got {ptr.tolist()[:3]}...")
@@ -92,5 +94,6 @@ def graph_sum(x: Tensor, graph: GraphBatch) -> Tensor:
 
 def _sum(x: Tensor, ptr: Tensor) -> Tensor:
     squeeze = x.dim() == 2
-    out = _SegmentSum.apply((x.unsqueeze(0) if squeeze else x).contiguous(), ptr)
+    x3 = (x.unsqueeze(0) if squeeze else x).contiguous()
+    out = library.segment_sum(x3, ptr) if torch.compiler.is_compiling() else _SegmentSum.apply(x3, ptr)
     return out.squeeze(0) if squeeze else out

@@ -8,7 +8,7 @@ from torch import Tensor, nn
 from rpfast._validation import check_count, is_pyg_data
 from rpfast.data import GraphBatch
 from rpfast.nn.gin import GIN
-from rpfast.ops import random_permutations
+from rpfast.ops import library, random_permutations
 
 __all__ = ["RPGNN"]
 
@@ -110,6 +110,9 @@ class RPGNN(nn.Module):
         (:meth:`id_groups`), mod m. (The uniform distribution is closed under inversion, so a
         sampled row serves directly as the nodes' positions.)"""
         groups = self.id_groups(graph)
+        if groups is None and torch.compiler.is_compiling():
+            # one custom op (no data-dependent shapes); compiled code draws from torch's default generator
+            return library.sample_ids(graph.batch, graph.local_index, graph.num_nodes, num_samples, self.id_dim)
         if groups is None:
             group, local, sizes = graph.batch, graph.local_index, graph.num_nodes
         else:

@@ -1,0 +1,384 @@
+"""``torch.ops.rpfast.*``: the kernels as ``torch.library`` custom ops, for ``torch.compile``.
+
+In eager mode rpfast's ops are ``autograd.Function``s (a custom op's dispatch costs as much
+as a small kernel). Under ``torch.compile`` Dynamo cannot trace those (they hand NumPy views
+to C++), so every op checks ``torch.compiler.is_compiling()`` and calls its twin here
+instead: an opaque custom op with a fake (shape-only) implementation and a registered
+autograd formula, so a model compiles with ``fullgraph=True`` and no graph breaks. The
+real implementations run the same C++ kernels, so results match eager mode.
+
+Ops: ``gin_aggregate`` (differentiable twice), ``segment_sum`` / ``segment_broadcast``,
+``linear`` / ``embedding`` with deterministic weight gradients, ``gin_network`` (a whole GIN;
+it returns the updated BatchNorm statistics, copied into the buffers by the caller; its
+backward is not differentiable), ``csr`` (the
+CSR of an ``edge_index``), ``sample_ids`` (RP-GIN's random IDs).
+"""
+from typing import List, Optional, Sequence
+
+import torch
+from torch import Tensor
+
+from rpfast.ops import _backend
+from rpfast.ops.gin_network import GINLayerParams, _forward, _Plan, python_backward
+
+__all__ = ["gin_aggregate", "segment_sum", "linear", "embedding", "gin_network", "csr", "sample_ids"]
+
+_EMPTY = torch.empty(0)
+
+
+# ------------------------------------------------------------------ GIN aggregation
+@torch.library.custom_op("rpfast::gin_aggregate", mutates_args=())
+def _gin_aggregate(x: Tensor, in_rowptr: Tensor, in_col: Tensor, out_rowptr: Tensor, out_col: Tensor,
+                   eps: Tensor) -> Tensor:
+    out = torch.empty_like(x)
+    _backend.call("gin_aggregate", x.contiguous(), in_rowptr, in_col, float(eps), out)
+    return out
+
+
+@_gin_aggregate.register_fake
+def _(x, in_rowptr, in_col, out_rowptr, out_col, eps):
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("rpfast::sum_product", mutates_args=())
+def _sum_product(a: Tensor, b: Tensor) -> Tensor:
+    return torch.tensor(_backend.call("sum_product", a.contiguous(), b.contiguous()), dtype=a.dtype)
+
+
+@_sum_product.register_fake
+def _(a, b):
+    return a.new_empty(())
+
+
+def _aggregate_setup(ctx, inputs, output):
+    x, in_rowptr, in_col, out_rowptr, out_col, eps = inputs
+    ctx.save_for_backward(x, in_rowptr, in_col, out_rowptr, out_col, eps)
+
+
+def _aggregate_backward(ctx, grad):
+    x, in_rowptr, in_col, out_rowptr, out_col, eps = ctx.saved_tensors
+    grad_x = _gin_aggregate(grad, out_rowptr, out_col, in_rowptr, in_col, eps)  # the adjoint: swapped CSRs
+    grad_eps = _sum_product(grad, x).reshape(eps.shape)
+    return grad_x, None, None, None, None, grad_eps
+
+
+_gin_aggregate.register_autograd(_aggregate_backward, setup_context=_aggregate_setup)
+
+
+def gin_aggregate(x: Tensor, in_rowptr: Tensor, in_col: Tensor, out_rowptr: Tensor, out_col: Tensor,
+                  eps: Tensor) -> Tensor:
+    """``(1 + eps) x + A x`` for ``x [R, N, F]`` over the incoming CSR (twice differentiable)."""
+    return _gin_aggregate(x, in_rowptr, in_col, out_rowptr, out_col, eps)
+
+
+# ------------------------------------------------------------------ segment sums
+@torch.library.custom_op("rpfast::segment_sum", mutates_args=())
+def _segment_sum(x: Tensor, ptr: Tensor) -> Tensor:
+    out = x.new_empty((x.shape[0], ptr.shape[0] - 1, x.shape[2]))
+    _backend.call("segment_sum", x.contiguous(), ptr, out)
+    return out
+
+
+@_segment_sum.register_fake
+def _(x, ptr):
+    return x.new_empty((x.shape[0], ptr.shape[0] - 1, x.shape[2]))
+
+
+@torch.library.custom_op("rpfast::segment_broadcast", mutates_args=())
+def _segment_broadcast(grad: Tensor, ptr: Tensor, like: Tensor) -> Tensor:
+    out = torch.empty_like(like)
+    _backend.call("segment_broadcast", grad.contiguous(), ptr, out)
+    return out
+
+
+@_segment_broadcast.register_fake
+def _(grad, ptr, like):
+    return torch.empty_like(like)
+
+
+def _segment_sum_setup(ctx, inputs, output):
+    x, ptr = inputs
+    ctx.save_for_backward(ptr, x)
+
+
+def _segment_sum_backward(ctx, grad):
+    ptr, x = ctx.saved_tensors
+    return _segment_broadcast(grad, ptr, x), None
+
+
+def _segment_broadcast_setup(ctx, inputs, output):
+    grad, ptr, like = inputs
+    ctx.save_for_backward(ptr)
+
+
+def _segment_broadcast_backward(ctx, grad):
+    (ptr,) = ctx.saved_tensors
+    return _segment_sum(grad, ptr), None, None
+
+
+_segment_sum.register_autograd(_segment_sum_backward, setup_context=_segment_sum_setup)
+_segment_broadcast.register_autograd(_segment_broadcast_backward, setup_context=_segment_broadcast_setup)
+
+
+def segment_sum(x: Tensor, ptr: Tensor) -> Tensor:
+    """``[R, N, F] -> [R, B, F]`` sums over the node ranges of ``ptr [B + 1]``."""
+    return _segment_sum(x, ptr)
+
+
+# ------------------------------------------------------------------ dense maps
+@torch.library.custom_op("rpfast::matmul_tn", mutates_args=())
+def _matmul_tn(a: Tensor, b: Tensor) -> Tensor:
+    out = a.new_empty((a.shape[1], b.shape[1]))
+    _backend.call("matmul_tn", a.contiguous(), b.contiguous(), out)
+    return out
+
+
+@_matmul_tn.register_fake
+def _(a, b):
+    return a.new_empty((a.shape[1], b.shape[1]))
+
+
+@torch.library.custom_op("rpfast::linear", mutates_args=())
+def _linear(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
+    out = x @ weight.t()
+    return out + bias if bias is not None else out
+
+
+@_linear.register_fake
+def _(x, weight, bias):
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+def _linear_setup(ctx, inputs, output):
+    x, weight, bias = inputs
+    ctx.save_for_backward(x, weight)
+    ctx.has_bias = bias is not None
+
+
+def _linear_backward(ctx, grad):
+    x, weight = ctx.saved_tensors
+    g = grad.reshape(-1, grad.shape[-1])
+    grad_w = _matmul_tn(g, x.reshape(-1, x.shape[-1]))
+    grad_b = _matmul_tn(g.new_ones((g.shape[0], 1)), g).reshape(-1) if ctx.has_bias else None
+    return grad @ weight, grad_w, grad_b
+
+
+_linear.register_autograd(_linear_backward, setup_context=_linear_setup)
+
+
+@torch.library.custom_op("rpfast::scatter_rows_sum", mutates_args=())
+def _scatter_rows_sum(index: Tensor, grad: Tensor, rows: Tensor) -> Tensor:
+    out = grad.new_empty((rows.shape[0], grad.shape[-1]))
+    _backend.call("scatter_rows_sum", index.reshape(-1).contiguous(), grad.reshape(-1, grad.shape[-1]).contiguous(),
+                  out)
+    return out
+
+
+@_scatter_rows_sum.register_fake
+def _(index, grad, rows):
+    return grad.new_empty((rows.shape[0], grad.shape[-1]))
+
+
+@torch.library.custom_op("rpfast::embedding", mutates_args=())
+def _embedding(weight: Tensor, index: Tensor) -> Tensor:
+    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= weight.shape[0]):
+        raise IndexError(f"index must lie in [0, {weight.shape[0]}), got {int(index.min())}..{int(index.max())}")
+    return weight[index]
+
+
+@_embedding.register_fake
+def _(weight, index):
+    return weight.new_empty((*index.shape, weight.shape[1]))
+
+
+def _embedding_setup(ctx, inputs, output):
+    weight, index = inputs
+    ctx.save_for_backward(index, weight)
+
+
+def _embedding_backward(ctx, grad):
+    index, weight = ctx.saved_tensors
+    return _scatter_rows_sum(index, grad, weight), None
+
+
+_embedding.register_autograd(_embedding_backward, setup_context=_embedding_setup)
+
+
+def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+    return _linear(x, weight, bias)
+
+
+def embedding(weight: Tensor, index: Tensor) -> Tensor:
+    return _embedding(weight, index)
+
+
+# ------------------------------------------------------------------ a whole GIN network
+# A layer's differentiable tensors travel as one flat list: per layer [first, id_weight, eps,
+# S - 1 weights, S gammas, S betas], with ``stages`` giving S per layer; the running
+# statistics as [mean_1, var_1, ..., mean_S, var_S] per layer; ``numbers`` the momenta then
+# the BatchNorm epsilons of every stage.
+def _layers(params: Sequence[Optional[Tensor]], running: Sequence[Tensor], stages: Sequence[int],
+            numbers: Sequence[float]) -> List[GINLayerParams]:
+    layers, p, r, n = [], 0, 0, 0
+    for S in stages:
+        first, id_weight, eps = params[p], params[p + 1], params[p + 2]
+        weights = list(params[p + 3:p + 2 + S])
+        gammas = list(params[p + 2 + S:p + 2 + 2 * S])
+        betas = list(params[p + 2 + 2 * S:p + 2 + 3 * S])
+        p += 2 + 3 * S
+        layers.append(GINLayerParams(first, id_weight, eps, weights, gammas, betas, list(running[r:r + 2 * S:2]),
+                                     list(running[r + 1:r + 2 * S:2]), list(numbers[n:n + S]),
+                                     list(numbers[n + S:n + 2 * S])))
+        r += 2 * S
+        n += 2 * S
+    return layers
+
+
+def _saved_outputs(saved) -> List[Tensor]:
+    out = []
+    for _, z, stages in saved:
+        out.append(z)
+        for y, xhat, invstd in stages:
+            out += [y, xhat, invstd]
+    return out
+
+
+def _saved_structure(outputs: Sequence[Tensor], x: Optional[Tensor], stages: Sequence[int]):
+    saved, k, h = [], 0, x
+    for S in stages:
+        z = outputs[k]
+        layer_stages = [tuple(outputs[k + 1 + 3 * s:k + 4 + 3 * s]) for s in range(S)]
+        k += 1 + 3 * S
+        saved.append((h, z, layer_stages))
+        h = layer_stages[-1][0].view(z.shape)
+    return saved
+
+
+# Functional (autograd formulas need it): the updated running statistics are outputs, which
+# the caller copies into the BatchNorm buffers.
+@torch.library.custom_op("rpfast::gin_network", mutates_args=())
+def _gin_network(x: Optional[Tensor], ids: Optional[Tensor], graph: List[Tensor], params: List[Optional[Tensor]],
+                 running: List[Tensor], stages: List[int], numbers: List[float], training: bool,
+                 replicas: int) -> List[Tensor]:
+    updated = [t.clone() for t in running]
+    plan = _Plan(tuple(graph), _layers(params, updated, stages, numbers), training, replicas)
+    pooled, saved = _forward(plan, x, ids, save=True)
+    return [pooled] + updated + _saved_outputs(saved)
+
+
+@_gin_network.register_fake
+def _(x, ids, graph, params, running, stages, numbers, training, replicas):
+    N, B = graph[0].shape[0] - 1, graph[4].shape[0] - 1
+    layers = _layers(params, running, stages, numbers)
+    dtype = layers[0].gammas[0]
+    widths = [layer.gammas[0].shape[0] for layer in layers]
+    outputs = [dtype.new_empty((replicas, B, sum(widths)))] + [t.new_empty(t.shape) for t in running]
+    for H, S in zip(widths, stages):
+        outputs.append(dtype.new_empty((replicas, N, H)))
+        for _ in range(S):
+            outputs += [dtype.new_empty((replicas * N, H)), dtype.new_empty((replicas * N, H)), dtype.new_empty((H,))]
+    return outputs
+
+
+@torch.library.custom_op("rpfast::gin_network_backward", mutates_args=())
+def _gin_network_backward(grad: Tensor, x: Optional[Tensor], ids: Optional[Tensor], graph: List[Tensor],
+                          params: List[Optional[Tensor]], running: List[Tensor], saved: List[Tensor],
+                          stages: List[int], numbers: List[float], training: bool, replicas: int,
+                          needs: List[bool]) -> List[Tensor]:
+    plan = _Plan(tuple(graph), _layers(params, running, stages, numbers), training, replicas)
+    grad_x, grads = python_backward(plan, _saved_structure(saved, x, stages), grad, ids, needs[0], needs[1:])
+    return [_EMPTY if g is None else g for g in [grad_x, *grads]]
+
+
+@_gin_network_backward.register_fake
+def _(grad, x, ids, graph, params, running, saved, stages, numbers, training, replicas, needs):
+    tensors = [x, *params]
+    return [t.new_empty(t.shape) if (t is not None and need) else grad.new_empty((0,))
+            for t, need in zip(tensors, needs)]
+
+
+def _network_setup(ctx, inputs, output):
+    x, ids, graph, params, running, stages, numbers, training, replicas = inputs
+    ctx.layout = (len(graph), len(params), len(running), list(stages), list(numbers), training, replicas,
+                  x is not None, ids is not None, [p is not None for p in params])
+    ctx.save_for_backward(*([x] if x is not None else []), *([ids] if ids is not None else []), *graph,
+                          *[p for p in params if p is not None], *running, *output[1 + len(running):])
+
+
+def _network_backward(ctx, grads):
+    n_graph, n_params, n_running, stages, numbers, training, replicas, has_x, has_ids, present = ctx.layout
+    saved = list(ctx.saved_tensors)
+    x = saved.pop(0) if has_x else None
+    ids = saved.pop(0) if has_ids else None
+    graph = saved[:n_graph]
+    rest = saved[n_graph:]
+    params, k = [], 0
+    for there in present:
+        params.append(rest[k] if there else None)
+        k += there
+    running = rest[k:k + n_running]
+    outputs = rest[k + n_running:]
+    needs = [has_x and ctx.needs_input_grad[0]] + [there for there in present]
+    result = _gin_network_backward(grads[0], x, ids, graph, params, running, outputs, stages, numbers, training,
+                                   replicas, needs)
+    grad_params = [g if there else None for g, there in zip(result[1:], present)]
+    return (result[0] if needs[0] else None, None, None, grad_params, None, None, None, None, None)
+
+
+_gin_network.register_autograd(_network_backward, setup_context=_network_setup)
+
+
+def gin_network(x: Optional[Tensor], ids: Optional[Tensor], graph_tensors: Sequence[Tensor],
+                layers: Sequence[GINLayerParams], training: bool, replicas: int) -> Tensor:
+    """:func:`rpfast.ops.gin_network` as one traceable custom op (``graph_tensors`` =
+    ``(in_rowptr, in_col, out_rowptr, out_col, ptr)``); returns the pooled ``[R, B, L * H]``."""
+    params = [t for layer in layers for t in layer.differentiable()]
+    running = [t for layer in layers for pair in zip(layer.running_means, layer.running_vars) for t in pair]
+    stages = [len(layer.gammas) for layer in layers]
+    numbers = [float(v) for layer in layers for v in [*layer.momenta, *layer.bn_eps]]
+    outputs = _gin_network(x, ids, list(graph_tensors), params, running, stages, numbers, training, replicas)
+    if training:
+        with torch.no_grad():
+            for buffer, updated in zip(running, outputs[1:1 + len(running)]):
+                buffer.copy_(updated)
+    return outputs[0]
+
+
+# ------------------------------------------------------------------ graph structure and IDs
+@torch.library.custom_op("rpfast::csr", mutates_args=())
+def _csr(edge_index: Tensor, num_nodes: int) -> List[Tensor]:
+    from rpfast.data import GraphBatch
+
+    graph = GraphBatch(edge_index, num_nodes=num_nodes)
+    return [graph.t_rowptr.clone(), graph.t_col.clone(), graph.rowptr.clone(), graph.col.clone()]
+
+
+@_csr.register_fake
+def _(edge_index, num_nodes):
+    E = edge_index.shape[1]
+    new = edge_index.new_empty
+    return [new((num_nodes + 1,)), new((E,)), new((num_nodes + 1,)), new((E,))]
+
+
+def csr(edge_index: Tensor, num_nodes: int) -> List[Tensor]:
+    """``[in_rowptr, in_col, out_rowptr, out_col]`` of an ``edge_index [2, E]`` (checked as
+    :class:`~rpfast.data.GraphBatch` checks it)."""
+    return _csr(edge_index, num_nodes)
+
+
+@torch.library.custom_op("rpfast::sample_ids", mutates_args=())
+def _sample_ids(batch: Tensor, local_index: Tensor, num_nodes: Tensor, samples: int, id_dim: int) -> Tensor:
+    from rpfast.ops.random import random_permutations
+
+    positions = random_permutations(num_nodes, samples)  # torch's default generator: compiled code has no other
+    return (positions[batch, :, local_index] % id_dim).t().contiguous()
+
+
+@_sample_ids.register_fake
+def _(batch, local_index, num_nodes, samples, id_dim):
+    return batch.new_empty((samples, batch.shape[0]))
+
+
+def sample_ids(batch: Tensor, local_index: Tensor, num_nodes: Tensor, samples: int, id_dim: int) -> Tensor:
+    """``[samples, N]`` RP-GIN IDs: each node's position under a uniform order of its graph, mod ``id_dim``."""
+    return _sample_ids(batch, local_index, num_nodes, samples, id_dim)
