@@ -22,6 +22,23 @@ void matmul_tn(const py::array& a, const py::array& b, py::array& out, int threa
   if (is_float64(a)) run(double{}); else run(float{});
 }
 
+// out [M, C] = a [M, K] b [K, C].
+void matmul(const py::array& a, const py::array& b, py::array& out, int threads) {
+  if (a.ndim() != 2 || b.ndim() != 2) throw std::invalid_argument("matmul: a and b must be 2-D");
+  const int64_t M = a.shape(0), K = a.shape(1), C = b.shape(1);
+  expect_dim(b, "b", 0, K);
+  expect_leading(out, "out", {M, C});
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = in_ptr<T>(a, "a", 2);
+    const T* pb = in_ptr<T>(b, "b", 2);
+    T* po = out_ptr<T>(out, "out", 2);
+    py::gil_scoped_release release;
+    rpfast::rows_times<T>(pa, M, K, pb, C, po, threads);
+  };
+  if (is_float64(a)) run(double{}); else run(float{});
+}
+
 // out [V, H]: out[v] = sum of g[m] over index[m] = v.
 void scatter_rows_sum(const py::array& index, const py::array& g, py::array& out, int threads) {
   const int64_t* idx = in_ptr<int64_t>(index, "index", 1);
@@ -48,6 +65,8 @@ void scatter_rows_sum(const py::array& index, const py::array& g, py::array& out
 void bind_dense(py::module_& m) {
   m.def("matmul_tn", &matmul_tn, py::arg("a"), py::arg("b"), py::arg("out"), py::arg("threads"),
         "out = a^T b with a deterministic row reduction (weight gradient of a linear map).");
+  m.def("matmul", &matmul, py::arg("a"), py::arg("b"), py::arg("out"), py::arg("threads"),
+        "out = a b, each output row computed whole by one thread (bitwise the same for any thread count).");
   m.def("scatter_rows_sum", &scatter_rows_sum, py::arg("index"), py::arg("g"), py::arg("out"), py::arg("threads"),
         "out[v] = sum of g[m] over index[m] = v, deterministic (gradient of a row gather).");
 }

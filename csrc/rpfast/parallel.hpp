@@ -42,6 +42,15 @@ class FirstError {
   std::exception_ptr error_;
 };
 
+// body(i) for i in [begin, end). Never inlined: the serial path and every thread of the
+// parallel path run this one compiled copy of the loop, so the body's floating-point code
+// (FMA contraction, vectorised reductions) and hence its results cannot depend on the
+// thread count.
+template <class Body>
+__attribute__((noinline)) void run_range(Body& body, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) body(i);
+}
+
 // Calls body(i) for every i in [0, n) using up to `threads` threads. Work items must be
 // independent; the result never depends on the thread count because each item writes
 // only its own output. Small loops (n * cost_per_item below ~256k operations) run
@@ -50,12 +59,17 @@ template <class Body>
 void parallel_for(int64_t n, int threads, int64_t cost_per_item, Body&& body) {
   const bool serial = threads <= 1 || n <= 1 || n * cost_per_item < (int64_t{1} << 18);
   if (serial) {
-    for (int64_t i = 0; i < n; ++i) body(i);
+    run_range(body, 0, n);
     return;
   }
   FirstError errors;
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int64_t i = 0; i < n; ++i) errors.run([&] { body(i); });
+  const int64_t team = threads < n ? threads : n;
+#pragma omp parallel num_threads(team)
+  {
+    const int64_t t = omp_get_thread_num(), size = omp_get_num_threads();
+    const int64_t begin = n * t / size, end = n * (t + 1) / size;  // static contiguous blocks
+    errors.run([&] { run_range(body, begin, end); });
+  }
   errors.rethrow();
 }
 

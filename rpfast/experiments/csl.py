@@ -10,7 +10,7 @@ import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -21,6 +21,7 @@ from rpfast.data import PAPER_SKIPS, csl_batch, csl_dataset
 from rpfast._io import prepare_output_dir
 from rpfast._options import option
 from rpfast.experiments.report import format_table, summarise, write_outputs
+from rpfast.experiments.workers import default_jobs, run_in_workers
 from rpfast.experiments.training import adam, evaluate, graph_embeddings, train_epoch
 from rpfast.nn import GIN, RPGIN
 
@@ -38,15 +39,21 @@ class CSLConfig:
     hidden: int = option(16, "GIN width")
     num_layers: int = option(5, "GIN layers", flag="--layers")
     lr: float = option(0.01, "Adam learning rate, cosine-annealed")
-    batch_size: int = option(16, "graphs per step")
+    batch_size: int = option(16, "graphs per step (0: the whole training fold, one step per epoch)")
     eval_samples: int = option(5, "relabelings averaged at validation", aliases=("--inference-perms",))
     num_vertices: int = option(41, cli=False)
     data_seed: int = option(0, "seed of the relabelings and folds")
     out_dir: str = option("csl_results", "output directory", flag="--out")
-    threads: Optional[int] = option(None, "kernel/torch threads (default: torch's)")
+    threads: Optional[int] = option(None, "kernel/torch threads in all (default: torch's)")
+    jobs: Optional[int] = option(None, "runs trained at once in worker processes (default: one per core, "
+                                       "at most the number of runs; 1: all in this process)")
+
+    def resolved_jobs(self) -> int:
+        runs = self.folds * self.seeds * len(MODELS)
+        return min(runs, self.jobs or default_jobs())
 
     def validate(self) -> None:
-        positive = ("epochs", "folds", "seeds", "id_dim", "hidden", "num_layers", "batch_size", "eval_samples")
+        positive = ("epochs", "folds", "seeds", "id_dim", "hidden", "num_layers", "eval_samples")
         for name in positive:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
@@ -55,8 +62,12 @@ class CSLConfig:
             raise ValueError(f"folds must be between 2 and 15 (15 graphs per class), got {self.folds}")
         if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be positive and finite, got {self.lr!r}")
+        if not isinstance(self.batch_size, int) or self.batch_size < 0:
+            raise ValueError(f"batch_size must be >= 0 (0: full batch), got {self.batch_size!r}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
+        if self.jobs is not None and (not isinstance(self.jobs, int) or self.jobs < 1):
+            raise ValueError(f"jobs must be >= 1, got {self.jobs!r}")
 
 
 def build_model(name: str, config: CSLConfig, generator: torch.Generator) -> torch.nn.Module:
@@ -67,45 +78,75 @@ def build_model(name: str, config: CSLConfig, generator: torch.Generator) -> tor
                  eval_samples=config.eval_samples, generator=generator)
 
 
-def run_csl(config: CSLConfig, progress: bool = True) -> Dict:
-    """Cross-validate GIN and RP-GIN; returns per-run accuracies, the summary and embeddings."""
-    config.validate()
-    if config.threads:
-        torch.set_num_threads(config.threads)
-    graphs, labels = csl_dataset(M=config.num_vertices, seed=config.data_seed)
-    # The validation batches recur every fold evaluation; training batches are reshuffled.
+@functools.lru_cache(maxsize=2)
+def _dataset(num_vertices: int, data_seed: int):
+    """The CSL graphs and labels, once per process."""
+    return csl_dataset(M=num_vertices, seed=data_seed)
+
+
+def _splits(config: CSLConfig, labels: torch.Tensor) -> List[Tuple[List[int], List[int]]]:
+    splitter = StratifiedKFold(config.folds, shuffle=True, random_state=config.data_seed)
+    return [(train.tolist(), val.tolist()) for train, val in splitter.split(np.zeros(len(labels)), labels.numpy())]
+
+
+def train_run(config: CSLConfig, fold: int, seed: int, name: str, report: Optional[Callable[[int], None]] = None
+              ) -> Dict:
+    """Train one model on one fold from one initialisation; returns its run record (validation
+    accuracy in %, final training loss) and, for fold 0 / seed 0, the graph embeddings of all
+    150 graphs. Seeded by (fold, seed) alone, so a run's result does not depend on which
+    process trains it. ``report(1)`` is called after every epoch."""
+    graphs, labels = _dataset(config.num_vertices, config.data_seed)
+    train_idx, val_idx = (torch.as_tensor(i) for i in _splits(config, labels)[fold])
+    # The validation and full-batch training batches recur; mini-batches are reshuffled.
     cached_batch = functools.lru_cache(maxsize=8)(lambda key: csl_batch(graphs, key))
 
     def make_batch(indices):
         return cached_batch(tuple(indices))
 
-    splitter = StratifiedKFold(config.folds, shuffle=True, random_state=config.data_seed)
-    splits = list(splitter.split(np.zeros(len(labels)), labels.numpy()))
-    runs: List[Dict] = []
-    embeddings: Dict[str, np.ndarray] = {}
-    total = len(MODELS) * config.folds * config.seeds * config.epochs
-    bar = tqdm(total=total, desc="csl", unit="epoch", disable=not progress)
+    torch.manual_seed(1000 * fold + seed)
+    generator = torch.Generator().manual_seed(1000 * fold + seed)
+    model = build_model(name, config, generator)
+    optimizer = adam(model.parameters(), config.lr)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, config.epochs)
+    batch_size = config.batch_size or len(train_idx)  # 0: full batch, the paper code's protocol
+    loss = float("nan")
+    for _ in range(config.epochs):
+        loss = train_epoch(model, make_batch, labels, train_idx, optimizer, batch_size, generator)
+        schedule.step()
+        if report is not None:
+            report(1)
+    record = {"model": name, "fold": fold, "seed": seed,
+              "accuracy": 100 * evaluate(model, make_batch, labels, val_idx), "final_train_loss": loss}
+    embeddings = None
+    if fold == 0 and seed == 0:
+        embeddings = graph_embeddings(model, make_batch, torch.arange(len(labels))).numpy()
+    return {"record": record, "embeddings": embeddings}
+
+
+def run_csl(config: CSLConfig, progress: bool = True) -> Dict:
+    """Cross-validate GIN and RP-GIN; returns per-run accuracies, the summary and embeddings.
+
+    The ``folds x seeds x 2`` runs are independent: with ``config.jobs > 1`` they train in
+    that many worker processes (each with its share of the threads), and the results are
+    the same as in one process.
+    """
+    config.validate()
+    threads = config.threads or torch.get_num_threads()
+    jobs = config.resolved_jobs()
+    torch.set_num_threads(threads)
+    _, labels = _dataset(config.num_vertices, config.data_seed)
+    plan = [(fold, seed, name) for fold in range(config.folds) for seed in range(config.seeds) for name in MODELS]
+    bar = tqdm(total=len(plan) * config.epochs, desc="csl", unit="epoch", disable=not progress)
     start = time.perf_counter()
-    for fold, (train_idx, val_idx) in enumerate(splits):
-        train_idx, val_idx = torch.as_tensor(train_idx), torch.as_tensor(val_idx)
-        for seed in range(config.seeds):
-            for name in MODELS:
-                torch.manual_seed(1000 * fold + seed)
-                generator = torch.Generator().manual_seed(1000 * fold + seed)
-                model = build_model(name, config, generator)
-                optimizer = adam(model.parameters(), config.lr)
-                schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, config.epochs)
-                for _ in range(config.epochs):
-                    loss = train_epoch(model, make_batch, labels, train_idx, optimizer, config.batch_size, generator)
-                    schedule.step()
-                    bar.set_postfix(model=name, fold=fold, seed=seed, loss=f"{loss:.3f}")
-                    bar.update()
-                accuracy = evaluate(model, make_batch, labels, val_idx)
-                runs.append({"model": name, "fold": fold, "seed": seed, "accuracy": 100 * accuracy,
-                             "final_train_loss": loss})
-                if fold == 0 and seed == 0:
-                    embeddings[name] = graph_embeddings(model, make_batch, torch.arange(len(labels))).numpy()
-    bar.close()
+    try:
+        if jobs == 1:
+            results = [train_run(config, *run, report=bar.update) for run in plan]
+        else:
+            results = run_in_workers(train_run, [(config, *run) for run in plan], jobs, max(1, threads // jobs), bar)
+    finally:
+        bar.close()
+    runs = [r["record"] for r in results]
+    embeddings = {r["record"]["model"]: r["embeddings"] for r in results if r["embeddings"] is not None}
     return {
         "config": asdict(config),
         "runs": runs,

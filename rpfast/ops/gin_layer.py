@@ -10,6 +10,7 @@ from typing import List, Sequence, Union
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from rpfast.data import GraphBatch
 from rpfast.ops import _backend
@@ -21,6 +22,7 @@ from rpfast._validation import (
     require_kernel_device,
     require_tensor,
 )
+from rpfast.ops.dense import rows_product
 from rpfast.ops.norm import bn_relu_backward, bn_relu_forward
 
 __all__ = ["gin_mlp"]
@@ -44,7 +46,7 @@ class _GINMLP(torch.autograd.Function):
         saved: List[Tensor] = []
         for stage, (running_mean, running_var) in enumerate(stats):
             if stage:
-                h = h @ weights[stage - 1].detach().t()
+                h = rows_product(h, weights[stage - 1].t())
             y, xhat, invstd = bn_relu_forward(h, gammas[stage].detach(), betas[stage].detach(), running_mean,
                                               running_var, training, momenta[stage], bn_eps[stage])
             saved += [y, xhat, invstd]
@@ -58,6 +60,7 @@ class _GINMLP(torch.autograd.Function):
         return h.view(z.shape[0], z.shape[1], h.shape[-1])
 
     @staticmethod
+    @once_differentiable  # BatchNorm-ReLU's backward is C++: a second derivative raises a clear error
     def backward(ctx, grad):
         L = ctx.num_stages
         z, eps, out_rowptr, out_col, *rest = ctx.saved_tensors
@@ -75,7 +78,7 @@ class _GINMLP(torch.autograd.Function):
                 previous = saved[3 * (stage - 1)]
                 grad_weights[stage - 1] = torch.empty_like(weights[stage - 1])
                 _backend.call("matmul_tn", grad_pre, previous, grad_weights[stage - 1])
-                g = grad_pre @ weights[stage - 1].detach()
+                g = rows_product(grad_pre, weights[stage - 1])
             else:
                 g = grad_pre
         g = g.view(R, N, g.shape[-1])

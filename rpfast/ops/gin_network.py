@@ -15,6 +15,7 @@ from torch.autograd.function import once_differentiable
 
 from rpfast.data import GraphBatch
 from rpfast.ops import _backend
+from rpfast.ops.dense import rows_product
 from rpfast.ops.norm import bn_relu_backward, bn_relu_forward
 from rpfast._validation import require_flag
 
@@ -97,7 +98,7 @@ def _forward(plan: _Plan, x: Optional[Tensor], ids: Optional[Tensor], save: bool
     for layer in plan.layers:
         z = None
         if layer.first is not None:
-            z = torch.matmul(h, layer.first.detach().t())
+            z = rows_product(h, layer.first.t())
         if layer.id_weight is not None:
             gathered = layer.id_weight.detach()[ids]  # [R, N, H]: onehot(ids) @ W, never built
             z = gathered if z is None else gathered.add_(z)  # z may be one copy for all replicas
@@ -110,7 +111,7 @@ def _forward(plan: _Plan, x: Optional[Tensor], ids: Optional[Tensor], save: bool
         stages = []
         for s in range(len(layer.gammas)):
             if s:
-                current = current @ layer.weights[s - 1].detach().t()
+                current = rows_product(current, layer.weights[s - 1].t())
             y, xhat, invstd = bn_relu_forward(current, layer.gammas[s].detach(), layer.betas[s].detach(),
                                               layer.running_means[s], layer.running_vars[s], plan.training,
                                               layer.momenta[s], layer.bn_eps[s])
@@ -261,7 +262,7 @@ def python_backward(plan: _Plan, saved, grad: Tensor, ids: Optional[Tensor], x_n
                 if want[2 + s]:
                     grad_weights[s - 1] = torch.empty_like(weight)
                     _backend.call("matmul_tn", g_pre, stages[s - 1][0], grad_weights[s - 1])
-                g = g_pre @ weight.detach()
+                g = rows_product(g_pre, weight)
             else:
                 g = g_pre
         grad_gammas = [g if w else None for g, w in zip(grad_gammas, want[2 + S:2 + 2 * S])]
@@ -280,9 +281,9 @@ def python_backward(plan: _Plan, saved, grad: Tensor, ids: Optional[Tensor], x_n
                 grad_first = torch.empty_like(layer.first)
                 _backend.call("matmul_tn", _rows(g_in), _rows(h_in.contiguous()), grad_first)
             if index > 0:
-                g_h = g_in @ layer.first.detach()
+                g_h = rows_product(g_in, layer.first)
             elif x_needs_grad:
-                grad_x = g_in @ layer.first.detach()
+                grad_x = rows_product(g_in, layer.first)
         if layer.id_weight is not None and want[1]:
             grad_ids = layer.id_weight.new_empty(layer.id_weight.shape)
             _backend.call("scatter_rows_sum", ids.reshape(-1), _rows(g_z), grad_ids)

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from rpfast.ops import _backend
+from rpfast.ops.dense import rows_product
 from rpfast.ops.gin_network import GINLayerParams, _forward, _Plan, python_backward
 
 __all__ = ["gin_aggregate", "segment_sum", "linear", "embedding", "gin_network", "csr", "sample_ids"]
@@ -138,9 +139,19 @@ def _(a, b):
     return a.new_empty((a.shape[1], b.shape[1]))
 
 
+@torch.library.custom_op("rpfast::rows_product", mutates_args=())
+def _rows_product(a: Tensor, b: Tensor) -> Tensor:
+    return rows_product(a, b)
+
+
+@_rows_product.register_fake
+def _(a, b):
+    return a.new_empty((*a.shape[:-1], b.shape[1]))
+
+
 @torch.library.custom_op("rpfast::linear", mutates_args=())
 def _linear(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
-    out = x @ weight.t()
+    out = rows_product(x, weight.t())
     return out + bias if bias is not None else out
 
 
@@ -160,7 +171,7 @@ def _linear_backward(ctx, grad):
     g = grad.reshape(-1, grad.shape[-1])
     grad_w = _matmul_tn(g, x.reshape(-1, x.shape[-1]))
     grad_b = _matmul_tn(g.new_ones((g.shape[0], 1)), g).reshape(-1) if ctx.has_bias else None
-    return grad @ weight, grad_w, grad_b
+    return _rows_product(grad, weight), grad_w, grad_b
 
 
 _linear.register_autograd(_linear_backward, setup_context=_linear_setup)
