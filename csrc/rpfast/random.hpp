@@ -144,4 +144,35 @@ inline void random_permutations(const int64_t* num_nodes, int64_t B, int64_t P, 
       });
 }
 
+// out[p, ptr[b] + i] = perm_{b,p}[i] mod modulus for the nodes i of every graph b, where
+// perm_{b,p} is row b * P + p of random_permutations (same seed, same streams): every node's
+// position under a uniform relabeling of its graph, mod m, i.e. RP-GIN's one-hot IDs
+// (Murphy et al. eq. 3), written as [P, N] without the [B, P, n_max] intermediate.
+inline void random_positions(const int64_t* ptr, int64_t B, int64_t P, int64_t modulus, uint64_t seed,
+                             int64_t* out, int threads) {
+  const int64_t N = ptr[B];
+  int64_t n_max = 0;
+  for (int64_t b = 0; b < B; ++b) n_max = ptr[b + 1] - ptr[b] > n_max ? ptr[b + 1] - ptr[b] : n_max;
+  const int64_t rows = B * P;
+  const bool serial = threads <= 1 || rows * (2 * n_max + 1) < (int64_t{1} << 18);
+  struct Scratch {
+    std::vector<int64_t> pool, row;
+    SparseSwaps sparse;
+  };
+  parallel_items(
+      rows, serial ? 1 : threads, 64,
+      [&] {
+        Scratch s;
+        s.pool.resize(static_cast<size_t>(n_max));
+        s.row.resize(static_cast<size_t>(n_max));
+        return s;
+      },
+      [&](Scratch& s, int64_t r) {
+        const int64_t b = r / P, p = r % P, n = ptr[b + 1] - ptr[b];
+        random_permutation_row(seed, r, n, n, s.pool.data(), s.sparse, s.row.data());
+        int64_t* dst = out + p * N + ptr[b];
+        for (int64_t i = 0; i < n; ++i) dst[i] = s.row[i] % modulus;
+      });
+}
+
 }  // namespace rpfast

@@ -180,8 +180,10 @@ def _convert_collecting(value, tensors: list):
     if isinstance(value, torch.Tensor):
         tensors.append(value)
         return _buffer(value) if value.device.type in _IMPLEMENTATIONS else None
-    if isinstance(value, (list, tuple)):
-        return type(value)(_convert_collecting(v, tensors) for v in value)
+    if isinstance(value, list):
+        return [_convert_collecting(v, tensors) for v in value]
+    if isinstance(value, tuple):
+        return tuple([_convert_collecting(v, tensors) for v in value])
     return value
 
 

@@ -183,31 +183,46 @@ class _GINNetworkCompiled(torch.autograd.Function):
     @staticmethod
     @once_differentiable  # the hand-written backward is not itself differentiable: a clear error
     def backward(ctx, grad: Tensor):
-        plan, x = ctx.plan, ctx.x
-        needs = iter(ctx.needs_input_grad[3:])
-        grads = []
-        for layer in plan.layers:
-            wanted = [next(needs) for _ in layer.differentiable()]
-            first = torch.empty_like(layer.first) if wanted[0] else None
-            ids = torch.empty_like(layer.id_weight) if wanted[1] else None
-            weights = [torch.empty_like(w) if want else None
-                       for w, want in zip(layer.weights, wanted[3:3 + len(layer.weights)])]
-            gammas = [torch.empty_like(g) for g in layer.gammas]
-            betas = [torch.empty_like(b) for b in layer.betas]
-            grads.append((first, ids, weights, gammas, betas, wanted))
-        grad_x = torch.empty_like(x) if x is not None and ctx.needs_input_grad[1] else None
-        eps_grads = ctx.workspace.kernel.backward(
-            grad.contiguous(), *plan.graph_buffers, plan.layer_buffers,
-            0 if x is None else x.shape[-1], plan.training, _backend.prepare([g[:5] for g in grads], "gin_network"),
-            grad_x)
-        flat = []
-        for layer, (first, ids, weights, gammas, betas, wanted), eps in zip(plan.layers, grads, eps_grads):
-            grad_eps = torch.full_like(layer.eps, eps) if wanted[2] else None
-            S = len(layer.gammas)
-            gammas = [g if want else None for g, want in zip(gammas, wanted[3 + S - 1:3 + 2 * S - 1])]
-            betas = [b if want else None for b, want in zip(betas, wanted[3 + 2 * S - 1:])]
-            flat += [first, ids, grad_eps, *weights, *gammas, *betas]
+        x_needs_grad = ctx.x is not None and ctx.needs_input_grad[1]
+        grad_x, flat = compiled_backward(ctx.plan, ctx.workspace, grad, ctx.x, x_needs_grad, ctx.needs_input_grad[3:])
         return (None, grad_x, None, *flat)
+
+
+def compiled_backward(plan: _Plan, workspace: "_Workspace", grad: Tensor, x: Optional[Tensor], x_needs_grad: bool,
+                      needs: Sequence[bool]):
+    """The C++ network's backward from the activations ``workspace`` saved: ``(grad_x, gradients
+    of the layers' tensors in :meth:`GINLayerParams.differentiable` order)``, None where
+    ``needs`` is False."""
+    needs = iter(needs)
+    grads = []
+    for layer in plan.layers:
+        wanted = [next(needs) for _ in layer.differentiable()]
+        first = torch.empty_like(layer.first) if wanted[0] else None
+        ids = torch.empty_like(layer.id_weight) if wanted[1] else None
+        weights = [torch.empty_like(w) if want else None
+                   for w, want in zip(layer.weights, wanted[3:3 + len(layer.weights)])]
+        gammas = [torch.empty_like(g) for g in layer.gammas]
+        betas = [torch.empty_like(b) for b in layer.betas]
+        grads.append((first, ids, weights, gammas, betas, wanted))
+    grad_x = torch.empty_like(x) if x_needs_grad else None
+    eps_grads = workspace.kernel.backward(
+        grad.contiguous(), *plan.graph_buffers, plan.layer_buffers,
+        0 if x is None else x.shape[-1], plan.training, _backend.prepare([g[:5] for g in grads], "gin_network"),
+        grad_x)
+    flat = []
+    for layer, (first, ids, weights, gammas, betas, wanted), eps in zip(plan.layers, grads, eps_grads):
+        grad_eps = torch.full_like(layer.eps, eps) if wanted[2] else None
+        S = len(layer.gammas)
+        gammas = [g if want else None for g, want in zip(gammas, wanted[3 + S - 1:3 + 2 * S - 1])]
+        betas = [b if want else None for b, want in zip(betas, wanted[3 + 2 * S - 1:])]
+        flat += [first, ids, grad_eps, *weights, *gammas, *betas]
+    return grad_x, flat
+
+
+def runs_compiled(layers: Sequence[GINLayerParams]) -> bool:
+    """Whether the network runs in C++ end to end (every width up to FUSED_MAX_WIDTH)."""
+    return max(max(layer.gammas[0].shape[0], 0 if layer.first is None else layer.first.shape[1])
+               for layer in layers) <= FUSED_MAX_WIDTH
 
 
 class _GINNetwork(torch.autograd.Function):
@@ -329,6 +344,10 @@ def gin_network(x: Optional[Tensor], ids: Optional[Tensor], graph: GraphBatch, l
     replicas = ids.shape[0] if ids is not None else x.shape[0]
     if training and replicas * graph.total_nodes < 2:
         raise ValueError("BatchNorm in training mode needs more than one node")
+    if x is not None:
+        x = x.contiguous()
+    if ids is not None:
+        ids = ids.contiguous()
     if torch.compiler.is_compiling():
         from rpfast.ops import library
         from rpfast.ops.gin import graph_csr
@@ -337,12 +356,7 @@ def gin_network(x: Optional[Tensor], ids: Optional[Tensor], graph: GraphBatch, l
     plan = _Plan(graph, layers, training, replicas)
     params = [t for layer in layers for t in layer.differentiable()]
     tensors = [t for t in params if t is not None] + ([x] if x is not None else [])
-    compiled = max(max(layer.gammas[0].shape[0], 0 if layer.first is None else layer.first.shape[1])
-                   for layer in layers) <= FUSED_MAX_WIDTH
-    if x is not None:
-        x = x.contiguous()
-    if ids is not None:
-        ids = ids.contiguous()
+    compiled = runs_compiled(layers)
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return (_GINNetworkCompiled if compiled else _GINNetwork).apply(plan, x, ids, *params)
     return (_compiled_forward if compiled else _forward)(plan, x, ids, save=False)[0]

@@ -11,8 +11,11 @@ Ops: ``gin_aggregate`` (differentiable twice), ``segment_sum`` / ``segment_broad
 ``linear`` / ``embedding`` with deterministic weight gradients, ``gin_network`` (a whole GIN;
 it returns the updated BatchNorm statistics, copied into the buffers by the caller; its
 backward is not differentiable), ``csr`` (the
-CSR of an ``edge_index``), ``sample_ids`` (RP-GIN's random IDs).
+CSR of an ``edge_index``), ``sample_ids`` (RP-GIN's random IDs), ``pisgd_relabel`` (relabeled
+dense inputs for :class:`rpfast.nn.rp.RelationalPooling` with :class:`~rpfast.nn.rp.PiSGD`).
 """
+import itertools
+from collections import OrderedDict
 from typing import List, Optional, Sequence
 
 import torch
@@ -20,9 +23,17 @@ from torch import Tensor
 
 from rpfast.ops import _backend
 from rpfast.ops.dense import rows_product
-from rpfast.ops.gin_network import GINLayerParams, _forward, _Plan, python_backward
+from rpfast.ops.gin_network import (
+    GINLayerParams,
+    _compiled_forward,
+    _forward,
+    _Plan,
+    compiled_backward,
+    python_backward,
+    runs_compiled,
+)
 
-__all__ = ["gin_aggregate", "segment_sum", "linear", "embedding", "gin_network", "csr", "sample_ids"]
+__all__ = ["gin_aggregate", "segment_sum", "linear", "embedding", "gin_network", "csr", "sample_ids", "pisgd_relabel"]
 
 _EMPTY = torch.empty(0)
 
@@ -228,6 +239,16 @@ def embedding(weight: Tensor, index: Tensor) -> Tensor:
 # S - 1 weights, S gammas, S betas], with ``stages`` giving S per layer; the running
 # statistics as [mean_1, var_1, ..., mean_S, var_S] per layer; ``numbers`` the momenta then
 # the BatchNorm epsilons of every stage.
+def _with_gaps(tensors: Sequence[Tensor], present: Sequence[bool]) -> List[Optional[Tensor]]:
+    """The flat parameter list with None where ``present`` is False (custom ops take no
+    ``Tensor?[]`` that autograd tracks, so the absent entries travel as flags)."""
+    out, k = [], 0
+    for there in present:
+        out.append(tensors[k] if there else None)
+        k += there
+    return out
+
+
 def _layers(params: Sequence[Optional[Tensor]], running: Sequence[Tensor], stages: Sequence[int],
             numbers: Sequence[float]) -> List[GINLayerParams]:
     layers, p, r, n = [], 0, 0, 0
@@ -265,25 +286,55 @@ def _saved_structure(outputs: Sequence[Tensor], x: Optional[Tensor], stages: Seq
     return saved
 
 
+# Networks the C++ kernel runs (widths <= FUSED_MAX_WIDTH) keep their activations in a C++
+# workspace; the forward returns a handle (an int64 scalar) to it, and the backward takes the
+# workspace back. Forwards whose backward never runs (evaluation with gradients on) are
+# forgotten after _MAX_PENDING newer ones.
+_MAX_PENDING = 16
+_pending: "OrderedDict[int, tuple]" = OrderedDict()
+_handles = itertools.count(1)
+
+
+def _keep(entry: tuple) -> Tensor:
+    handle = next(_handles)
+    _pending[handle] = entry
+    while len(_pending) > _MAX_PENDING:
+        _pending.popitem(last=False)
+    return torch.tensor(handle, dtype=torch.int64)
+
+
+def _take(handle: Tensor) -> tuple:
+    entry = _pending.pop(int(handle), None)
+    if entry is None:
+        raise RuntimeError(f"rpfast::gin_network: the activations of this forward are gone (a second backward "
+                           f"through it, or more than {_MAX_PENDING} forwards waiting for their backward)")
+    return entry
+
+
 # Functional (autograd formulas need it): the updated running statistics are outputs, which
 # the caller copies into the BatchNorm buffers.
 @torch.library.custom_op("rpfast::gin_network", mutates_args=())
-def _gin_network(x: Optional[Tensor], ids: Optional[Tensor], graph: List[Tensor], params: List[Optional[Tensor]],
-                 running: List[Tensor], stages: List[int], numbers: List[float], training: bool,
+def _gin_network(x: Optional[Tensor], ids: Optional[Tensor], graph: List[Tensor], params: List[Tensor],
+                 present: List[bool], running: List[Tensor], stages: List[int], numbers: List[float], training: bool,
                  replicas: int) -> List[Tensor]:
     updated = [t.clone() for t in running]
-    plan = _Plan(tuple(graph), _layers(params, updated, stages, numbers), training, replicas)
+    plan = _Plan(tuple(graph), _layers(_with_gaps(params, present), updated, stages, numbers), training, replicas)
+    if runs_compiled(plan.layers):
+        pooled, workspace = _compiled_forward(plan, x, ids, save=True)
+        return [pooled] + updated + [_keep((workspace, x, ids))]  # x, ids: the workspace reads them
     pooled, saved = _forward(plan, x, ids, save=True)
     return [pooled] + updated + _saved_outputs(saved)
 
 
 @_gin_network.register_fake
-def _(x, ids, graph, params, running, stages, numbers, training, replicas):
+def _(x, ids, graph, params, present, running, stages, numbers, training, replicas):
     N, B = graph[0].shape[0] - 1, graph[4].shape[0] - 1
-    layers = _layers(params, running, stages, numbers)
+    layers = _layers(_with_gaps(params, present), running, stages, numbers)
     dtype = layers[0].gammas[0]
     widths = [layer.gammas[0].shape[0] for layer in layers]
     outputs = [dtype.new_empty((replicas, B, sum(widths)))] + [t.new_empty(t.shape) for t in running]
+    if runs_compiled(layers):
+        return outputs + [graph[0].new_empty(())]
     for H, S in zip(widths, stages):
         outputs.append(dtype.new_empty((replicas, N, H)))
         for _ in range(S):
@@ -293,47 +344,51 @@ def _(x, ids, graph, params, running, stages, numbers, training, replicas):
 
 @torch.library.custom_op("rpfast::gin_network_backward", mutates_args=())
 def _gin_network_backward(grad: Tensor, x: Optional[Tensor], ids: Optional[Tensor], graph: List[Tensor],
-                          params: List[Optional[Tensor]], running: List[Tensor], saved: List[Tensor],
+                          params: List[Tensor], present: List[bool], running: List[Tensor], saved: List[Tensor],
                           stages: List[int], numbers: List[float], training: bool, replicas: int,
                           needs: List[bool]) -> List[Tensor]:
-    plan = _Plan(tuple(graph), _layers(params, running, stages, numbers), training, replicas)
-    grad_x, grads = python_backward(plan, _saved_structure(saved, x, stages), grad, ids, needs[0], needs[1:])
+    """Gradients of ``x`` and of every present parameter (an empty tensor where ``needs`` is False)."""
+    plan = _Plan(tuple(graph), _layers(_with_gaps(params, present), running, stages, numbers), training, replicas)
+    slot_needs = [bool(need) for need in _with_gaps(needs[1:], present)]  # absent slots: None -> False
+    if runs_compiled(plan.layers):
+        workspace, x, _ = _take(saved[0])
+        grad_x, grads = compiled_backward(plan, workspace, grad, x, needs[0], slot_needs)
+    else:
+        grad_x, grads = python_backward(plan, _saved_structure(saved, x, stages), grad, ids, needs[0], slot_needs)
+    grads = [g for g, there in zip(grads, present) if there]
     return [_EMPTY if g is None else g for g in [grad_x, *grads]]
 
 
 @_gin_network_backward.register_fake
-def _(grad, x, ids, graph, params, running, saved, stages, numbers, training, replicas, needs):
+def _(grad, x, ids, graph, params, present, running, saved, stages, numbers, training, replicas, needs):
     tensors = [x, *params]
     return [t.new_empty(t.shape) if (t is not None and need) else grad.new_empty((0,))
             for t, need in zip(tensors, needs)]
 
 
 def _network_setup(ctx, inputs, output):
-    x, ids, graph, params, running, stages, numbers, training, replicas = inputs
-    ctx.layout = (len(graph), len(params), len(running), list(stages), list(numbers), training, replicas,
-                  x is not None, ids is not None, [p is not None for p in params])
-    ctx.save_for_backward(*([x] if x is not None else []), *([ids] if ids is not None else []), *graph,
-                          *[p for p in params if p is not None], *running, *output[1 + len(running):])
+    x, ids, graph, params, present, running, stages, numbers, training, replicas = inputs
+    ctx.layout = (len(graph), len(params), len(running), list(present), list(stages), list(numbers), training,
+                  replicas, x is not None, ids is not None)
+    # the updated statistics (outputs), not the buffers: the caller copies into those in place
+    ctx.save_for_backward(*([x] if x is not None else []), *([ids] if ids is not None else []), *graph, *params,
+                          *output[1:])
 
 
 def _network_backward(ctx, grads):
-    n_graph, n_params, n_running, stages, numbers, training, replicas, has_x, has_ids, present = ctx.layout
+    n_graph, n_params, n_running, present, stages, numbers, training, replicas, has_x, has_ids = ctx.layout
     saved = list(ctx.saved_tensors)
     x = saved.pop(0) if has_x else None
     ids = saved.pop(0) if has_ids else None
-    graph = saved[:n_graph]
-    rest = saved[n_graph:]
-    params, k = [], 0
-    for there in present:
-        params.append(rest[k] if there else None)
-        k += there
-    running = rest[k:k + n_running]
-    outputs = rest[k + n_running:]
-    needs = [has_x and ctx.needs_input_grad[0]] + [there for there in present]
-    result = _gin_network_backward(grads[0], x, ids, graph, params, running, outputs, stages, numbers, training,
-                                   replicas, needs)
-    grad_params = [g if there else None for g, there in zip(result[1:], present)]
-    return (result[0] if needs[0] else None, None, None, grad_params, None, None, None, None, None)
+    graph, params = saved[:n_graph], saved[n_graph:n_graph + n_params]
+    running = saved[n_graph + n_params:n_graph + n_params + n_running]
+    outputs = saved[n_graph + n_params + n_running:]
+    needs = [has_x and ctx.needs_input_grad[0]] + [True] * n_params
+    result = _gin_network_backward(grads[0], x, ids, graph, params, present, running, outputs, stages, numbers,
+                                   training, replicas, needs)
+    grad_x = result[0] if needs[0] else None
+    none = [None]  # tensor-list inputs take a list of gradients of the same length
+    return (grad_x, None, none * n_graph, list(result[1:]), None, none * n_running, None, None, None, None)
 
 
 _gin_network.register_autograd(_network_backward, setup_context=_network_setup)
@@ -343,11 +398,12 @@ def gin_network(x: Optional[Tensor], ids: Optional[Tensor], graph_tensors: Seque
                 layers: Sequence[GINLayerParams], training: bool, replicas: int) -> Tensor:
     """:func:`rpfast.ops.gin_network` as one traceable custom op (``graph_tensors`` =
     ``(in_rowptr, in_col, out_rowptr, out_col, ptr)``); returns the pooled ``[R, B, L * H]``."""
-    params = [t for layer in layers for t in layer.differentiable()]
+    slots = [t for layer in layers for t in layer.differentiable()]
+    params, present = [t for t in slots if t is not None], [t is not None for t in slots]
     running = [t for layer in layers for pair in zip(layer.running_means, layer.running_vars) for t in pair]
     stages = [len(layer.gammas) for layer in layers]
     numbers = [float(v) for layer in layers for v in [*layer.momenta, *layer.bn_eps]]
-    outputs = _gin_network(x, ids, list(graph_tensors), params, running, stages, numbers, training, replicas)
+    outputs = _gin_network(x, ids, list(graph_tensors), params, present, running, stages, numbers, training, replicas)
     if training:
         with torch.no_grad():
             for buffer, updated in zip(running, outputs[1:1 + len(running)]):
@@ -358,9 +414,9 @@ def gin_network(x: Optional[Tensor], ids: Optional[Tensor], graph_tensors: Seque
 # ------------------------------------------------------------------ graph structure and IDs
 @torch.library.custom_op("rpfast::csr", mutates_args=())
 def _csr(edge_index: Tensor, num_nodes: int) -> List[Tensor]:
-    from rpfast.data import GraphBatch
+    from rpfast.data.cache import graph_for_edge_index
 
-    graph = GraphBatch(edge_index, num_nodes=num_nodes)
+    graph = graph_for_edge_index(edge_index, num_nodes)  # the eager CSR cache: built once per edge_index
     return [graph.t_rowptr.clone(), graph.t_col.clone(), graph.rowptr.clone(), graph.col.clone()]
 
 
@@ -378,18 +434,42 @@ def csr(edge_index: Tensor, num_nodes: int) -> List[Tensor]:
 
 
 @torch.library.custom_op("rpfast::sample_ids", mutates_args=())
-def _sample_ids(batch: Tensor, local_index: Tensor, num_nodes: Tensor, samples: int, id_dim: int) -> Tensor:
-    from rpfast.ops.random import random_permutations
+def _sample_ids(ptr: Tensor, total_nodes: int, samples: int, id_dim: int) -> Tensor:
+    from rpfast.ops.random import random_positions
 
-    positions = random_permutations(num_nodes, samples)  # torch's default generator: compiled code has no other
-    return (positions[batch, :, local_index] % id_dim).t().contiguous()
+    return random_positions(ptr, samples, id_dim)  # torch's default generator: compiled code has no other
 
 
 @_sample_ids.register_fake
-def _(batch, local_index, num_nodes, samples, id_dim):
-    return batch.new_empty((samples, batch.shape[0]))
+def _(ptr, total_nodes, samples, id_dim):
+    return ptr.new_empty((samples, total_nodes))
 
 
-def sample_ids(batch: Tensor, local_index: Tensor, num_nodes: Tensor, samples: int, id_dim: int) -> Tensor:
+def sample_ids(ptr: Tensor, total_nodes: int, samples: int, id_dim: int) -> Tensor:
     """``[samples, N]`` RP-GIN IDs: each node's position under a uniform order of its graph, mod ``id_dim``."""
-    return _sample_ids(batch, local_index, num_nodes, samples, id_dim)
+    return _sample_ids(ptr, total_nodes, samples, id_dim)
+
+
+# ------------------------------------------------------------------ pi-SGD relabelings for RelationalPooling
+@torch.library.custom_op("rpfast::pisgd_relabel", mutates_args=())
+def _pisgd_relabel(adj: Tensor, x: Tensor, num_nodes: Tensor, samples: int, k: int) -> List[Tensor]:
+    from rpfast.ops.permute import permute_adjacency, permute_nodes
+    from rpfast.ops.random import random_permutations
+
+    perms = random_permutations(num_nodes, samples, k=k)  # torch's default generator: compiled code has no other
+    return [permute_adjacency(adj, perms).flatten(0, 1), permute_nodes(x, perms).flatten(0, 1),
+            (perms >= 0).flatten(0, 1)]
+
+
+@_pisgd_relabel.register_fake
+def _(adj, x, num_nodes, samples, k):
+    M = adj.shape[0] * samples
+    return [adj.new_empty((M, k, k, *adj.shape[3:])), x.new_empty((M, k, *x.shape[2:])),
+            num_nodes.new_empty((M, k), dtype=torch.bool)]
+
+
+def pisgd_relabel(adj: Tensor, x: Tensor, num_nodes: Tensor, samples: int, k: int) -> List[Tensor]:
+    """``[adj_p [B P, k, k(, C)], x_p [B P, k(, F)], mask [B P, k]]``: ``samples`` uniformly random
+    relabelings of every dense graph (its first ``k`` positions), as RelationalPooling's pi-SGD
+    feeds f. The relabeled inputs carry no gradient to ``adj`` and ``x``."""
+    return _pisgd_relabel(adj, x, num_nodes, samples, k)

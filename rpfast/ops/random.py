@@ -7,7 +7,7 @@ from torch import Tensor
 from rpfast.ops import _backend
 from rpfast._validation import check_int, check_output_size, index_tensor, renamed_argument
 
-__all__ = ["random_permutations", "seed_from_generator"]
+__all__ = ["random_permutations", "random_positions", "seed_from_generator"]
 
 
 def seed_from_generator(generator: Optional[torch.Generator]) -> int:
@@ -63,4 +63,30 @@ def random_permutations(
     seed = seed_from_generator(generator)
     out = torch.empty((B, samples, K), dtype=torch.int64)
     _backend.call("random_permutations", num_nodes, seed, out)
+    return out
+
+
+def random_positions(ptr: Tensor, num_samples: int, modulus: int, generator: Optional[torch.Generator] = None) -> Tensor:
+    """``[num_samples, N]``: every node's position under ``num_samples`` uniformly random
+    relabelings of its graph, mod ``modulus`` (RP-GIN's IDs, Murphy et al. eq. 3).
+
+    ``out[p, i] = random_permutations(sizes, num_samples)[b, p, i - ptr[b]] % modulus`` for the
+    node ``i`` of graph ``b`` with the same generator state, without the ``[B, P, n_max]``
+    intermediate. (A uniform permutation read as positions is again uniform, so each graph's
+    row is a uniformly random position assignment.)
+
+    Args:
+        ptr: ``[B + 1]`` node offsets of the graphs (``GraphBatch.ptr``).
+        num_samples: relabelings ``P >= 1``; modulus: ``m >= 1``.
+        generator: a CPU ``torch.Generator``; advanced by one draw per call.
+    """
+    ptr = index_tensor(ptr, "ptr", ndim=1)
+    samples = check_int(num_samples, "num_samples", minimum=1)
+    modulus = check_int(modulus, "modulus", minimum=1)
+    if ptr.numel() < 1:
+        raise ValueError("ptr must hold at least one offset (0)")
+    N = int(ptr[-1])
+    check_output_size(samples * N, 8, "random_positions output")
+    out = torch.empty((samples, N), dtype=torch.int64)
+    _backend.call("random_positions", ptr, modulus, seed_from_generator(generator), out)
     return out

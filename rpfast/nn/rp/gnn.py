@@ -9,6 +9,7 @@ from rpfast._validation import check_count, is_pyg_data
 from rpfast.data import GraphBatch
 from rpfast.nn.gin import GIN
 from rpfast.ops import library, random_permutations
+from rpfast.ops.random import random_positions
 
 __all__ = ["RPGNN"]
 
@@ -112,17 +113,16 @@ class RPGNN(nn.Module):
         groups = self.id_groups(graph)
         if groups is None and torch.compiler.is_compiling():
             # one custom op (no data-dependent shapes); compiled code draws from torch's default generator
-            return library.sample_ids(graph.batch, graph.local_index, graph.num_nodes, num_samples, self.id_dim)
-        if groups is None:
-            group, local, sizes = graph.batch, graph.local_index, graph.num_nodes
-        else:
-            if not isinstance(groups, Tensor) or groups.shape != (graph.total_nodes,):
-                raise ValueError(f"id_groups must return [N={graph.total_nodes}] group labels")
-            _, group = torch.unique(groups, return_inverse=True)
-            sizes = torch.bincount(group)
-            order = torch.argsort(group, stable=True)
-            starts = torch.cat([torch.zeros(1, dtype=torch.int64), sizes.cumsum(0)[:-1]])
-            local = torch.empty_like(group)
-            local[order] = torch.arange(group.numel()) - starts[group[order]]
+            return library.sample_ids(graph.ptr, graph.total_nodes, num_samples, self.id_dim)
+        if groups is None:  # the paper's IDs: positions within each graph, one C++ call
+            return random_positions(graph.ptr, num_samples, self.id_dim, generator=self.generator)
+        if not isinstance(groups, Tensor) or groups.shape != (graph.total_nodes,):
+            raise ValueError(f"id_groups must return [N={graph.total_nodes}] group labels")
+        _, group = torch.unique(groups, return_inverse=True)
+        sizes = torch.bincount(group)
+        order = torch.argsort(group, stable=True)
+        starts = torch.cat([torch.zeros(1, dtype=torch.int64), sizes.cumsum(0)[:-1]])
+        local = torch.empty_like(group)
+        local[order] = torch.arange(group.numel()) - starts[group[order]]
         positions = random_permutations(sizes, num_samples, generator=self.generator)  # [G, P, max size]
         return (positions[group, :, local] % self.id_dim).t().contiguous()

@@ -16,7 +16,7 @@ from rpfast._validation import (
 from rpfast.data import GraphBatch
 from rpfast.nn.rp.strategies import Exact, KAry, PiSGD, Strategy
 from rpfast.ops.subsets import Prune
-from rpfast.ops import permute_adjacency, permute_nodes
+from rpfast.ops import library, permute_adjacency, permute_nodes
 
 __all__ = ["RelationalPooling"]
 
@@ -126,6 +126,8 @@ class RelationalPooling(nn.Module):
     def forward(self, adj, x: Optional[Tensor] = None, num_nodes=None) -> Tensor:
         if self.mode == "separate":
             return self._forward_separate(adj, x, num_nodes)
+        if torch.compiler.is_compiling():
+            return self._forward_compiled(adj, x, num_nodes)
         graph, adj, x, num_nodes = self._joint_inputs(adj, x, num_nodes)
         strategy = self.strategy or (PiSGD(k=self.k, train_samples=self.train_samples, eval_samples=self.eval_samples)
                                      if self.k else PiSGD(adj.shape[1], self.train_samples, self.eval_samples))
@@ -137,6 +139,28 @@ class RelationalPooling(nn.Module):
             out = self.f(*(adj_p, x_p, mask, mask.sum(dim=1))[:self._arity])
             total = _accumulate(total, out, weights)
         return total
+
+    def _forward_compiled(self, adj, x, num_nodes) -> Tensor:
+        """Joint pi-SGD under ``torch.compile``: the relabeling is one custom op with static output
+        shapes, and f is traced. Other strategies yield data-dependent shapes (Exact's blocks,
+        k-subsets, traversal orders): those RP layers raise here; compile their f instead."""
+        strategy = self.strategy
+        if strategy is not None and not isinstance(strategy, PiSGD):
+            raise NotImplementedError(
+                f"torch.compile of RelationalPooling supports PiSGD relabelings on dense input; {strategy!r} yields "
+                "data-dependent shapes. Compile the encoder instead: rp.f = torch.compile(rp.f)")
+        if not (isinstance(adj, Tensor) and isinstance(x, Tensor) and num_nodes is not None):
+            raise NotImplementedError("torch.compile of RelationalPooling takes dense input forward(adj [B, n, n(, C)], "
+                                      "x [B, n(, F)], num_nodes [B]) (a graph object's dense view has a "
+                                      "data-dependent size)")
+        k = (strategy.size if strategy is not None else self.k or adj.shape[1])
+        train, evaluate = ((strategy.train_samples, strategy.eval_samples) if strategy is not None
+                           else (self.train_samples, self.eval_samples))
+        samples = train if self.training else evaluate
+        adj_p, x_p, mask = library.pisgd_relabel(adj, x, num_nodes, samples, k)
+        out = self.f(*(adj_p, x_p, mask, mask.sum(dim=1))[:self._arity])
+        weights = torch.full((adj.shape[0], samples), 1.0 / samples, dtype=out.dtype)
+        return _accumulate(None, out, weights)
 
     def _forward_separate(self, adj, x, num_nodes) -> Tensor:
         if x is not None:

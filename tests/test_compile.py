@@ -1,0 +1,111 @@
+"""torch.compile(fullgraph=True) on GINConv, GIN, RP-GIN and RelationalPooling (rpfast/ops/library.py)."""
+import copy
+
+import pytest
+import torch
+
+from rpfast.data import csl_batch, csl_dataset
+from rpfast.nn import GIN, RPGIN, GINConv
+from rpfast.nn.rp import Exact, PiSGD, RelationalPooling, VecMLP
+from rpfast.ops import library
+
+
+@pytest.fixture(scope="module")
+def graph():
+    graphs, _ = csl_dataset()
+    return csl_batch(graphs, [0, 20, 45, 77, 101, 149])
+
+
+def _graph_breaks(model, *args) -> int:
+    torch._dynamo.reset()
+    return torch._dynamo.explain(model)(*args).graph_break_count
+
+
+def _train_steps(model, graph, steps=3):
+    """Loss, logits and parameter gradients of a few Adam steps (deterministic for GIN)."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    target = torch.arange(graph.num_graphs) % 4
+    history = []
+    for _ in range(steps):
+        out = model(graph.x, graph)
+        loss = torch.nn.functional.cross_entropy(out, target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        history.append(out.detach())
+    return history
+
+
+@pytest.mark.parametrize("hidden", [16, 80])  # the C++ network and the BLAS-loop network
+def test_compiled_gin_trains_like_eager(graph, hidden):
+    torch.manual_seed(0)
+    eager = GIN(1, hidden, 3, 4)
+    compiled_model = copy.deepcopy(eager)
+    assert _graph_breaks(copy.deepcopy(eager), graph.x, graph) == 0
+    compiled = torch.compile(compiled_model, fullgraph=True)
+    for a, b in zip(_train_steps(eager, graph), _train_steps(compiled, graph)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    for (name, a), b in zip(eager.state_dict().items(), compiled_model.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, msg=lambda m: f"{name}: {m}")
+
+
+def test_compiled_rpgin_has_no_graph_breaks_and_trains(graph):
+    torch.manual_seed(0)
+    model = RPGIN(1, 16, 3, 4, id_dim=10, eval_samples=3)
+    assert _graph_breaks(copy.deepcopy(model), graph.x, graph) == 0
+    compiled = torch.compile(model, fullgraph=True)
+    before = [p.detach().clone() for p in model.parameters()]
+    _train_steps(compiled, graph, steps=2)
+    assert all(not torch.equal(a, p) for a, p in zip(before, model.parameters()) if p.requires_grad)
+    model.eval()
+    with torch.no_grad():
+        assert compiled(graph.x, graph).shape == (graph.num_graphs, 4)
+
+
+def test_compiled_ginconv_matches_eager_and_stays_twice_differentiable_in_eager(graph):
+    torch.manual_seed(0)
+    conv = GINConv(torch.nn.Sequential(torch.nn.Linear(1, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8)),
+                   train_eps=True)
+    x = torch.randn(graph.total_nodes, 1)
+    assert _graph_breaks(conv, x, graph.edge_index) == 0
+    compiled = torch.compile(copy.deepcopy(conv), fullgraph=True)
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out, ref = compiled(xa, graph.edge_index), conv(xb, graph.edge_index)
+    torch.testing.assert_close(out, ref)
+    out.square().sum().backward()
+    ref.square().sum().backward()
+    torch.testing.assert_close(xa.grad, xb.grad)
+    (grad,) = torch.autograd.grad(conv(xb, graph.edge_index).sum(), xb, create_graph=True)
+    grad.square().sum().backward()  # the aggregation's backward is itself differentiable
+
+
+def test_compiled_relational_pooling_pisgd():
+    torch.manual_seed(0)
+    B, n = 6, 9
+    adj = (torch.rand(B, n, n) < 0.3).float()
+    adj = ((adj + adj.transpose(1, 2)) > 0).float()
+    x, num_nodes = torch.randn(B, n, 3), torch.randint(4, n + 1, (B,))
+    rp = RelationalPooling(VecMLP(n, 1, 3, 16, 4), PiSGD(n, train_samples=2, eval_samples=3))
+    assert _graph_breaks(rp, adj, x, num_nodes) == 0
+    compiled = torch.compile(rp, fullgraph=True)
+    compiled(adj, x, num_nodes).sum().backward()
+    assert all(p.grad is not None for p in rp.parameters())
+    # every relabeling of a graph gives the same input to an invariant f: RP must match f itself
+    rp.eval()
+    with torch.no_grad():
+        assert compiled(adj, x, num_nodes).shape == (B, 4)
+
+
+def test_compiling_other_strategies_says_what_to_do():
+    rp = RelationalPooling(VecMLP(4, 1, 1, 8, 2), Exact(4))
+    compiled = torch.compile(rp, fullgraph=True)
+    with pytest.raises(Exception, match="Compile the encoder instead"):
+        compiled(torch.zeros(2, 4, 4), torch.zeros(2, 4, 1), torch.tensor([3, 4]))
+
+
+def test_forwards_without_backward_do_not_accumulate(graph):
+    torch.manual_seed(0)
+    compiled = torch.compile(GIN(1, 16, 2, 4), fullgraph=True)
+    for _ in range(3 * library._MAX_PENDING):
+        compiled(graph.x, graph)  # grad mode on, backward never called
+    assert len(library._pending) <= library._MAX_PENDING
