@@ -7,6 +7,7 @@ accuracy from 5 averaged inference permutations, several initialisations per fol
 """
 import functools
 import math
+import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,9 +22,10 @@ from rpfast.data import PAPER_SKIPS, csl_batch, csl_dataset
 from rpfast._io import prepare_output_dir
 from rpfast._options import option
 from rpfast.experiments.report import format_table, summarise, write_outputs
+from rpfast.experiments import distributed
 from rpfast.experiments.workers import default_jobs, run_in_workers
 from rpfast.experiments.training import adam, evaluate, graph_embeddings, train_epoch
-from rpfast.nn import GIN, RPGIN
+from rpfast.nn import GIN, RPGIN, convert_sync_batch_norm
 
 MODELS = ("GIN", "RP-GIN")
 
@@ -47,8 +49,13 @@ class CSLConfig:
     threads: Optional[int] = option(None, "kernel/torch threads in all (default: torch's)")
     jobs: Optional[int] = option(None, "runs trained at once in worker processes (default: one per core, "
                                        "at most the number of runs; 1: all in this process)")
+    nproc: int = option(1, "processes that train each run together (DistributedDataParallel, gloo on CPU); "
+                           "torchrun sets this itself")
+    sync_bn: bool = option(False, "with several processes, synchronise BatchNorm statistics (SyncBatchNorm)")
 
     def resolved_jobs(self) -> int:
+        if self.nproc > 1 or distributed.under_launcher():
+            return 1  # the processes share every run
         runs = self.folds * self.seeds * len(MODELS)
         return min(runs, self.jobs or default_jobs())
 
@@ -68,6 +75,11 @@ class CSLConfig:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
         if self.jobs is not None and (not isinstance(self.jobs, int) or self.jobs < 1):
             raise ValueError(f"jobs must be >= 1, got {self.jobs!r}")
+        if not isinstance(self.nproc, int) or isinstance(self.nproc, bool) or self.nproc < 1:
+            raise ValueError(f"nproc must be >= 1, got {self.nproc!r}")
+        if self.nproc > 1 and self.jobs is not None and self.jobs > 1:
+            raise ValueError("--nproc shares each run among processes and --jobs trains runs side by side: "
+                             "choose one")
 
 
 def build_model(name: str, config: CSLConfig, generator: torch.Generator) -> torch.nn.Module:
@@ -103,22 +115,31 @@ def train_run(config: CSLConfig, fold: int, seed: int, name: str, report: Option
     def make_batch(indices):
         return cached_batch(tuple(indices))
 
-    torch.manual_seed(1000 * fold + seed)
-    generator = torch.Generator().manual_seed(1000 * fold + seed)
+    context = distributed.current()
+    run_seed = 1000 * fold + seed
+    torch.manual_seed(run_seed)  # the same initialisation on every process
+    # relabelings: each process draws from its own stream (rank 0's is the one-process stream)
+    generator = torch.Generator().manual_seed(distributed.rank_seed(run_seed, context.rank))
     model = build_model(name, config, generator)
+    trained = model
+    if context.distributed:
+        if config.sync_bn:
+            model = convert_sync_batch_norm(model)
+        trained = torch.nn.parallel.DistributedDataParallel(model)
     optimizer = adam(model.parameters(), config.lr)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, config.epochs)
     batch_size = config.batch_size or len(train_idx)  # 0: full batch, the paper code's protocol
     loss = float("nan")
-    for _ in range(config.epochs):
-        loss = train_epoch(model, make_batch, labels, train_idx, optimizer, batch_size, generator)
+    for epoch in range(config.epochs):
+        loss = train_epoch(trained, make_batch, labels, train_idx, optimizer, batch_size, generator,
+                           context=context, epoch=epoch, shuffle_seed=run_seed)
         schedule.step()
         if report is not None:
             report(1)
     record = {"model": name, "fold": fold, "seed": seed,
-              "accuracy": 100 * evaluate(model, make_batch, labels, val_idx), "final_train_loss": loss}
+              "accuracy": 100 * evaluate(model, make_batch, labels, val_idx, context), "final_train_loss": loss}
     embeddings = None
-    if fold == 0 and seed == 0:
+    if fold == 0 and seed == 0 and context.main:
         embeddings = graph_embeddings(model, make_batch, torch.arange(len(labels))).numpy()
     return {"record": record, "embeddings": embeddings}
 
@@ -133,9 +154,11 @@ def run_csl(config: CSLConfig, progress: bool = True) -> Dict:
     config.validate()
     threads = config.threads or torch.get_num_threads()
     jobs = config.resolved_jobs()
-    torch.set_num_threads(threads)
+    if not distributed.current().distributed:
+        torch.set_num_threads(threads)
     _, labels = _dataset(config.num_vertices, config.data_seed)
     plan = [(fold, seed, name) for fold in range(config.folds) for seed in range(config.seeds) for name in MODELS]
+    progress = progress and distributed.current().main
     bar = tqdm(total=len(plan) * config.epochs, desc="csl", unit="epoch", disable=not progress)
     start = time.perf_counter()
     try:
@@ -164,8 +187,12 @@ def main(config: CSLConfig, progress: bool = True) -> Dict:
     ``out_dir`` raises its ``OSError`` at once. Files are written atomically.
     """
     config.validate()
-    prepare_output_dir(config.out_dir)
-    results = run_csl(config, progress=progress)
+    main_process = not distributed.under_launcher() or os.environ.get("RANK") == "0"
+    if main_process:
+        prepare_output_dir(config.out_dir)
+    results = distributed.launch(run_csl, config.nproc, config, progress, threads=config.threads)
+    if not main_process:
+        return results
     print(format_table(results["summary"], "CSL validation accuracy (%)"))
     paths = write_outputs(results, Path(config.out_dir), class_names=[f"R={r}" for r in PAPER_SKIPS])
     print(f"finished in {results['seconds']:.0f} s; wrote " + ", ".join(str(p) for p in paths))

@@ -7,6 +7,7 @@ from torch import Tensor, nn
 from rpfast._validation import check_memory, require_flag
 from rpfast.data import GraphBatch
 from rpfast.nn.pooling import sum_pool
+from rpfast.ops import gin_aggregate
 from rpfast.ops.dense import embedding, linear
 from rpfast.ops.gin_layer import gin_mlp
 from rpfast.ops.gin_network import GINLayerParams, gin_network
@@ -80,8 +81,21 @@ class GINLayer(nn.Module):
         aggregate = self.edge is None
         if not aggregate:
             z = self._edge_aggregate(z, graph, eps)
+        if not all(type(bn) is nn.BatchNorm1d for bn in self.norms):
+            return self._mlp_modules(gin_aggregate(z, graph, eps) if aggregate else z)
         return gin_mlp(z, graph, eps, [linear.weight for linear in self.linears], training=self.training,
                        aggregate=aggregate, **batch_norm_arguments(self.norms, self.training))
+
+    def _mlp_modules(self, a: Tensor) -> Tensor:
+        """The MLP stages through the norm modules themselves: a ``SyncBatchNorm`` (multi-process
+        training) all-reduces its statistics across processes, which the fused C++ stages cannot."""
+        R, N, H = a.shape
+        h = a.reshape(R * N, H)
+        for stage, norm in enumerate(self.norms):
+            if stage:
+                h = linear(h, self.linears[stage - 1].weight)
+            h = torch.relu(norm(h))
+        return h.view(R, N, h.shape[-1])
 
     def fusable(self) -> bool:
         """Whether :func:`rpfast.ops.gin_network` can run this layer: no edge features and
