@@ -86,3 +86,12 @@ def test_task_figure_with_hundreds_of_tasks(tmp_path):
     paths = write_outputs({"tasks": tasks, "runs": runs, "summary": summary}, tmp_path)
     assert [p.name for p in paths] == ["summary.csv", "results.json", "task_auc.png"]
     assert 10_000 < paths[2].stat().st_size < 2_000_000
+
+
+def test_molecules_command_with_two_processes(tiny_csv, tmp_path, capsys):
+    out = tmp_path / "ddp"
+    assert main(["molecules", "--data", str(tiny_csv), "--model", "duvenaud,rp-duvenaud", "--epochs", "1",
+                 "--batch-size", "32", "--nproc", "2", "--sync-bn", "--out", str(out), "--no-progress"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert {r["model"] for r in results["runs"]} == {"duvenaud", "rp-duvenaud"}
+    assert "test ROC-AUC" in capsys.readouterr().out

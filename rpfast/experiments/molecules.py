@@ -7,6 +7,7 @@ the labelled entries, Adam, model selection on the mean validation ROC-AUC over 
 ROC-AUC of the selected epoch; mean and sd over splits; seconds per training epoch.
 """
 import math
+import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ import numpy as np
 import torch
 from sklearn.metrics import roc_auc_score
 from torch import nn
+from torch.utils.data import DistributedSampler
 from tqdm.auto import tqdm
 
 from rpfast._io import prepare_output_dir
@@ -23,8 +25,10 @@ from rpfast._options import option
 from rpfast.data.molecules import ATOM_FEATURES, BOND_FEATURES, ELEMENTS, MoleculeGraphs
 from rpfast.data.moleculenet import (MoleculeDataset, featurize_dataset, load_tox21, random_split,
                                      read_moleculenet_csv, scaffold_split)
+from rpfast.experiments import distributed
 from rpfast.experiments.molecules_report import format_table, write_outputs
-from rpfast.nn import AdjCNN, Duvenaud, KAryGNN, Oriented, RelationalPooling, RPDuvenaud, VecRNN
+from rpfast.nn import (AdjCNN, Duvenaud, KAryGNN, Oriented, RelationalPooling, RPDuvenaud, VecRNN,
+                       convert_sync_batch_norm)
 
 MODELS = ("duvenaud", "rp-duvenaud", "kary", "cnn-dfs", "rnn-dfs")
 SWEEP_K = (10, 20, 30, 40, 50)
@@ -51,6 +55,9 @@ class MoleculesConfig:
     seed: int = option(0, "seed of the splits, initialisations and relabelings")
     out_dir: str = option("molecules_results", "output directory", flag="--out")
     threads: Optional[int] = option(None, "kernel/torch threads (default: torch's)")
+    nproc: int = option(1, "processes that train each model together (DistributedDataParallel, gloo on CPU); "
+                           "torchrun sets this itself")
+    sync_bn: bool = option(False, "with several processes, synchronise BatchNorm statistics (SyncBatchNorm)")
 
     def model_list(self) -> List[str]:
         names = [m.strip() for m in self.models.split(",") if m.strip()]
@@ -72,6 +79,8 @@ class MoleculesConfig:
             raise ValueError(f"lr must be positive and finite, got {self.lr!r}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
+        if not isinstance(self.nproc, int) or isinstance(self.nproc, bool) or self.nproc < 1:
+            raise ValueError(f"nproc must be >= 1, got {self.nproc!r}")
         self.model_list()
 
 
@@ -180,26 +189,40 @@ def train_model(name: str, k: int, config: MoleculesConfig, graphs: MoleculeGrap
                 split, split_seed: int, bar) -> Dict:
     """Train one model on one split; returns test AUCs of the best-validation epoch and timings."""
     train, valid, test = split
-    torch.manual_seed(split_seed)
-    generator = torch.Generator().manual_seed(split_seed)
+    context = distributed.current()
+    torch.manual_seed(split_seed)  # the same initialisation on every process
+    # relabelings and subgraphs: each process draws from its own stream (rank 0's is the one-process one)
+    generator = torch.Generator().manual_seed(distributed.rank_seed(split_seed, context.rank))
     model = build_model(name, k, labels.shape[1], max_same_element(graphs, train), config.eval_samples, generator)
+    trained = model
+    if context.distributed:
+        if config.sync_bn:
+            model = convert_sync_batch_norm(model)
+        trained = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     pos_weight = class_weights(labels[train])
     best, epoch_seconds = None, []
     for epoch in range(config.epochs):
         model.train()
-        order = train[torch.randperm(len(train), generator=generator)]
+        if context.distributed:  # this process's shard; each global batch is split across the processes
+            sampler = DistributedSampler(train, num_replicas=context.world_size, rank=context.rank, shuffle=True,
+                                         seed=split_seed)
+            sampler.set_epoch(epoch)
+            order, step = train[list(sampler)], math.ceil(config.batch_size / context.world_size)
+        else:
+            order, step = train[torch.randperm(len(train), generator=generator)], config.batch_size
         start = time.perf_counter()
         total = 0.0
-        for i in range(0, len(order), config.batch_size):
-            chunk = order[i:i + config.batch_size]
-            if len(chunk) < 2:  # BatchNorm needs two rows
+        for i in range(0, len(order), step):
+            chunk = order[i:i + step]
+            if len(chunk) < 2:  # BatchNorm needs two rows (the shards are equal, so all processes skip)
                 continue
-            loss = masked_loss(model(graphs.batch(chunk)), labels[chunk], pos_weight)
+            loss = masked_loss(trained(graphs.batch(chunk)), labels[chunk], pos_weight)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             total += float(loss.detach()) * len(chunk)
+        total = context.mean(total) if context.distributed else total
         epoch_seconds.append(time.perf_counter() - start)
         valid_auc = _mean_auc(task_aucs(predict(model, graphs, valid, 512), labels[valid].numpy()))
         if best is None or valid_auc > best["valid_auc"]:
@@ -218,8 +241,9 @@ def train_model(name: str, k: int, config: MoleculesConfig, graphs: MoleculeGrap
 def run_molecules(config: MoleculesConfig, progress: bool = True) -> Dict:
     """Featurise (cached), split, train every model on every split; returns runs and summary."""
     config.validate()
-    if config.threads:
+    if config.threads and not distributed.current().distributed:
         torch.set_num_threads(config.threads)
+    progress = progress and distributed.current().main
     dataset = load_dataset(config)
     graphs = featurize_dataset(dataset, progress=progress)
     if graphs.invalid:
@@ -270,8 +294,12 @@ def main(config: MoleculesConfig, progress: bool = True) -> Dict:
     """Run the experiment, print the Table-2-style summary, write CSV, JSON and figures. The
     options and the output directory are checked before any work; files are written atomically."""
     config.validate()
-    prepare_output_dir(config.out_dir)
-    results = run_molecules(config, progress=progress)
+    main_process = not distributed.under_launcher() or os.environ.get("RANK") == "0"
+    if main_process:
+        prepare_output_dir(config.out_dir)
+    results = distributed.launch(run_molecules, config.nproc, config, progress, threads=config.threads)
+    if not main_process:
+        return results
     name = "Tox21" if config.data == "tox21" else Path(config.data).name
     print(format_table(results, f"{name}: test ROC-AUC (mean over tasks), {config.splits} {config.split} split(s)"))
     if results["skipped_tasks"]:

@@ -1,10 +1,26 @@
 """BatchNorm whose training statistics span every process of a ``torch.distributed`` group."""
 import torch
 import torch.distributed as dist
-import torch.distributed.nn.functional as dist_functional
 from torch import Tensor, nn
 
 __all__ = ["SyncBatchNorm", "convert_sync_batch_norm"]
+
+
+class _AllReduceSum(torch.autograd.Function):
+    """``y = sum over processes of x`` on every process; the gradient of a sum that every
+    process uses is the sum of their gradients, so the backward is the same all-reduce."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor) -> Tensor:
+        total = x.clone()
+        dist.all_reduce(total, op=dist.ReduceOp.SUM)
+        return total
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> Tensor:
+        total = grad.contiguous().clone()
+        dist.all_reduce(total, op=dist.ReduceOp.SUM)
+        return total
 
 
 class SyncBatchNorm(nn.BatchNorm1d):
@@ -30,7 +46,7 @@ class SyncBatchNorm(nn.BatchNorm1d):
             raise ValueError(f"SyncBatchNorm takes [M, C], got {tuple(x.shape)}")
         C = x.shape[1]
         local = torch.cat([x.sum(0), (x * x).sum(0), x.new_tensor([float(x.shape[0])])])
-        total = dist_functional.all_reduce(local)  # differentiable sum over the processes
+        total = _AllReduceSum.apply(local)
         n = total[-1]
         if float(n) < 2:
             raise ValueError("SyncBatchNorm in training mode needs more than one value per channel in all")
