@@ -42,7 +42,11 @@ class _GINAggregate(torch.autograd.Function):
         grad = grad.contiguous()
         grad_x = grad_eps = None
         if ctx.needs_input_grad[0]:
-            grad_x = _GINAggregate.apply(grad, out_rowptr, out_col, in_rowptr, in_col, eps)
+            if torch.is_grad_enabled():  # create_graph=True: the adjoint as a Function again (double backward)
+                grad_x = _GINAggregate.apply(grad, out_rowptr, out_col, in_rowptr, in_col, eps)
+            else:
+                grad_x = torch.empty_like(grad)
+                _backend.call("gin_aggregate", grad, out_rowptr, out_col, float(eps.detach()), grad_x)
         if ctx.needs_input_grad[5]:
             if torch.is_grad_enabled():  # create_graph=True: keep grad_eps differentiable
                 grad_eps = (grad * x).sum().reshape(eps.shape)
