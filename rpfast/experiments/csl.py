@@ -7,7 +7,6 @@ accuracy from 5 averaged inference permutations, several initialisations per fol
 """
 import functools
 import math
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -187,7 +186,7 @@ def main(config: CSLConfig, progress: bool = True) -> Dict:
     ``out_dir`` raises its ``OSError`` at once. Files are written atomically.
     """
     config.validate()
-    main_process = not distributed.under_launcher() or os.environ.get("RANK") == "0"
+    main_process = distributed.main_process()
     if main_process:
         prepare_output_dir(config.out_dir)
     results = distributed.launch(run_csl, config.nproc, config, progress, threads=config.threads)

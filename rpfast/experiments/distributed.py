@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 import torch
 import torch.distributed as dist
 
-__all__ = ["Context", "current", "launch", "under_launcher", "rank_seed"]
+__all__ = ["Context", "current", "launch", "under_launcher", "main_process", "rank_seed"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,12 @@ def rank_seed(seed: int, rank: int) -> int:
 def under_launcher() -> bool:
     """Whether ``torchrun`` (or another launcher) started this process as one of a group."""
     return "RANK" in os.environ and "WORLD_SIZE" in os.environ and int(os.environ["WORLD_SIZE"]) > 1
+
+
+def main_process() -> bool:
+    """Whether this process writes a command's outputs: always, except in a launcher's group,
+    where rank 0 does."""
+    return not under_launcher() or os.environ.get("RANK") == "0"
 
 
 def _backend() -> str:

@@ -7,7 +7,6 @@ the labelled entries, Adam, model selection on the mean validation ROC-AUC over 
 ROC-AUC of the selected epoch; mean and sd over splits; seconds per training epoch.
 """
 import math
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -294,7 +293,7 @@ def main(config: MoleculesConfig, progress: bool = True) -> Dict:
     """Run the experiment, print the Table-2-style summary, write CSV, JSON and figures. The
     options and the output directory are checked before any work; files are written atomically."""
     config.validate()
-    main_process = not distributed.under_launcher() or os.environ.get("RANK") == "0"
+    main_process = distributed.main_process()
     if main_process:
         prepare_output_dir(config.out_dir)
     results = distributed.launch(run_molecules, config.nproc, config, progress, threads=config.threads)

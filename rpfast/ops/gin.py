@@ -5,8 +5,9 @@ import torch
 from torch import Tensor
 
 from rpfast.ops import _backend, library
+from rpfast.ops.segment import check_node_tensor
 from rpfast.data import GraphBatch
-from rpfast._validation import eps_tensor, require_float, require_kernel_device, require_ndim, require_tensor
+from rpfast._validation import eps_tensor
 
 __all__ = ["gin_aggregate", "graph_csr"]
 
@@ -74,14 +75,7 @@ def gin_aggregate(x: Tensor, graph: GraphBatch, eps: Union[float, Tensor] = 0.0)
     Returns:
         Tensor shaped like ``x``.
     """
-    require_tensor(x, "x")
-    require_ndim(x, "x", (2, 3), "[N, F] or [R, N, F]")
-    require_kernel_device(x, "x")
-    require_float(x, "x")
-    if not isinstance(graph, GraphBatch):
-        raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")
-    if x.shape[-2] != graph.total_nodes:
-        raise ValueError(f"x has {x.shape[-2]} nodes (dim -2) but the graph has {graph.total_nodes}")
+    check_node_tensor(x, graph)
     eps_t = eps_tensor(eps, x.dtype)
     squeeze = x.dim() == 2
     x3 = (x.unsqueeze(0) if squeeze else x).contiguous()

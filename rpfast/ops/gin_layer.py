@@ -109,8 +109,10 @@ def gin_mlp(z: Tensor, graph: GraphBatch, eps, weights: Sequence[Tensor], bn_wei
 
     with :math:`\mathrm{BN}_k` the batch normalisation of stage k over all ``R * N`` rows
     (:func:`rpfast.ops.batch_norm_relu` semantics). The op takes the BatchNorm state as
-    tensors and numbers, so any module that holds it (``BatchNorm1d``, ``SyncBatchNorm``)
-    can call it; the module keeps its own bookkeeping (``num_batches_tracked``).
+    tensors and numbers; the module that holds it keeps its own bookkeeping
+    (``num_batches_tracked``). The statistics are this process's batch only: a layer whose
+    norms synchronise across processes (``rpfast.nn.SyncBatchNorm``) runs its norm modules
+    instead (:class:`rpfast.nn.GINLayer` does).
 
     Args:
         z: ``[R, N, H]`` the projected node states (first linear map already applied).

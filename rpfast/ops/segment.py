@@ -81,6 +81,12 @@ def graph_sum(x: Tensor, graph: GraphBatch) -> Tensor:
     """:func:`segment_sum` over the graphs of a :class:`~rpfast.data.GraphBatch`: ``x [N, F]`` or
     ``[R, N, F]`` -> ``[B, F]`` or ``[R, B, F]``. The batch checked its ``ptr`` when it was built,
     so only ``x`` is checked here (a readout runs every layer of every step)."""
+    check_node_tensor(x, graph)
+    return _sum(x, graph.ptr)
+
+
+def check_node_tensor(x: Tensor, graph: GraphBatch) -> None:
+    """``x`` must be a float ``[N, F]`` or ``[R, N, F]`` tensor for the ``N`` nodes of ``graph``."""
     require_tensor(x, "x")
     require_ndim(x, "x", (2, 3), "[N, F] or [R, N, F]")
     require_kernel_device(x, "x")
@@ -89,7 +95,6 @@ def graph_sum(x: Tensor, graph: GraphBatch) -> Tensor:
         raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")
     if x.shape[-2] != graph.total_nodes:
         raise ValueError(f"x has {x.shape[-2]} nodes (dim -2) but the graph has {graph.total_nodes}")
-    return _sum(x, graph.ptr)
 
 
 def _sum(x: Tensor, ptr: Tensor) -> Tensor:
