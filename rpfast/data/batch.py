@@ -243,9 +243,11 @@ class GraphBatch:
             edges.append(ei)
             sizes.append(n)
         sizes_t = torch.tensor(sizes, dtype=torch.int64)
-        counts = torch.tensor([e.shape[1] for e in edges], dtype=torch.int64)
+        edge_counts = [e.shape[1] for e in edges]
+        counts = torch.tensor(edge_counts, dtype=torch.int64)
         ptr = _offsets(sizes_t)
-        offsets = torch.repeat_interleave(ptr[:-1], counts)
+        # output_size: without it repeat_interleave takes a slow path that reads the total back
+        offsets = torch.repeat_interleave(ptr[:-1], counts, output_size=sum(edge_counts))
         edge_index = (torch.cat(edges, dim=1) if edges else torch.zeros(2, 0, dtype=torch.int64)) + offsets
         xs = None if x is None else _stack_rows(x, sizes, "x")
         ea = None if edge_attr is None else _stack_rows(edge_attr, counts.tolist(), "edge_attr")
@@ -532,7 +534,8 @@ def _offsets(counts: Tensor) -> Tensor:
 def _ranges(starts: Tensor, counts: Tensor) -> Tensor:
     """Concatenation of ``arange(starts[i], starts[i] + counts[i])`` over ``i``."""
     offsets = _offsets(counts)
-    return torch.repeat_interleave(starts - offsets[:-1], counts) + torch.arange(int(offsets[-1]))
+    total = int(offsets[-1])
+    return torch.repeat_interleave(starts - offsets[:-1], counts, output_size=total) + torch.arange(total)
 
 
 def _rows(value, count: int, name: str) -> Tensor:
