@@ -25,6 +25,7 @@ def show_config() -> None:
         f"rpfast {rpfast.__version__}",
         f"  compiler       : {info['compiler']}",
         f"  C++ flags      : {' '.join(info['cxx_flags'].split())}",
+        f"  kernel module  : {info.get('simd', 'baseline')} (RPFAST_SIMD=baseline forces the baseline build)",
         f"  OpenMP         : {info['openmp']} (max threads {info['omp_max_threads']})",
         f"  kernel threads : {info['torch_threads']} (torch.get_num_threads())",
         f"  CUDA kernels   : {'yes' if info['cuda'] else 'no'}",

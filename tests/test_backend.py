@@ -47,3 +47,17 @@ def test_threads_follow_torch():
         torch.set_num_threads(before)
     assert _backend.kernel_devices() == ("cpu",)
     assert set(_backend.build_info()) >= {"compiler", "openmp", "cuda"}
+
+
+def test_rpfast_simd_selects_the_kernel_module():
+    import os
+    import subprocess
+    import sys
+
+    code = "from rpfast.ops import _backend; print(_backend.build_info()['simd'])"
+    env = {**os.environ, "RPFAST_SIMD": "baseline"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "baseline"
+    env["RPFAST_SIMD"] = "fastest"
+    bad = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert bad.returncode != 0 and "RPFAST_SIMD must be 'auto' or 'baseline'" in bad.stderr
