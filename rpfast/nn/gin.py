@@ -172,8 +172,9 @@ class GIN(nn.Module):
 
     All layers run as one autograd node (:func:`rpfast.ops.gin_network`) unless a layer has
     edge features or its BatchNorm is not a plain ``BatchNorm1d``; then, or with
-    ``model.fused = False``, every layer is its own node (:func:`rpfast.ops.gin_mlp`), which
-    also supports double backward through the aggregation.
+    ``model.fused = False``, every layer is its own node (:func:`rpfast.ops.gin_mlp`, or the
+    norm modules themselves for ``SyncBatchNorm``). Not twice differentiable: a second
+    derivative raises ``RuntimeError``.
 
     Shapes: ``x [N, in_dim]`` or ``[R, N, in_dim]`` (or None if ``in_dim == 0``),
     ``ids [R, N]`` -> logits ``[R, B, out_dim]`` (``[B, out_dim]`` for 2-D ``x`` without ids).
@@ -246,7 +247,9 @@ class GIN(nn.Module):
             ids = ids.to(torch.int64)
             if ids.dim() != 2 or ids.shape[1] != graph.total_nodes:
                 raise ValueError(f"ids must have shape [R, N={graph.total_nodes}], got {tuple(ids.shape)}")
-            if ids.numel() and not torch.compiler.is_compiling() and (int(ids.min()) < 0 or int(ids.max()) >= self.id_dim):
+            in_range = torch.compiler.is_compiling() or not ids.numel() or (  # compiled: the op checks
+                int(ids.min()) >= 0 and int(ids.max()) < self.id_dim)
+            if not in_range:
                 raise IndexError(f"ids must lie in [0, {self.id_dim}), got {int(ids.min())}..{int(ids.max())}")
         R = ids.shape[0] if ids is not None else (x.shape[0] if x is not None and x.dim() == 3 else 1)
         if self.in_dim == 0:

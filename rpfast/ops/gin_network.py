@@ -2,9 +2,10 @@
 
 A GIN training step on the RP paper's graphs (tens of nodes, width 16) is a few hundred
 tiny tensor operations; their dispatch, autograd bookkeeping and argument checks cost far
-more than the arithmetic. Here the forward of every layer runs straight through the C++
-kernels and BLAS, the backward is written out by hand, and the autograd graph holds one
-node for the whole network.
+more than the arithmetic. Here the whole forward is one C++ call and the whole backward
+another (``GINNetwork``, for widths up to ``FUSED_MAX_WIDTH``; wider networks run the same
+kernels layer by layer from Python, where the per-call cost no longer matters), and the
+autograd graph holds one node for the whole network.
 """
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
@@ -127,7 +128,8 @@ def _forward(plan: _Plan, x: Optional[Tensor], ids: Optional[Tensor], save: bool
     return torch.cat(pooled, dim=-1), saved
 
 
-# Widths up to this run in C++ end to end; wider layers run each product on torch's BLAS.
+# Widths up to this run in one C++ call; wider layers call the same kernels one by one
+# (python_backward / _forward, also the reference the C++ network is tested against).
 FUSED_MAX_WIDTH = 64
 _POOL_SIZE = 4
 _free_networks = {torch.float32: [], torch.float64: []}
