@@ -117,3 +117,29 @@ def test_featurisation_cache_is_reused_and_survives_damage(tmp_path):
     assert torch.equal(again.x, first.x) and again.smiles == first.smiles
     files[0].write_bytes(b"damaged")
     assert torch.equal(featurize_dataset(small, cache_dir=tmp_path).x, first.x)
+
+
+def test_duvenaud_conv_matches_a_per_atom_reference():
+    """h_i' = [x_i, sum_j x_j] W_{d_i} + b_{d_i}, d_i = min(degree, max_degree), with gradients."""
+    from rpfast.data import GraphBatch
+    from rpfast.nn import DuvenaudConv
+
+    torch.manual_seed(0)
+    edges = torch.randint(0, 30, (2, 70))
+    edges = edges[:, edges[0] != edges[1]]
+    graph = GraphBatch(torch.cat([edges, edges.flip(0)], dim=1), num_nodes=30)
+    conv = DuvenaudConv(5, 4, max_degree=3).double()
+    x = torch.randn(30, 5, dtype=torch.float64, requires_grad=True)
+    out = conv(x, graph)
+    ref_x = x.detach().clone().requires_grad_()
+    target = graph.edge_index[1]
+    neighbours = torch.zeros_like(ref_x).index_add(0, target, ref_x[graph.edge_index[0]])
+    degree = torch.bincount(target, minlength=30).clamp(max=3)
+    both = torch.cat([ref_x, neighbours], dim=1)
+    ref = torch.bmm(both.unsqueeze(1), conv.weight[degree]).squeeze(1) + conv.bias[degree]
+    torch.testing.assert_close(out, ref)
+    g = torch.randn_like(out)
+    grads = torch.autograd.grad(out, [x, conv.weight, conv.bias], g)
+    ref_grads = torch.autograd.grad(ref, [ref_x, conv.weight, conv.bias], g)
+    for a, b in zip(grads, ref_grads):
+        torch.testing.assert_close(a, b)

@@ -1,6 +1,6 @@
 r"""Duvenaud et al.'s neural graph fingerprint convolution as in DeepChem's GraphConvModel, the
 baseline of the RP paper's molecule experiments, and RP-Duvenaud (RP-GNN, eq. 3)."""
-from typing import Optional, Sequence
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -47,17 +47,39 @@ class DuvenaudConv(nn.Module):
         self.weight = nn.Parameter(torch.empty(self.max_degree + 1, 2 * in_dim, out_dim).uniform_(-bound, bound))
         self.bias = nn.Parameter(torch.zeros(self.max_degree + 1, out_dim))
 
-    def forward(self, x: Tensor, graph: GraphBatch) -> Tensor:
+    def forward(self, x: Tensor, graph: GraphBatch, groups: Optional["DegreeGroups"] = None) -> Tensor:
+        """``groups``: the atoms grouped by degree (:func:`degree_groups`), computed here if not
+        given (:class:`Duvenaud` computes them once for all its convolutions)."""
         if x.dim() != 2 or x.shape != (graph.total_nodes, self.in_dim):
             raise ValueError(f"x must have shape [N={graph.total_nodes}, {self.in_dim}], got {tuple(x.shape)}")
+        groups = degree_groups(graph, self.max_degree) if groups is None else groups
         neighbours = gin_aggregate(x.unsqueeze(0), graph, -1.0)[0]  # (1 + eps) x_i + sum_j x_j with eps = -1
-        both = torch.cat([x, neighbours], dim=1)
-        degree = (graph.t_rowptr[1:] - graph.t_rowptr[:-1]).clamp(max=self.max_degree)
-        out = x.new_empty(x.shape[0], self.weight.shape[2])
-        for d in torch.unique(degree).tolist():
-            rows = torch.nonzero(degree == d).flatten()
-            out = out.index_copy(0, rows, torch.addmm(self.bias[d], both[rows], self.weight[d]))
-        return out
+        both = torch.cat([x, neighbours], dim=1)[groups.order]  # atoms sorted by degree
+        parts = [torch.addmm(self.bias[d], both[start:end], self.weight[d]) for d, start, end in groups.ranges]
+        sorted_out = torch.cat(parts) if parts else both.new_empty(0, self.weight.shape[2])
+        return sorted_out.new_empty(sorted_out.shape).index_copy(0, groups.order, sorted_out)
+
+
+class DegreeGroups(NamedTuple):
+    """Atoms sorted by degree: ``order [N]`` (stable), and ``(degree, start, end)`` ranges of
+    ``order`` holding the atoms of each degree present (degrees above the cap share it)."""
+
+    order: Tensor
+    ranges: List[Tuple[int, int, int]]
+
+
+def degree_groups(graph: GraphBatch, max_degree: int) -> DegreeGroups:
+    """Group a batch's atoms by (capped) in-degree, so each degree's weights are one product
+    on a contiguous block instead of a gather and a scatter per degree."""
+    degree = (graph.t_rowptr[1:] - graph.t_rowptr[:-1]).clamp(max=max_degree)
+    order = torch.argsort(degree, stable=True)
+    counts = torch.bincount(degree, minlength=max_degree + 1).tolist()
+    ranges, start = [], 0
+    for d, count in enumerate(counts):
+        if count:
+            ranges.append((d, start, start + count))
+            start += count
+    return DegreeGroups(order, ranges)
 
 
 def graph_max_pool(h: Tensor, graph: GraphBatch) -> Tensor:
@@ -115,8 +137,9 @@ class Duvenaud(nn.Module):
         if h is None:
             raise ValueError("Duvenaud needs atom features x")
         h = h.to(self.head.weight.dtype)
+        groups = degree_groups(graph, self.convs[0].max_degree)  # shared by the convolutions
         for conv, norm in zip(self.convs, self.norms):
-            h = graph_max_pool(norm(torch.relu(conv(h, graph))), graph)
+            h = graph_max_pool(norm(torch.relu(conv(h, graph, groups))), graph)
         h = self.dense_norm(torch.relu(self.dense(h)))
         return self.head(self.dropout(torch.tanh(graph_gather(h, graph))))
 
