@@ -7,8 +7,9 @@ accuracy from 5 averaged inference permutations, several initialisations per fol
 """
 import functools
 import math
+import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -40,12 +41,14 @@ class CSLConfig:
     hidden: int = option(16, "GIN width")
     num_layers: int = option(5, "GIN layers", flag="--layers")
     lr: float = option(0.01, "Adam learning rate, cosine-annealed")
-    batch_size: int = option(16, "graphs per step (0: the whole training fold, one step per epoch)")
+    batch_size: int = option(16, "graphs per step (0: the whole training fold, one step per epoch); with --nproc "
+                                 "the global batch, split evenly (rounded up to a multiple of the processes)")
     eval_samples: int = option(5, "relabelings averaged at validation", aliases=("--inference-perms",))
     num_vertices: int = option(41, cli=False)
     data_seed: int = option(0, "seed of the relabelings and folds")
     out_dir: str = option("csl_results", "output directory", flag="--out")
-    threads: Optional[int] = option(None, "kernel/torch threads in all (default: torch's)")
+    threads: Optional[int] = option(None, "kernel/torch threads in all, shared by --jobs or --nproc processes "
+                                          "(default: torch's)")
     jobs: Optional[int] = option(None, "runs trained at once in worker processes (default: one per core, "
                                        "at most the number of runs; 1: all in this process)")
     nproc: int = option(1, "processes that train each run together (DistributedDataParallel, gloo on CPU); "
@@ -189,7 +192,10 @@ def main(config: CSLConfig, progress: bool = True) -> Dict:
     main_process = distributed.main_process()
     if main_process:
         prepare_output_dir(config.out_dir)
-    results = distributed.launch(run_csl, config.nproc, config, progress, threads=config.threads)
+    if distributed.under_launcher():  # record the group the launcher made
+        config = replace(config, nproc=int(os.environ["WORLD_SIZE"]))
+    threads = max(1, config.threads // config.nproc) if config.threads else None  # --threads is the total
+    results = distributed.launch(run_csl, config.nproc, config, progress, threads=threads)
     if not main_process:
         return results
     print(format_table(results["summary"], "CSL validation accuracy (%)"))

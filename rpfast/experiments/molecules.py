@@ -7,8 +7,9 @@ the labelled entries, Adam, model selection on the mean validation ROC-AUC over 
 ROC-AUC of the selected epoch; mean and sd over splits; seconds per training epoch.
 """
 import math
+import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -53,7 +54,7 @@ class MoleculesConfig:
     tasks: Optional[str] = option(None, "comma-separated label columns (default: every numeric column)")
     seed: int = option(0, "seed of the splits, initialisations and relabelings")
     out_dir: str = option("molecules_results", "output directory", flag="--out")
-    threads: Optional[int] = option(None, "kernel/torch threads (default: torch's)")
+    threads: Optional[int] = option(None, "kernel/torch threads in all, shared by --nproc processes (default: torch's)")
     nproc: int = option(1, "processes that train each model together (DistributedDataParallel, gloo on CPU); "
                            "torchrun sets this itself")
     sync_bn: bool = option(False, "with several processes, synchronise BatchNorm statistics (SyncBatchNorm)")
@@ -245,7 +246,7 @@ def run_molecules(config: MoleculesConfig, progress: bool = True) -> Dict:
     progress = progress and distributed.current().main
     dataset = load_dataset(config)
     graphs = featurize_dataset(dataset, progress=progress)
-    if graphs.invalid:
+    if graphs.invalid and distributed.current().main:
         shown = ", ".join(str(r) for r in graphs.invalid[:5]) + (" ..." if len(graphs.invalid) > 5 else "")
         print(f"skipped {len(graphs.invalid)} of {len(dataset)} SMILES that RDKit could not parse "
               f"(data rows {shown}, counting from 0)")
@@ -296,7 +297,10 @@ def main(config: MoleculesConfig, progress: bool = True) -> Dict:
     main_process = distributed.main_process()
     if main_process:
         prepare_output_dir(config.out_dir)
-    results = distributed.launch(run_molecules, config.nproc, config, progress, threads=config.threads)
+    if distributed.under_launcher():  # record the group the launcher made
+        config = replace(config, nproc=int(os.environ["WORLD_SIZE"]))
+    threads = max(1, config.threads // config.nproc) if config.threads else None  # --threads is the total
+    results = distributed.launch(run_molecules, config.nproc, config, progress, threads=threads)
     if not main_process:
         return results
     name = "Tox21" if config.data == "tox21" else Path(config.data).name

@@ -48,7 +48,7 @@ class SyncBatchNorm(nn.BatchNorm1d):
         local = torch.cat([x.sum(0), (x * x).sum(0), x.new_tensor([float(x.shape[0])])])
         total = _AllReduceSum.apply(local)
         n = total[-1]
-        if float(n) < 2:
+        if float(n.detach()) < 2:
             raise ValueError("SyncBatchNorm in training mode needs more than one value per channel in all")
         mean = total[:C] / n
         var = (total[C:2 * C] / n - mean * mean).clamp(min=0)
@@ -56,7 +56,8 @@ class SyncBatchNorm(nn.BatchNorm1d):
             self.num_batches_tracked.add_(1)
             momentum = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
             self.running_mean.mul_(1 - momentum).add_(mean.detach(), alpha=momentum)
-            self.running_var.mul_(1 - momentum).add_(var.detach() * (n / (n - 1)), alpha=momentum)
+            count = n.detach()
+            self.running_var.mul_(1 - momentum).add_(var.detach() * (count / (count - 1)), alpha=momentum)
         return (x - mean) * torch.rsqrt(var + self.eps) * self.weight + self.bias
 
 
