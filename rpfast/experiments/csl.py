@@ -7,9 +7,8 @@ accuracy from 5 averaged inference permutations, several initialisations per fol
 """
 import functools
 import math
-import os
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -19,7 +18,6 @@ from sklearn.model_selection import StratifiedKFold
 from tqdm.auto import tqdm
 
 from rpfast.data import PAPER_SKIPS, csl_batch, csl_dataset
-from rpfast._io import prepare_output_dir
 from rpfast._options import option
 from rpfast.experiments.report import format_table, summarise, write_outputs
 from rpfast.experiments import distributed
@@ -189,14 +187,8 @@ def main(config: CSLConfig, progress: bool = True) -> Dict:
     ``out_dir`` raises its ``OSError`` at once. Files are written atomically.
     """
     config.validate()
-    main_process = distributed.main_process()
-    if main_process:
-        prepare_output_dir(config.out_dir)
-    if distributed.under_launcher():  # record the group the launcher made
-        config = replace(config, nproc=int(os.environ["WORLD_SIZE"]))
-    threads = max(1, config.threads // config.nproc) if config.threads else None  # --threads is the total
-    results = distributed.launch(run_csl, config.nproc, config, progress, threads=threads)
-    if not main_process:
+    results, writes = distributed.run_experiment(run_csl, config, progress)
+    if not writes:
         return results
     print(format_table(results["summary"], "CSL validation accuracy (%)"))
     paths = write_outputs(results, Path(config.out_dir), class_names=[f"R={r}" for r in PAPER_SKIPS])

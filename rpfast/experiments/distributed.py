@@ -11,13 +11,15 @@ import os
 import pickle
 import queue as queue_module
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
 import torch
 import torch.distributed as dist
 
-__all__ = ["Context", "current", "launch", "under_launcher", "main_process", "rank_seed"]
+from rpfast._io import prepare_output_dir
+
+__all__ = ["Context", "current", "launch", "run_experiment", "under_launcher", "main_process", "rank_seed"]
 
 
 @dataclass(frozen=True)
@@ -129,3 +131,18 @@ def launch(function: Callable[..., Any], nproc: int, *args, threads: Optional[in
     while not processes.join():
         pass
     return result
+
+
+def run_experiment(function: Callable[..., Any], config, progress: bool):
+    """A command's ``function(config, progress)`` in ``config.nproc`` processes (or the group a
+    launcher made): the output directory is checked first by the process that writes it,
+    ``config.nproc`` records the real group size, and ``config.threads`` is shared among the
+    processes. Returns ``(results, writes)``: rank 0's results (this process's under a
+    launcher) and whether this process prints and writes the outputs."""
+    writes = main_process()
+    if writes:
+        prepare_output_dir(config.out_dir)
+    if under_launcher():
+        config = replace(config, nproc=int(os.environ["WORLD_SIZE"]))
+    threads = max(1, config.threads // config.nproc) if config.threads else None
+    return launch(function, config.nproc, config, progress, threads=threads), writes

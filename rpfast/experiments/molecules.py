@@ -7,9 +7,8 @@ the labelled entries, Adam, model selection on the mean validation ROC-AUC over 
 ROC-AUC of the selected epoch; mean and sd over splits; seconds per training epoch.
 """
 import math
-import os
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -20,7 +19,6 @@ from torch import nn
 from torch.utils.data import DistributedSampler
 from tqdm.auto import tqdm
 
-from rpfast._io import prepare_output_dir
 from rpfast._options import option
 from rpfast.data.molecules import ATOM_FEATURES, BOND_FEATURES, ELEMENTS, MoleculeGraphs
 from rpfast.data.moleculenet import (MoleculeDataset, featurize_dataset, load_tox21, random_split,
@@ -294,14 +292,8 @@ def main(config: MoleculesConfig, progress: bool = True) -> Dict:
     """Run the experiment, print the Table-2-style summary, write CSV, JSON and figures. The
     options and the output directory are checked before any work; files are written atomically."""
     config.validate()
-    main_process = distributed.main_process()
-    if main_process:
-        prepare_output_dir(config.out_dir)
-    if distributed.under_launcher():  # record the group the launcher made
-        config = replace(config, nproc=int(os.environ["WORLD_SIZE"]))
-    threads = max(1, config.threads // config.nproc) if config.threads else None  # --threads is the total
-    results = distributed.launch(run_molecules, config.nproc, config, progress, threads=threads)
-    if not main_process:
+    results, writes = distributed.run_experiment(run_molecules, config, progress)
+    if not writes:
         return results
     name = "Tox21" if config.data == "tox21" else Path(config.data).name
     print(format_table(results, f"{name}: test ROC-AUC (mean over tasks), {config.splits} {config.split} split(s)"))
