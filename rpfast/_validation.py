@@ -106,13 +106,17 @@ def _reject_graph_objects(value, name: str) -> None:
 def index_tensor(value, name: str, *, ndim: Optional[int] = None) -> torch.Tensor:
     """Integers (tensor/array/list) -> contiguous int64 tensor on a kernel device, else
     TypeError/ValueError; with ``ndim``, also checks the number of dimensions."""
-    _reject_graph_objects(value, name)
-    if isinstance(value, torch.Tensor):
+    if type(value) is torch.Tensor and value.dtype == torch.int64 and value.layout == torch.strided \
+            and value.device.type in KERNEL_DEVICES:  # the common case, without the general checks
+        t = value.contiguous()
+    elif isinstance(value, torch.Tensor):
+        _reject_graph_objects(value, name)
         if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
             raise TypeError(f"{name} must hold integers (int64), got {value.dtype}")
         require_kernel_device(value, name)
         t = value.to(torch.int64).contiguous()
     else:
+        _reject_graph_objects(value, name)
         try:
             arr = np.asarray(value)
         except (ValueError, TypeError) as error:  # ragged nesting, unconvertible objects
@@ -127,6 +131,9 @@ def index_tensor(value, name: str, *, ndim: Optional[int] = None) -> torch.Tenso
 
 def float_tensor(value, name: str) -> torch.Tensor:
     """Numbers (tensor/array/list) -> CPU floating tensor (integers become the default dtype)."""
+    if type(value) is torch.Tensor and value.dtype.is_floating_point and value.layout == torch.strided \
+            and value.device.type in KERNEL_DEVICES:  # the common case, without the general checks
+        return value
     _reject_graph_objects(value, name)
     if not isinstance(value, torch.Tensor):
         try:

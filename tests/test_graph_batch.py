@@ -157,3 +157,42 @@ def test_num_nodes_disagreements_are_explained():
         GraphBatch(edges, num_nodes=2, total_nodes=2)
     with pytest.raises(ValueError, match=r"num_nodes\[1\] = -1 is negative"):
         GraphBatch(edges, num_nodes=[2, -1])
+
+
+@pytest.mark.parametrize("num_nodes,num_edges,seed", [(1, 0, 0), (7, 40, 1), (50, 3000, 2), (300, 900, 3)])
+def test_csr_equals_stable_sort_by_row_then_column(num_nodes, num_edges, seed):
+    """The counting-sort CSR equals a stable argsort of row * N + col, with multi-edges (kept in
+    input order), rows longer than the insertion-sort cut-off and empty rows."""
+    gen = torch.Generator().manual_seed(seed)
+    edge_index = torch.randint(0, num_nodes, (2, num_edges), generator=gen)
+    if num_edges:
+        edge_index[0, : num_edges // 3] = 0  # one long row
+    graph = GraphBatch(edge_index, total_nodes=num_nodes)
+    for (rows, cols), (rowptr, col, order) in (
+            (edge_index, (graph.rowptr, graph.col, graph.csr_edge_order)),
+            (edge_index.flip(0), (graph.t_rowptr, graph.t_col, graph.t_edge_order))):
+        expected = torch.argsort(rows * num_nodes + cols, stable=True)
+        assert torch.equal(order, expected)
+        assert torch.equal(col, cols[expected])
+        assert torch.equal(rowptr, torch.cat([torch.zeros(1, dtype=torch.int64),
+                                              torch.bincount(rows, minlength=num_nodes).cumsum(0)]))
+
+
+def test_build_csr_kernel_rejects_out_of_range_edges():
+    from rpfast.ops import _backend
+
+    rows, cols = torch.tensor([0, 3]), torch.tensor([1, 0])
+    with pytest.raises(IndexError, match=r"edge 1 \(3 -> 0\) is outside \[0, 3\)"):
+        _backend.call("build_csr", rows, cols, 3, torch.empty(4, dtype=torch.int64), torch.empty(2, dtype=torch.int64),
+                      torch.empty(2, dtype=torch.int64))
+
+
+def test_csr_without_the_compiled_builder_is_the_same(monkeypatch):
+    from rpfast.data import batch as batch_module
+
+    edge_index = torch.randint(0, 40, (2, 500), generator=torch.Generator().manual_seed(4))
+    compiled = GraphBatch(edge_index, total_nodes=40)
+    monkeypatch.setattr(batch_module, "cpu_csr_builder", None)
+    fallback = GraphBatch(edge_index, total_nodes=40)
+    for name in ("rowptr", "col", "csr_edge_order", "t_rowptr", "t_col", "t_edge_order"):
+        assert torch.equal(getattr(compiled, name), getattr(fallback, name)), name

@@ -11,4 +11,5 @@ void bind_segment(pybind11::module_& m);
 void bind_subsets(pybind11::module_& m);
 void bind_orient(pybind11::module_& m);
 void bind_dense(pybind11::module_& m);
+void bind_csr(pybind11::module_& m);
 }  // namespace rpfast_bindings

@@ -31,6 +31,7 @@ PYBIND11_MODULE(RPFAST_MODULE_NAME, m) {
         "Testing only: raise the interrupt flag after `polls` further polls (<= 0: never), as a Ctrl-C would.");
   rpfast_bindings::bind_permute(m);
   rpfast_bindings::bind_dense(m);
+  rpfast_bindings::bind_csr(m);
   rpfast_bindings::bind_random(m);
   rpfast_bindings::bind_gin(m);
   rpfast_bindings::bind_gin_network(m);

@@ -14,6 +14,11 @@ from rpfast._validation import check_count, check_memory, check_sizes, float_ten
 
 __all__ = ["GraphBatch"]
 
+# ``(rows [E], cols [E], N) -> (rowptr, col, order)`` for CPU edge lists, the compiled
+# counting sort; rpfast.ops installs it (this layer sits below the one that owns the
+# extension). Without it the CSR views come from a stable argsort, with the same result.
+cpu_csr_builder = None
+
 
 def lazy_property(compute):
     """A read-only attribute computed on first use and kept in the instance (like
@@ -74,6 +79,8 @@ class GraphBatch:
         num_nodes=None,
         num_graphs: Optional[int] = None,
         total_nodes: Optional[int] = None,
+        *,
+        _edges_checked: bool = False,
     ):
         total_nodes = None if total_nodes is None else check_count(total_nodes, "total_nodes")
         num_graphs = None if num_graphs is None else check_count(num_graphs, "num_graphs")
@@ -90,7 +97,8 @@ class GraphBatch:
             batch, ptr, total_nodes = self._sizes_to_ptr(num_nodes, batch, ptr, total_nodes)
         self._ptr = self._resolve_ptr(batch, ptr, total_nodes, num_graphs)
         self._total_nodes = int(self._ptr[-1])  # a plain int: compiled code reads it without a sync
-        self._check_edges()
+        if not _edges_checked:  # from_edge_lists checked every graph's local indices already
+            self._check_edges()
         self.edge_attr = None
         if edge_attr is not None:
             edge_attr = float_tensor(edge_attr, "edge_attr")
@@ -235,23 +243,27 @@ class GraphBatch:
                 ei = ei.reshape(2, 0)
             if ei.dim() != 2 or ei.shape[0] != 2:
                 raise ValueError(f"graphs[{g}] edge_index must have shape [2, E], got {tuple(ei.shape)}")
-            n = check_count(item[1], f"graphs[{g}] num_nodes")
-            if ei.numel() and (int(ei.min()) < 0 or int(ei.max()) >= n):
-                raise IndexError(
-                    f"graphs[{g}] edge_index holds {int(ei.min())}..{int(ei.max())}, outside 0..{n - 1}"
-                )
             edges.append(ei)
-            sizes.append(n)
+            sizes.append(check_count(item[1], f"graphs[{g}] num_nodes"))
         sizes_t = torch.tensor(sizes, dtype=torch.int64)
         edge_counts = [e.shape[1] for e in edges]
+        E = sum(edge_counts)
         counts = torch.tensor(edge_counts, dtype=torch.int64)
         ptr = _offsets(sizes_t)
-        # output_size: without it repeat_interleave takes a slow path that reads the total back
-        offsets = torch.repeat_interleave(ptr[:-1], counts, output_size=sum(edge_counts))
-        edge_index = (torch.cat(edges, dim=1) if edges else torch.zeros(2, 0, dtype=torch.int64)) + offsets
+        local = torch.cat(edges, dim=1) if edges else torch.zeros(2, 0, dtype=torch.int64)
+        # One range check for all graphs (per-graph min/max would sync once per graph); local
+        # indices inside 0..n_g-1 also mean no edge can cross graphs once offset.
+        bound = _repeat(sizes_t, counts, E)  # [E] size of each edge's graph
+        if E and bool(((local < 0) | (local >= bound)).any()):
+            graph_of = _repeat(torch.arange(len(edges)), counts, E)
+            g = int(graph_of[((local < 0) | (local >= bound)).any(dim=0)][0])
+            ei = edges[g]
+            raise IndexError(f"graphs[{g}] edge_index holds {int(ei.min())}..{int(ei.max())}, "
+                             f"outside 0..{sizes[g] - 1}")
+        edge_index = local + _repeat(ptr[:-1], counts, E)
         xs = None if x is None else _stack_rows(x, sizes, "x")
-        ea = None if edge_attr is None else _stack_rows(edge_attr, counts.tolist(), "edge_attr")
-        return cls(edge_index, x=xs, edge_attr=ea, ptr=ptr)
+        ea = None if edge_attr is None else _stack_rows(edge_attr, edge_counts, "edge_attr")
+        return cls(edge_index, x=xs, edge_attr=ea, ptr=ptr, _edges_checked=True)
 
     @classmethod
     def from_networkx(cls, graphs, node_attr: Optional[str] = None, edge_attr: Optional[str] = None) -> "GraphBatch":
@@ -368,7 +380,7 @@ class GraphBatch:
         order, edge_ptr = self._edges_by_graph
         edge_counts = edge_ptr.diff()[graphs]
         edge_ids = order[_ranges(edge_ptr[graphs], edge_counts)]  # old id of every new edge
-        shift = torch.repeat_interleave(new_ptr[:-1] - self._ptr[graphs], edge_counts)
+        shift = _repeat(new_ptr[:-1] - self._ptr[graphs], edge_counts, int(edge_counts.sum()))
         return GraphBatch(
             self.edge_index[:, edge_ids] + shift,
             x=None if self.x is None else self.x[nodes],
@@ -405,7 +417,7 @@ class GraphBatch:
     @lazy_property
     def batch(self) -> Tensor:
         """``[N]`` graph id of every node."""
-        return torch.repeat_interleave(torch.arange(self.num_graphs), self.num_nodes, output_size=self.total_nodes)
+        return _repeat(torch.arange(self.num_graphs), self.num_nodes, self.total_nodes)
 
     @lazy_property
     def local_index(self) -> Tensor:
@@ -414,7 +426,10 @@ class GraphBatch:
 
     # ------------------------------------------------------------------ sparse views
     def _csr(self, rows: Tensor, cols: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+        """``(rowptr [N + 1], col [E], order [E])``: the edges stably sorted by ``(row, col)``."""
         N = self.total_nodes
+        if rows.device.type == "cpu" and cpu_csr_builder is not None:  # one O(E + N) pass, no argsort
+            return cpu_csr_builder(rows.contiguous(), cols.contiguous(), N)
         order = torch.argsort(rows * max(N, 1) + cols, stable=True)
         rowptr = torch.zeros(N + 1, dtype=torch.int64)
         rowptr[1:] = torch.bincount(rows, minlength=N).cumsum(0)
@@ -535,7 +550,20 @@ def _ranges(starts: Tensor, counts: Tensor) -> Tensor:
     """Concatenation of ``arange(starts[i], starts[i] + counts[i])`` over ``i``."""
     offsets = _offsets(counts)
     total = int(offsets[-1])
-    return torch.repeat_interleave(starts - offsets[:-1], counts, output_size=total) + torch.arange(total)
+    return _repeat(starts - offsets[:-1], counts, total) + torch.arange(total)
+
+
+def _repeat(values: Tensor, counts: Tensor, total: int) -> Tensor:
+    """``values[i]`` repeated ``counts[i]`` times, ``[total]`` (``total = counts.sum()``).
+
+    NumPy's single-threaded repeat on CPU: torch's ``repeat_interleave`` opens an OpenMP
+    parallel region for even a handful of graphs, and a batch is built every training step;
+    when another process holds a core, each region can stall for the time slice of a
+    descheduled thread. ``output_size`` spares torch's path (compiled or other devices) a
+    read-back of the total."""
+    if values.device.type != "cpu" or torch.compiler.is_compiling():
+        return torch.repeat_interleave(values, counts, output_size=total)
+    return torch.from_numpy(np.repeat(values.numpy(), counts.numpy()))
 
 
 def _rows(value, count: int, name: str) -> Tensor:

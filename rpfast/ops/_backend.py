@@ -22,6 +22,7 @@ from typing import Any, Dict
 import torch
 
 from rpfast import _validation
+from rpfast.data import batch as graph_batch_module
 
 __all__ = ["call", "create", "prepare", "Buffers", "persistent_buffer", "check_device", "num_threads", "build_info", "kernel_devices", "set_interrupt_countdown"]
 
@@ -76,9 +77,19 @@ _C = _import_extension()
 _IMPLEMENTATIONS: Dict[str, Any] = {"cpu": _C}
 # the argument checks name these devices (rpfast._validation.require_kernel_device)
 _validation.KERNEL_DEVICES = tuple(_IMPLEMENTATIONS)
+
+
+def _build_csr(rows: torch.Tensor, cols: torch.Tensor, num_nodes: int):
+    """GraphBatch's CSR views of a CPU edge list: the stable (row, col) order in one C++ pass."""
+    rowptr, col, order = torch.empty(num_nodes + 1, dtype=torch.int64), torch.empty_like(rows), torch.empty_like(rows)
+    call("build_csr", rows, cols, num_nodes, rowptr, col, order)
+    return rowptr, col, order
+
+
+graph_batch_module.cpu_csr_builder = _build_csr
 # kernels that run on one thread (every other kernel takes ``threads=``); for the classes
 # that create() builds, "Class" is the constructor and "Class.method" a method
-_SINGLE_THREADED = frozenset({"check_permutations", "SubsetEnumerator", "SubsetEnumerator.next_rows"})
+_SINGLE_THREADED = frozenset({"check_permutations", "build_csr", "SubsetEnumerator", "SubsetEnumerator.next_rows"})
 
 
 def kernel_devices() -> tuple:
