@@ -12,4 +12,5 @@ void bind_subsets(pybind11::module_& m);
 void bind_orient(pybind11::module_& m);
 void bind_dense(pybind11::module_& m);
 void bind_csr(pybind11::module_& m);
+void bind_pool(pybind11::module_& m);
 }  // namespace rpfast_bindings

@@ -32,6 +32,7 @@ PYBIND11_MODULE(RPFAST_MODULE_NAME, m) {
   rpfast_bindings::bind_permute(m);
   rpfast_bindings::bind_dense(m);
   rpfast_bindings::bind_csr(m);
+  rpfast_bindings::bind_pool(m);
   rpfast_bindings::bind_random(m);
   rpfast_bindings::bind_gin(m);
   rpfast_bindings::bind_gin_network(m);

@@ -10,6 +10,7 @@ from rpfast.ops.norm import batch_norm_relu
 from rpfast.data.molecules import canonical_order_from_mol  # RDKit lives in rpfast.data.molecules
 from rpfast.ops.orient import WLOrder, bfs_order, dfs_order, wl_order
 from rpfast.ops.permute import permute_adjacency, permute_nodes
+from rpfast.ops.pool import graph_max, neighbour_max
 from rpfast.ops.random import random_permutations
 from rpfast.ops.segment import graph_sum, segment_sum
 from rpfast.ops.subsets import (
@@ -25,6 +26,8 @@ __all__ = [
     "WLOrder",
     "embedding",
     "linear",
+    "neighbour_max",
+    "graph_max",
     "batch_norm_relu",
     "bfs_order",
     "canonical_order_from_mol",

@@ -1,0 +1,119 @@
+#include "bindings/arrays.hpp"
+#include "bindings/bindings.hpp"
+#include "rpfast/graph.hpp"
+#include "rpfast/pool.hpp"
+
+namespace rpfast_bindings {
+namespace {
+
+void check_graph(const py::array& rowptr, const py::array& col, int64_t N, const char* name) {
+  const int64_t* rp = in_ptr<int64_t>(rowptr, name, 1);
+  const int64_t* cl = in_ptr<int64_t>(col, name, 1);
+  expect_dim(rowptr, name, 0, N + 1);
+  py::gil_scoped_release release;
+  rpfast::check_csr(rp, cl, N, col.shape(0), name);
+}
+
+// x, out, ties: [N, F]; (rowptr, col): the incoming-edge CSR.
+void neighbour_max(const py::array& x, const py::array& rowptr, const py::array& col, py::array& out,
+                   py::array& ties, int threads) {
+  if (x.ndim() != 2) throw std::invalid_argument("x: expected [N, F]");
+  const int64_t N = x.shape(0), F = x.shape(1);
+  expect_leading(out, "out", {N, F});
+  expect_leading(ties, "ties", {N, F});
+  check_graph(rowptr, col, N, "incoming-edge CSR");
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T* xs = in_ptr<T>(x, "x", 2);
+    T* o = out_ptr<T>(out, "out", 2);
+    T* t = out_ptr<T>(ties, "ties", 2);
+    const int64_t* rp = static_cast<const int64_t*>(rowptr.data());
+    const int64_t* cl = static_cast<const int64_t*>(col.data());
+    py::gil_scoped_release release;
+    rpfast::neighbour_max<T>(xs, rp, cl, N, F, o, t, threads);
+  };
+  if (is_float64(x)) run(double{}); else run(float{});
+}
+
+// x, out, ties, g, grad_x: [N, F]; (out_rowptr, out_col): the outgoing-edge CSR.
+void neighbour_max_backward(const py::array& x, const py::array& out, const py::array& ties, const py::array& g,
+                            const py::array& out_rowptr, const py::array& out_col, py::array& grad_x, int threads) {
+  if (x.ndim() != 2) throw std::invalid_argument("x: expected [N, F]");
+  const int64_t N = x.shape(0), F = x.shape(1);
+  for (const py::array* a : {&out, &ties, &g, static_cast<const py::array*>(&grad_x)})
+    expect_leading(*a, "neighbour_max_backward array", {N, F});
+  check_graph(out_rowptr, out_col, N, "outgoing-edge CSR");
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T* xs = in_ptr<T>(x, "x", 2);
+    const T* o = in_ptr<T>(out, "out", 2);
+    const T* t = in_ptr<T>(ties, "ties", 2);
+    const T* gs = in_ptr<T>(g, "g", 2);
+    T* gx = out_ptr<T>(grad_x, "grad_x", 2);
+    const int64_t* rp = static_cast<const int64_t*>(out_rowptr.data());
+    const int64_t* cl = static_cast<const int64_t*>(out_col.data());
+    py::gil_scoped_release release;
+    rpfast::neighbour_max_backward<T>(xs, o, t, gs, rp, cl, N, F, gx, threads);
+  };
+  if (is_float64(x)) run(double{}); else run(float{});
+}
+
+// x [N, F], ptr [B + 1] -> out, ties [B, F].
+void segment_max(const py::array& x, const py::array& ptr, py::array& out, py::array& ties, int threads) {
+  if (x.ndim() != 2) throw std::invalid_argument("x: expected [N, F]");
+  const int64_t N = x.shape(0), F = x.shape(1);
+  const int64_t* p = in_ptr<int64_t>(ptr, "ptr", 1);
+  const int64_t B = ptr.shape(0) - 1;
+  if (B < 0) throw std::invalid_argument("ptr must have B + 1 >= 1 entries");
+  rpfast::check_ptr(p, B, N);
+  expect_leading(out, "out", {B, F});
+  expect_leading(ties, "ties", {B, F});
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T* xs = in_ptr<T>(x, "x", 2);
+    T* o = out_ptr<T>(out, "out", 2);
+    T* t = out_ptr<T>(ties, "ties", 2);
+    py::gil_scoped_release release;
+    rpfast::segment_max<T>(xs, p, B, F, o, t, threads);
+  };
+  if (is_float64(x)) run(double{}); else run(float{});
+}
+
+// x, grad_x [N, F]; out, ties, g [B, F].
+void segment_max_backward(const py::array& x, const py::array& ptr, const py::array& out, const py::array& ties,
+                          const py::array& g, py::array& grad_x, int threads) {
+  if (x.ndim() != 2) throw std::invalid_argument("x: expected [N, F]");
+  const int64_t N = x.shape(0), F = x.shape(1);
+  const int64_t* p = in_ptr<int64_t>(ptr, "ptr", 1);
+  const int64_t B = ptr.shape(0) - 1;
+  if (B < 0) throw std::invalid_argument("ptr must have B + 1 >= 1 entries");
+  rpfast::check_ptr(p, B, N);
+  for (const py::array* a : {&out, &ties, &g}) expect_leading(*a, "segment_max_backward array", {B, F});
+  expect_leading(grad_x, "grad_x", {N, F});
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T* xs = in_ptr<T>(x, "x", 2);
+    const T* o = in_ptr<T>(out, "out", 2);
+    const T* t = in_ptr<T>(ties, "ties", 2);
+    const T* gs = in_ptr<T>(g, "g", 2);
+    T* gx = out_ptr<T>(grad_x, "grad_x", 2);
+    py::gil_scoped_release release;
+    rpfast::segment_max_backward<T>(xs, p, B, F, o, t, gs, gx, threads);
+  };
+  if (is_float64(x)) run(double{}); else run(float{});
+}
+
+}  // namespace
+
+void bind_pool(py::module_& m) {
+  m.def("neighbour_max", &neighbour_max, py::arg("x"), py::arg("rowptr"), py::arg("col"), py::arg("out"),
+        py::arg("ties"), py::arg("threads"));
+  m.def("neighbour_max_backward", &neighbour_max_backward, py::arg("x"), py::arg("out"), py::arg("ties"),
+        py::arg("g"), py::arg("out_rowptr"), py::arg("out_col"), py::arg("grad_x"), py::arg("threads"));
+  m.def("segment_max", &segment_max, py::arg("x"), py::arg("ptr"), py::arg("out"), py::arg("ties"),
+        py::arg("threads"));
+  m.def("segment_max_backward", &segment_max_backward, py::arg("x"), py::arg("ptr"), py::arg("out"),
+        py::arg("ties"), py::arg("g"), py::arg("grad_x"), py::arg("threads"));
+}
+
+}  // namespace rpfast_bindings

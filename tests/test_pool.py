@@ -1,0 +1,89 @@
+"""neighbour_max (Duvenaud's graph max pooling) against torch's scatter_reduce("amax")."""
+import pytest
+import torch
+
+from rpfast.data import GraphBatch
+from rpfast.ops import graph_max, neighbour_max
+from tests.assertions import assert_thread_invariant
+
+
+def _reference(x, graph):
+    source, target = graph.edge_index
+    return x.scatter_reduce(0, target.unsqueeze(1).expand(-1, x.shape[1]), x[source], "amax", include_self=True)
+
+
+def _graph(seed, num_nodes=60, num_edges=150):
+    """Two graphs and an empty one, with multi-edges and self-loops."""
+    gen = torch.Generator().manual_seed(seed)
+    first = num_nodes // 3
+    parts = [(torch.randint(0, first, (2, num_edges // 3), generator=gen), first), (torch.zeros(2, 0, dtype=torch.int64), 0),
+             (torch.randint(0, num_nodes - first, (2, num_edges - num_edges // 3), generator=gen), num_nodes - first)]
+    return GraphBatch.from_edge_lists(parts)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("ties", [False, True])
+def test_values_and_gradient_match_scatter_reduce(dtype, ties):
+    graph = _graph(1)
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randint(-2, 3, (60, 7), generator=gen).to(dtype) if ties else torch.randn(60, 7, generator=gen,
+                                                                                         dtype=dtype)
+    g = torch.randn(60, 7, generator=gen, dtype=dtype)
+    a = x.clone().requires_grad_()
+    b = x.clone().requires_grad_()
+    out, expected = neighbour_max(a, graph), _reference(b, graph)
+    assert torch.equal(out, expected)
+    out.backward(g)
+    expected.backward(g)
+    torch.testing.assert_close(a.grad, b.grad, rtol=1e-12 if dtype == torch.float64 else 1e-5, atol=1e-6)
+
+
+def test_isolated_nodes_and_nan():
+    graph = GraphBatch(torch.tensor([[0, 1], [1, 0]]), total_nodes=3)
+    x = torch.tensor([[1.0, float("nan")], [2.0, 0.0], [5.0, -1.0]])
+    out = neighbour_max(x, graph)
+    assert torch.equal(out[:, 0], torch.tensor([2.0, 2.0, 5.0]))
+    assert out[0, 1].isnan() and out[1, 1].isnan() and out[2, 1] == -1.0
+
+
+def test_thread_count_does_not_change_the_result():
+    graph = _graph(3, num_nodes=30000, num_edges=90000)
+    x = torch.randn(30000, 64)
+
+    def run():
+        xx = x.clone().requires_grad_()
+        out = neighbour_max(xx, graph)
+        out.square().sum().backward()
+        return out, xx.grad
+
+    assert_thread_invariant(run)
+
+
+def test_rejects_wrong_shapes_and_second_derivative():
+    graph = _graph(4)
+    with pytest.raises(ValueError, match="nodes"):
+        neighbour_max(torch.randn(59, 3), graph)
+    with pytest.raises(TypeError):
+        neighbour_max(torch.ones(60, 3, dtype=torch.int64), graph)
+    x = torch.randn(60, 3, requires_grad=True)
+    (grad,) = torch.autograd.grad(neighbour_max(x, graph).square().sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="differentiable"):
+        grad.sum().backward()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("ties", [False, True])
+def test_graph_max_matches_scatter_reduce(dtype, ties):
+    graph = _graph(5)  # its middle graph has no nodes: max 0, no gradient
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randint(-2, 3, (60, 21), generator=gen).to(dtype) if ties else torch.randn(60, 21, generator=gen,
+                                                                                          dtype=dtype)
+    g = torch.randn(3, 21, generator=gen, dtype=dtype)
+    a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
+    index = graph.batch.unsqueeze(1).expand(-1, 21)
+    expected = b.new_zeros(3, 21).scatter_reduce(0, index, b, "amax", include_self=False)
+    out = graph_max(a, graph)
+    assert torch.equal(out, expected)
+    out.backward(g)
+    expected.backward(g)
+    torch.testing.assert_close(a.grad, b.grad, rtol=1e-12 if dtype == torch.float64 else 1e-5, atol=1e-6)
