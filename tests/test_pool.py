@@ -76,8 +76,10 @@ def test_rejects_wrong_shapes_and_second_derivative():
 def test_graph_max_matches_scatter_reduce(dtype, ties):
     graph = _graph(5)  # its middle graph has no nodes: max 0, no gradient
     gen = torch.Generator().manual_seed(6)
-    x = torch.randint(-2, 3, (60, 21), generator=gen).to(dtype) if ties else torch.randn(60, 21, generator=gen,
-                                                                                          dtype=dtype)
+    # ties at +-0.5, +-1.5: a maximum of exactly 0 would also tie, in torch's backward, with the
+    # initial zero that include_self=False discards (a torch quirk graph_max does not copy)
+    x = torch.randint(-2, 2, (60, 21), generator=gen).to(dtype) + 0.5 if ties else \
+        torch.randn(60, 21, generator=gen, dtype=dtype)
     g = torch.randn(3, 21, generator=gen, dtype=dtype)
     a, b = x.clone().requires_grad_(), x.clone().requires_grad_()
     index = graph.batch.unsqueeze(1).expand(-1, 21)
@@ -87,3 +89,10 @@ def test_graph_max_matches_scatter_reduce(dtype, ties):
     out.backward(g)
     expected.backward(g)
     torch.testing.assert_close(a.grad, b.grad, rtol=1e-12 if dtype == torch.float64 else 1e-5, atol=1e-6)
+
+
+def test_graph_max_shares_a_tie_among_the_graphs_nodes_only():
+    graph = GraphBatch.from_edge_lists([(torch.zeros(2, 0, dtype=torch.int64), 2)])
+    x = torch.zeros(2, 1, requires_grad=True)
+    graph_max(x, graph).sum().backward()
+    assert torch.equal(x.grad, torch.tensor([[0.5], [0.5]]))

@@ -73,7 +73,9 @@ def graph_max(x: Tensor, graph: GraphBatch) -> Tensor:
     .. math:: \text{out}_{b} = \max_{i \in G_b} x_i
 
     equal to ``zeros.scatter_reduce(0, batch, x, "amax", include_self=False)`` (values and
-    gradient: a tied maximum shares its gradient evenly) in one C++ pass each way.
+    gradient: a tied maximum shares its gradient evenly among the graph's nodes that attain it)
+    in one C++ pass each way. One difference: where a graph's maximum is exactly 0, torch's
+    backward also counts the discarded initial zero as a tie; here only the nodes count.
 
     Shapes: ``x [N, F]`` float32/float64 for the ``N`` nodes of ``graph`` -> ``[B, F]``.
     Not twice differentiable.

@@ -515,6 +515,14 @@ def segment_sum_case(draw):
     return Case("segment_sum", ops.segment_sum, (x, ptr))
 
 
+@st.composite
+def max_pool_case(draw, name):
+    graph = draw(graph_arg())
+    x = draw(node_features(graph, replicas=False))
+    x = x.requires_grad_() if isinstance(x, torch.Tensor) and x.dtype.is_floating_point and draw(st.booleans()) else x
+    return Case(name, getattr(ops, name), (x, graph))
+
+
 # ============================================================================ targets: subsets
 PRUNES = ["none", "edgeless", "isolated", "disconnected"]
 
@@ -1095,6 +1103,8 @@ GROUPS = {  # slowest groups first: the background workers take them in this ord
         "gin_mlp": (gin_mlp_case(), 300),
         "batch_norm_relu": (batch_norm_relu_case(), 400),
         "segment_sum": (segment_sum_case(), 300),
+        "neighbour_max": (max_pool_case("neighbour_max"), 300),
+        "graph_max": (max_pool_case("graph_max"), 300),
     },
     "orient": {
         "dfs_order": (traversal_case(True), 300),

@@ -254,6 +254,33 @@ def test_segment_sum(sizes, R, F_, noncontig):
     torch.testing.assert_close(ours[0], theirs[0])
 
 
+@fuzz_settings(300)
+@given(graph_lists(max_nodes=9), st.integers(1, 20), st.booleans(), st.booleans(),
+       st.sampled_from([torch.float32, torch.float64]))
+def test_max_pools(graphs, F_, ties, noncontig, dtype):
+    """neighbour_max / graph_max against scatter_reduce("amax"), values and gradients (ties too)."""
+    count("neighbour_max")
+    count("graph_max")
+    batch = GraphBatch.from_edge_lists(graphs)
+    N = batch.total_nodes
+    x = randn((N, F_), dtype)
+    if ties:  # tied maxima; never exactly 0, where torch's amax backward with include_self=False
+        x = x.round() + 0.5  # also counts the discarded initial zero as a tie (graph_max does not)
+    source, target = batch.edge_index
+    for op, reference in (
+            (ops.neighbour_max, lambda v: v.scatter_reduce(0, target.unsqueeze(1).expand(-1, F_), v[source], "amax",
+                                                           include_self=True)),
+            (ops.graph_max, lambda v: v.new_zeros(batch.num_graphs, F_).scatter_reduce(
+                0, batch.batch.unsqueeze(1).expand(-1, F_), v, "amax", include_self=False))):
+        x1 = maybe_noncontiguous(x, noncontig).requires_grad_()
+        x2 = x.clone().requires_grad_()
+        out, ref = op(x1, batch), reference(x2)
+        assert torch.equal(out, ref)
+        tol = {} if dtype == torch.float64 else {"atol": 1e-5, "rtol": 1e-5}
+        ours, theirs = grads(out, ref, randn(out.shape, dtype, seed=1), [x1], [x2])
+        torch.testing.assert_close(ours[0], theirs[0], **tol)
+
+
 # ------------------------------------------------------------------------ subsets
 @fuzz_settings(300)
 @given(graph_lists(), st.integers(1, 5), st.sampled_from(PRUNES), st.integers(1, 7), st.booleans())
