@@ -2,6 +2,7 @@
 
 #include "bindings/bindings.hpp"
 #include "rpfast/interrupt.hpp"
+#include "rpfast/parallel.hpp"
 
 namespace py = pybind11;
 
@@ -26,6 +27,12 @@ PYBIND11_MODULE(RPFAST_MODULE_NAME, m) {
     info["simd"] = RPFAST_SIMD;
     return info;
   });
+  m.def("_serial_work", [](int64_t threshold) {
+        auto& current = rpfast::serial_work_threshold();
+        return threshold > 0 ? current.exchange(threshold) : current.load();
+      }, py::arg("threshold"),
+        "Benchmarks only: the operation count below which kernels run on one thread; a positive "
+        "threshold replaces it. Returns the previous value.");
   m.def("_set_interrupt_countdown", [](int64_t polls) { rpfast::interrupt_countdown().store(polls); },
         py::arg("polls"),
         "Testing only: raise the interrupt flag after `polls` further polls (<= 0: never), as a Ctrl-C would.");

@@ -51,21 +51,28 @@ __attribute__((noinline)) void run_range(Body& body, int64_t begin, int64_t end)
   for (int64_t i = begin; i < end; ++i) body(i);
 }
 
-// Loops below this many operations run on the calling thread alone. A parallel region
+// Loops below serial_work() operations run on the calling thread alone. A parallel region
 // costs a wake-up and a join of the team (tens of microseconds on a virtual machine, whose
 // vCPU wake-ups are hypervisor exits), and when another process holds a core, the join
 // waits for a descheduled thread's whole time slice. Splitting only pays when each thread
-// gets about a millisecond of work; measured on a 2-vCPU VM, a full-batch CSL RP-GIN epoch
-// ran slower with 2 threads than with 1 at a threshold of 2^18.
-constexpr int64_t kSerialWork = int64_t{1} << 21;
+// gets a few hundred microseconds of work. kDefaultSerialWork was chosen by measurement on a
+// 2-vCPU VM (benchmarks/README.md); serial_work_threshold() can change it for comparisons.
+constexpr int64_t kDefaultSerialWork = int64_t{1} << 20;
+
+inline std::atomic<int64_t>& serial_work_threshold() {
+  static std::atomic<int64_t> threshold{kDefaultSerialWork};
+  return threshold;
+}
+
+inline int64_t serial_work() { return serial_work_threshold().load(std::memory_order_relaxed); }
 
 // Calls body(i) for every i in [0, n) using up to `threads` threads. Work items must be
 // independent; the result never depends on the thread count because each item writes
-// only its own output. Loops of fewer than kSerialWork operations (n * cost_per_item)
+// only its own output. Loops of fewer than serial_work() operations (n * cost_per_item)
 // run serially.
 template <class Body>
 void parallel_for(int64_t n, int threads, int64_t cost_per_item, Body&& body) {
-  const bool serial = threads <= 1 || n <= 1 || n * cost_per_item < kSerialWork;
+  const bool serial = threads <= 1 || n <= 1 || n * cost_per_item < serial_work();
   if (serial) {
     run_range(body, 0, n);
     return;

@@ -126,7 +126,7 @@ inline void random_permutations(const int64_t* num_nodes, int64_t B, int64_t P, 
   const bool dense = n_max <= 4 * K + 1024;
   const int64_t rows = B * P;
   const int64_t cost = dense ? n_max + K : 4 * K + 1;
-  const bool serial = threads <= 1 || rows * cost < kSerialWork;
+  const bool serial = threads <= 1 || rows * cost < serial_work();
   struct Scratch {
     std::vector<int64_t> pool;
     SparseSwaps sparse;
@@ -154,7 +154,7 @@ inline void random_positions(const int64_t* ptr, int64_t B, int64_t P, int64_t m
   int64_t n_max = 0;
   for (int64_t b = 0; b < B; ++b) n_max = ptr[b + 1] - ptr[b] > n_max ? ptr[b + 1] - ptr[b] : n_max;
   const int64_t rows = B * P;
-  const bool serial = threads <= 1 || rows * (2 * n_max + 1) < kSerialWork;
+  const bool serial = threads <= 1 || rows * (2 * n_max + 1) < serial_work();
   struct Scratch {
     std::vector<int64_t> pool, row;
     SparseSwaps sparse;
