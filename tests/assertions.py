@@ -33,9 +33,14 @@ def assert_thread_invariant(fn: Callable[[], T], threads: Sequence[int] = (1, 2)
     """Run ``fn()`` under ``torch.set_num_threads(t)`` for every ``t`` in ``threads`` and assert
     that every run returns bitwise the same result (see ``bitwise_equal``: a tensor, or a
     tuple/list of tensors, ``None`` entries and numbers). The thread count in force before
-    is restored whatever happens. Returns the first run's result.
+    is restored whatever happens. Every kernel loop of two or more items takes the parallel
+    path while it runs (the kernels otherwise keep small loops on one thread, and would then
+    compare the serial path with itself). Returns the first run's result.
     """
+    from rpfast.ops import _backend
+
     before = torch.get_num_threads()
+    threshold = _backend._C._serial_work(1)
     results = []
     try:
         for count in threads:
@@ -43,6 +48,7 @@ def assert_thread_invariant(fn: Callable[[], T], threads: Sequence[int] = (1, 2)
             results.append(_snapshot(fn()))
     finally:
         torch.set_num_threads(before)
+        _backend._C._serial_work(threshold)
     for count, result in zip(threads[1:], results[1:]):
         assert bitwise_equal(results[0], result), \
             f"the result with {count} threads differs from the result with {threads[0]}"

@@ -28,11 +28,17 @@ PYBIND11_MODULE(RPFAST_MODULE_NAME, m) {
     return info;
   });
   m.def("_serial_work", [](int64_t threshold) {
-        auto& current = rpfast::serial_work_threshold();
-        return threshold > 0 ? current.exchange(threshold) : current.load();
+        auto& state = rpfast::serial_work_state();
+        if (threshold <= 0) return state.base.load();
+        state.contended_until_ns.store(0);  // a fresh start: forget a stall seen before
+        return state.base.exchange(threshold);
       }, py::arg("threshold"),
-        "Benchmarks only: the operation count below which kernels run on one thread; a positive "
-        "threshold replaces it. Returns the previous value.");
+        "Tests and benchmarks only: the operation count below which kernels run on one thread on "
+        "an idle machine; a positive threshold replaces it (and forgets a recent stall). Returns "
+        "the previous value.");
+  m.def("_contended", [] { return rpfast::serial_work() != rpfast::serial_work_state().base.load(); },
+        "Testing only: whether the kernels currently run small loops serially because a parallel "
+        "region recently waited for a descheduled thread.");
   m.def("_set_interrupt_countdown", [](int64_t polls) { rpfast::interrupt_countdown().store(polls); },
         py::arg("polls"),
         "Testing only: raise the interrupt flag after `polls` further polls (<= 0: never), as a Ctrl-C would.");

@@ -6,6 +6,7 @@
 // region on the calling thread, where pybind11 turns it into a Python exception.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -51,20 +52,48 @@ __attribute__((noinline)) void run_range(Body& body, int64_t begin, int64_t end)
   for (int64_t i = begin; i < end; ++i) body(i);
 }
 
-// Loops below serial_work() operations run on the calling thread alone. A parallel region
-// costs a wake-up and a join of the team (tens of microseconds on a virtual machine, whose
-// vCPU wake-ups are hypervisor exits), and when another process holds a core, the join
-// waits for a descheduled thread's whole time slice. Splitting only pays when each thread
-// gets a few hundred microseconds of work. kDefaultSerialWork was chosen by measurement on a
-// 2-vCPU VM (benchmarks/README.md); serial_work_threshold() can change it for comparisons.
-constexpr int64_t kDefaultSerialWork = int64_t{1} << 20;
+// When to split a loop over threads. A parallel region costs a wake-up and a join of the team
+// (tens of microseconds on a virtual machine, whose vCPU wake-ups are hypervisor exits), so
+// loops below kBaseSerialWork operations run on the calling thread. And when another process
+// holds a core, a join waits for a descheduled thread's whole time slice (milliseconds): a
+// 50 us region then takes 3 ms. parallel_for watches for that (the calling thread waiting at
+// the join far longer than its own share took) and, when it sees it, runs loops below
+// kContendedSerialWork serially for kContendedBackoffNs before trying again: fast on an idle
+// machine, graceful on a shared one (benchmarks/README.md, "Shared machines").
+constexpr int64_t kBaseSerialWork = int64_t{1} << 18;
+constexpr int64_t kContendedSerialWork = int64_t{1} << 24;
+constexpr int64_t kContendedBackoffNs = 250'000'000;
+constexpr int64_t kStallSlackNs = 1'000'000;  // join waits beyond 4x own work + this = a stall
 
-inline std::atomic<int64_t>& serial_work_threshold() {
-  static std::atomic<int64_t> threshold{kDefaultSerialWork};
-  return threshold;
+struct SerialWorkState {
+  std::atomic<int64_t> base{kBaseSerialWork};
+  std::atomic<int64_t> contended_until_ns{0};  // steady-clock time; 0: no contention seen
+};
+
+inline SerialWorkState& serial_work_state() {
+  static SerialWorkState state;
+  return state;
 }
 
-inline int64_t serial_work() { return serial_work_threshold().load(std::memory_order_relaxed); }
+inline int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The operation count below which a loop runs on the calling thread now.
+inline int64_t serial_work() {
+  SerialWorkState& state = serial_work_state();
+  const int64_t base = state.base.load(std::memory_order_relaxed);
+  const int64_t until = state.contended_until_ns.load(std::memory_order_relaxed);
+  if (until != 0 && steady_ns() < until) return base > kContendedSerialWork ? base : kContendedSerialWork;
+  return base;
+}
+
+// Called after a parallel region: own_ns = the calling thread's share, wait_ns = its wait at the join.
+inline void note_join_wait(int64_t own_ns, int64_t wait_ns) {
+  if (wait_ns > 4 * own_ns + kStallSlackNs)
+    serial_work_state().contended_until_ns.store(steady_ns() + kContendedBackoffNs, std::memory_order_relaxed);
+}
 
 // Calls body(i) for every i in [0, n) using up to `threads` threads. Work items must be
 // independent; the result never depends on the thread count because each item writes
@@ -79,12 +108,16 @@ void parallel_for(int64_t n, int threads, int64_t cost_per_item, Body&& body) {
   }
   FirstError errors;
   const int64_t team = threads < n ? threads : n;
+  const int64_t start = steady_ns();
+  int64_t own_done = start;
 #pragma omp parallel num_threads(team)
   {
     const int64_t t = omp_get_thread_num(), size = omp_get_num_threads();
     const int64_t begin = n * t / size, end = n * (t + 1) / size;  // static contiguous blocks
     errors.run([&] { run_range(body, begin, end); });
+    if (t == 0) own_done = steady_ns();
   }
+  note_join_wait(own_done - start, steady_ns() - own_done);
   errors.rethrow();
 }
 
