@@ -78,15 +78,6 @@ _IMPLEMENTATIONS: Dict[str, Any] = {"cpu": _C}
 # the argument checks name these devices (rpfast._validation.require_kernel_device)
 _validation.KERNEL_DEVICES = tuple(_IMPLEMENTATIONS)
 
-
-def _build_csr(rows: torch.Tensor, cols: torch.Tensor, num_nodes: int):
-    """GraphBatch's CSR views of a CPU edge list: the stable (row, col) order in one C++ pass."""
-    rowptr, col, order = torch.empty(num_nodes + 1, dtype=torch.int64), torch.empty_like(rows), torch.empty_like(rows)
-    call("build_csr", rows, cols, num_nodes, rowptr, col, order)
-    return rowptr, col, order
-
-
-graph_batch_module.cpu_csr_builder = _build_csr
 # kernels that run on one thread (every other kernel takes ``threads=``); for the classes
 # that create() builds, "Class" is the constructor and "Class.method" a method
 _SINGLE_THREADED = frozenset({"check_permutations", "build_csr", "SubsetEnumerator", "SubsetEnumerator.next_rows"})
@@ -120,6 +111,16 @@ def call(kernel: str, *args):
     """
     device = _device_type(kernel, args)
     return _run(kernel, getattr(_IMPLEMENTATIONS[device], kernel), args)
+
+
+def _build_csr(rows: torch.Tensor, cols: torch.Tensor, num_nodes: int):
+    """GraphBatch's CSR views of a CPU edge list: the stable (row, col) order in one C++ pass."""
+    rowptr, col, order = torch.empty(num_nodes + 1, dtype=torch.int64), torch.empty_like(rows), torch.empty_like(rows)
+    call("build_csr", rows, cols, num_nodes, rowptr, col, order)
+    return rowptr, col, order
+
+
+graph_batch_module.cpu_csr_builder = _build_csr  # the data layer cannot import this one
 
 
 def _device_type(what: str, args) -> str:
