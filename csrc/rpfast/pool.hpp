@@ -21,8 +21,9 @@
 
 namespace rpfast {
 
-// One step of the running maximum: (best, count) after meeting v. Written with selects on
-// whole vectors (GCC vector extensions), so it runs branch-free on a block of channels.
+// One step of the running maximum: (best, count) after meeting v. Written with selects, so on
+// whole vectors (GCC vector extensions) it runs branch-free on a block of channels; V may
+// also be a scalar (the tail channels).
 template <class V>
 inline void meet(V v, V& best, V& count, V one) {
   const auto greater = (v > best) | (v != v);  // v != v: a NaN wins and stays
@@ -48,15 +49,7 @@ void neighbour_max(const T* x, const int64_t* rowptr, const int64_t* col, int64_
     }
     for (int64_t f = f0; f < F; ++f) {  // the tail channels, one at a time
       T best = x[i * F + f], count = T(1);
-      for (int64_t k = rowptr[i]; k < rowptr[i + 1]; ++k) {
-        const T v = x[col[k] * F + f];
-        if (v > best || v != v) {
-          best = v;
-          count = T(1);
-        } else if (v == best) {
-          count += T(1);
-        }
-      }
+      for (int64_t k = rowptr[i]; k < rowptr[i + 1]; ++k) meet(x[col[k] * F + f], best, count, T(1));
       out[i * F + f] = best;
       ties[i * F + f] = count;
     }
@@ -122,15 +115,7 @@ void segment_max(const T* x, const int64_t* ptr, int64_t B, int64_t F, T* out, T
     }
     for (int64_t f = f0; f < F; ++f) {
       T best = x[begin * F + f], count = T(1);
-      for (int64_t i = begin + 1; i < end; ++i) {
-        const T v = x[i * F + f];
-        if (v > best || v != v) {
-          best = v;
-          count = T(1);
-        } else if (v == best) {
-          count += T(1);
-        }
-      }
+      for (int64_t i = begin + 1; i < end; ++i) meet(x[i * F + f], best, count, T(1));
       out[b * F + f] = best;
       ties[b * F + f] = count;
     }

@@ -40,9 +40,7 @@ def neighbour_max(x: Tensor, graph: GraphBatch) -> Tensor:
     Shapes: ``x [N, F]`` float32/float64 for the ``N`` nodes of ``graph`` -> ``[N, F]``.
     Not twice differentiable.
     """
-    check_node_tensor(x, graph)
-    if x.dim() != 2:
-        raise ValueError(f"x must have shape [N, F], got {tuple(x.shape)}")
+    _check_rows(x, graph)
     if torch.compiler.is_compiling():  # the same op in torch: the Function is not traceable
         source, target = graph.edge_index
         return x.scatter_reduce(0, target.unsqueeze(1).expand(-1, x.shape[1]), x[source], "amax", include_self=True)
@@ -80,10 +78,15 @@ def graph_max(x: Tensor, graph: GraphBatch) -> Tensor:
     Shapes: ``x [N, F]`` float32/float64 for the ``N`` nodes of ``graph`` -> ``[B, F]``.
     Not twice differentiable.
     """
-    check_node_tensor(x, graph)
-    if x.dim() != 2:
-        raise ValueError(f"x must have shape [N, F], got {tuple(x.shape)}")
+    _check_rows(x, graph)
     if torch.compiler.is_compiling():  # the same op in torch: the Function is not traceable
         index = graph.batch.unsqueeze(1).expand(-1, x.shape[1])
         return x.new_zeros(graph.num_graphs, x.shape[1]).scatter_reduce(0, index, x, "amax", include_self=False)
     return _GraphMax.apply(x.contiguous(), graph.ptr)
+
+
+def _check_rows(x: Tensor, graph: GraphBatch) -> None:
+    """``x`` must be a float ``[N, F]`` tensor for the ``N`` nodes of ``graph`` (no replica axis)."""
+    check_node_tensor(x, graph)
+    if x.dim() != 2:
+        raise ValueError(f"x must have shape [N, F], got {tuple(x.shape)}")
