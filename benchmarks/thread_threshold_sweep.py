@@ -1,8 +1,10 @@
 """Kernel thread threshold sweep (a script, not a pytest benchmark).
 
-rpfast's kernels run on one thread below a work threshold (``csrc/rpfast/parallel.hpp``). This
-times four workloads at several thresholds, interleaved round by round in one process (this
-VM's speed drifts between processes), and prints the median milliseconds per call. Run it once
+rpfast's kernels run on one thread below a work threshold (``csrc/rpfast/parallel.hpp``), and
+for a while below a larger one after a thread started its share late. This times four
+workloads at fixed thresholds and with the default adaptive scheme, interleaved round by round
+in one process (this VM's speed drifts between processes), and prints the median milliseconds
+per call. Run it once
 idle and once beside a busy process (``python -c "while True: pass" &``).
 
 Usage: ``python benchmarks/thread_threshold_sweep.py [rounds]``
@@ -23,7 +25,8 @@ from rpfast.data import csl_dataset  # noqa: E402
 from rpfast.nn import GINConv  # noqa: E402
 from rpfast.ops import _backend  # noqa: E402
 
-THRESHOLDS = [1 << 18, 1 << 19, 1 << 20, 1 << 21, 1 << 40]
+# fixed thresholds, then the default: 2^18 with the late-start back-off (parallel.hpp)
+CASES = [(1 << 18, False), (1 << 19, False), (1 << 20, False), (1 << 21, False), (1 << 40, False), (1 << 18, True)]
 
 
 def conv_step(graph, width):
@@ -47,26 +50,27 @@ def main(rounds: int) -> None:
             "conv csl F16": (conv_step(csl_full_batch(), 16), 50),
             "protocol epoch": (_rpfast_epoch(graphs, labels), 10),
             "rpgin b16 epoch": (training_epoch("rpfast", "Adam(fused=True)"), 2)}
-    times = {(name, t): [] for name in work for t in THRESHOLDS}
+    times = {(name, case): [] for name in work for case in CASES}
     for run, _ in work.values():  # warm-up: caches, workspaces, the optimizer's state
         for _ in range(3):
             run()
     default = _backend._C._serial_work(0)
     try:
         for _ in range(rounds):
-            for threshold in THRESHOLDS:
-                _backend._C._serial_work(threshold)
+            for threshold, adaptive in CASES:
+                _backend._C._serial_work(threshold, adaptive=adaptive)
                 for name, (run, calls) in work.items():
                     start = time.perf_counter()
                     for _ in range(calls):
                         run()
-                    times[name, threshold].append((time.perf_counter() - start) / calls * 1e3)
+                    times[name, (threshold, adaptive)].append((time.perf_counter() - start) / calls * 1e3)
     finally:
-        _backend._C._serial_work(default)
-    print("threshold  " + "  ".join(f"{name:>16s}" for name in work) + "   (ms, median)")
-    for threshold in THRESHOLDS:
-        label = f"2^{threshold.bit_length() - 1}" + (" (default)" if threshold == default else "")
-        print(f"{label:<11s}" + "  ".join(f"{statistics.median(times[name, threshold]):16.3f}" for name in work))
+        _backend._C._serial_work(default, adaptive=True)
+    print("threshold        " + "  ".join(f"{name:>16s}" for name in work) + "   (ms, median)")
+    for case in CASES:
+        threshold, adaptive = case
+        label = f"2^{threshold.bit_length() - 1}" + (" adaptive" if adaptive else "")
+        print(f"{label:<17s}" + "  ".join(f"{statistics.median(times[name, case]):16.3f}" for name in work))
 
 
 if __name__ == "__main__":

@@ -59,16 +59,50 @@ def test_thread_count_does_not_change_the_result():
     assert_thread_invariant(run)
 
 
-def test_rejects_wrong_shapes_and_second_derivative():
+def test_rejects_wrong_shapes():
     graph = _graph(4)
     with pytest.raises(ValueError, match="nodes"):
         neighbour_max(torch.randn(59, 3), graph)
     with pytest.raises(TypeError):
         neighbour_max(torch.ones(60, 3, dtype=torch.int64), graph)
-    x = torch.randn(60, 3, requires_grad=True)
-    (grad,) = torch.autograd.grad(neighbour_max(x, graph).square().sum(), x, create_graph=True)
-    with pytest.raises(RuntimeError, match="differentiable"):
-        grad.sum().backward()
+    with pytest.raises(ValueError, match=r"\[N, F\]"):
+        graph_max(torch.randn(2, 60, 3), graph)
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_second_derivatives_match_scatter_reduce(ties):
+    """Gradient of a gradient (a gradient penalty): the tie mask counts as constant, as in torch."""
+    graph = _graph(7)
+    gen = torch.Generator().manual_seed(8)
+    x = torch.randint(-2, 2, (60, 5), generator=gen).double() + 0.5 if ties else \
+        torch.randn(60, 5, generator=gen, dtype=torch.float64)
+    source, target = graph.edge_index
+    index = graph.batch.unsqueeze(1).expand(-1, 5)
+    ops = [(neighbour_max, lambda v: v.scatter_reduce(0, target.unsqueeze(1).expand(-1, 5), v[source], "amax",
+                                                      include_self=True)),
+           (graph_max, lambda v: v.new_zeros(3, 5).scatter_reduce(0, index, v, "amax", include_self=False))]
+    for op, reference in ops:
+        results = []
+        for fn in (op, reference):
+            leaf = x.clone().requires_grad_()
+            first = lambda v: fn(v) if fn is reference else fn(v, graph)  # noqa: E731
+            (grad,) = torch.autograd.grad(first(leaf).pow(3).sum(), leaf, create_graph=True)
+            (second,) = torch.autograd.grad(grad.pow(2).sum(), leaf)
+            results.append((grad.detach(), second))
+        torch.testing.assert_close(results[0][0], results[1][0])
+        torch.testing.assert_close(results[0][1], results[1][1])
+
+
+def test_duvenaud_gradient_penalty():
+    from rpfast.nn import Duvenaud
+
+    graph = _graph(9)
+    model = Duvenaud(4, 2).double()
+    x = torch.randn(60, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(10), requires_grad=True)
+    (grad,) = torch.autograd.grad(model(x, graph.edge_index, graph.batch).sum(), x, create_graph=True)
+    grad.pow(2).sum().backward()  # raised "differentiate twice" while the pools were once-differentiable
+    weight_grad = model.convs[0].weight.grad
+    assert weight_grad is not None and torch.isfinite(weight_grad).all() and weight_grad.abs().sum() > 0
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

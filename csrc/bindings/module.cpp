@@ -27,18 +27,18 @@ PYBIND11_MODULE(RPFAST_MODULE_NAME, m) {
     info["simd"] = RPFAST_SIMD;
     return info;
   });
-  m.def("_serial_work", [](int64_t threshold) {
+  m.def("_serial_work", [](int64_t threshold, bool adaptive) {
         auto& state = rpfast::serial_work_state();
-        if (threshold <= 0) return state.base.load();
-        state.contended_until_ns.store(0);  // a fresh start: forget a stall seen before
-        return state.base.exchange(threshold);
-      }, py::arg("threshold"),
-        "Tests and benchmarks only: the operation count below which kernels run on one thread on "
-        "an idle machine; a positive threshold replaces it (and forgets a recent stall). Returns "
-        "the previous value.");
+        state.adaptive.store(adaptive);
+        state.contended_until_ns.store(0);  // a fresh start: forget a late start seen before
+        return threshold > 0 ? state.base.exchange(threshold) : state.base.load();
+      }, py::arg("threshold"), py::arg("adaptive") = true,
+        "Tests and benchmarks only: the operation count below which kernels run on one thread "
+        "(a positive threshold replaces it; returns the previous one), and whether a late-starting "
+        "thread makes them run mid-sized loops serially for a while (adaptive=False: never).");
   m.def("_contended", [] { return rpfast::serial_work() != rpfast::serial_work_state().base.load(); },
-        "Testing only: whether the kernels currently run small loops serially because a parallel "
-        "region recently waited for a descheduled thread.");
+        "Testing only: whether the kernels currently run mid-sized loops serially because a "
+        "thread recently started its share late (another process holding its core).");
   m.def("_set_interrupt_countdown", [](int64_t polls) { rpfast::interrupt_countdown().store(polls); },
         py::arg("polls"),
         "Testing only: raise the interrupt flag after `polls` further polls (<= 0: never), as a Ctrl-C would.");

@@ -55,19 +55,21 @@ __attribute__((noinline)) void run_range(Body& body, int64_t begin, int64_t end)
 // When to split a loop over threads. A parallel region costs a wake-up and a join of the team
 // (tens of microseconds on a virtual machine, whose vCPU wake-ups are hypervisor exits), so
 // loops below kBaseSerialWork operations run on the calling thread. And when another process
-// holds a core, a join waits for a descheduled thread's whole time slice (milliseconds): a
-// 50 us region then takes 3 ms. parallel_for watches for that (the calling thread waiting at
-// the join far longer than its own share took) and, when it sees it, runs loops below
-// kContendedSerialWork serially for kContendedBackoffNs before trying again: fast on an idle
-// machine, graceful on a shared one (benchmarks/README.md, "Shared machines").
+// holds a core, a woken thread waits for that core's time slice (milliseconds) and the join
+// waits for it: a 50 us region then takes 3 ms. parallel_for watches for that (a thread that
+// starts its share more than kLateStartNs after the region began) and, when it sees it, runs
+// loops below kContendedSerialWork serially for kContendedBackoffNs before trying again: fast
+// on an idle machine, graceful on a shared one (benchmarks/README.md, "Shared machines").
+// Start times, unlike the join wait, do not depend on how evenly the items split the work.
 constexpr int64_t kBaseSerialWork = int64_t{1} << 18;
 constexpr int64_t kContendedSerialWork = int64_t{1} << 24;
 constexpr int64_t kContendedBackoffNs = 250'000'000;
-constexpr int64_t kStallSlackNs = 1'000'000;  // join waits beyond 4x own work + this = a stall
+constexpr int64_t kLateStartNs = 1'000'000;
 
 struct SerialWorkState {
   std::atomic<int64_t> base{kBaseSerialWork};
-  std::atomic<int64_t> contended_until_ns{0};  // steady-clock time; 0: no contention seen
+  std::atomic<bool> adaptive{true};            // false: base alone decides (tests, benchmarks)
+  std::atomic<int64_t> contended_until_ns{0};  // steady-clock time; 0: no late start seen
 };
 
 inline SerialWorkState& serial_work_state() {
@@ -84,15 +86,14 @@ inline int64_t steady_ns() {
 inline int64_t serial_work() {
   SerialWorkState& state = serial_work_state();
   const int64_t base = state.base.load(std::memory_order_relaxed);
+  if (!state.adaptive.load(std::memory_order_relaxed)) return base;
   const int64_t until = state.contended_until_ns.load(std::memory_order_relaxed);
   if (until != 0 && steady_ns() < until) return base > kContendedSerialWork ? base : kContendedSerialWork;
   return base;
 }
 
-// Called after a parallel region: own_ns = the calling thread's share, wait_ns = its wait at the join.
-inline void note_join_wait(int64_t own_ns, int64_t wait_ns) {
-  if (wait_ns > 4 * own_ns + kStallSlackNs)
-    serial_work_state().contended_until_ns.store(steady_ns() + kContendedBackoffNs, std::memory_order_relaxed);
+inline void note_late_start() {
+  serial_work_state().contended_until_ns.store(steady_ns() + kContendedBackoffNs, std::memory_order_relaxed);
 }
 
 // Calls body(i) for every i in [0, n) using up to `threads` threads. Work items must be
@@ -109,15 +110,15 @@ void parallel_for(int64_t n, int threads, int64_t cost_per_item, Body&& body) {
   FirstError errors;
   const int64_t team = threads < n ? threads : n;
   const int64_t start = steady_ns();
-  int64_t own_done = start;
+  std::atomic<bool> late{false};
 #pragma omp parallel num_threads(team)
   {
     const int64_t t = omp_get_thread_num(), size = omp_get_num_threads();
+    if (t != 0 && steady_ns() - start > kLateStartNs) late.store(true, std::memory_order_relaxed);
     const int64_t begin = n * t / size, end = n * (t + 1) / size;  // static contiguous blocks
     errors.run([&] { run_range(body, begin, end); });
-    if (t == 0) own_done = steady_ns();
   }
-  note_join_wait(own_done - start, steady_ns() - own_done);
+  if (late.load(std::memory_order_relaxed)) note_late_start();
   errors.rethrow();
 }
 

@@ -54,10 +54,11 @@ class DuvenaudConv(nn.Module):
             raise ValueError(f"x must have shape [N={graph.total_nodes}, {self.in_dim}], got {tuple(x.shape)}")
         groups = degree_groups(graph, self.max_degree) if groups is None else groups
         neighbours = gin_aggregate(x.unsqueeze(0), graph, -1.0)[0]  # (1 + eps) x_i + sum_j x_j with eps = -1
-        both = _PermuteRows.apply(torch.cat([x, neighbours], dim=1), groups.order, groups.inverse)  # by degree
+        inverse = groups.inverse if groups.inverse is not None else _inverse(groups.order)
+        both = _PermuteRows.apply(torch.cat([x, neighbours], dim=1), groups.order, inverse)  # by degree
         parts = [torch.addmm(self.bias[d], both[start:end], self.weight[d]) for d, start, end in groups.ranges]
         sorted_out = torch.cat(parts) if parts else both.new_empty(0, self.weight.shape[2])
-        return _PermuteRows.apply(sorted_out, groups.inverse, groups.order)  # back to atom order
+        return _PermuteRows.apply(sorted_out, inverse, groups.order)  # back to atom order
 
 
 class _PermuteRows(torch.autograd.Function):
@@ -76,13 +77,13 @@ class _PermuteRows(torch.autograd.Function):
 
 
 class DegreeGroups(NamedTuple):
-    """Atoms sorted by degree: ``order [N]`` (stable) and its ``inverse``, and ``(degree,
-    start, end)`` ranges of ``order`` holding the atoms of each degree present (degrees above
-    the cap share it)."""
+    """Atoms sorted by degree: ``order [N]`` (stable), ``(degree, start, end)`` ranges of
+    ``order`` holding the atoms of each degree present (degrees above the cap share it), and
+    the ``inverse`` permutation of ``order`` (computed from it when None)."""
 
     order: Tensor
-    inverse: Tensor
     ranges: List[Tuple[int, int, int]]
+    inverse: Optional[Tensor] = None
 
 
 def degree_groups(graph: GraphBatch, max_degree: int) -> DegreeGroups:
@@ -96,9 +97,13 @@ def degree_groups(graph: GraphBatch, max_degree: int) -> DegreeGroups:
         if count:
             ranges.append((d, start, start + count))
             start += count
+    return DegreeGroups(order, ranges, _inverse(order))
+
+
+def _inverse(order: Tensor) -> Tensor:
     inverse = torch.empty_like(order)
     inverse[order] = torch.arange(order.numel())
-    return DegreeGroups(order, inverse, ranges)
+    return inverse
 
 
 def graph_max_pool(h: Tensor, graph: GraphBatch) -> Tensor:

@@ -1,8 +1,13 @@
 """Max pooling of Duvenaud et al.'s model: over each atom's neighbourhood (DeepChem's
-GraphPool) and over each graph (the max half of GraphGather)."""
+GraphPool) and over each graph (the max half of GraphGather).
+
+Both maxima are locally linear: with the tie mask fixed, ``out = J x`` where row ``i`` of ``J``
+averages the entries that attain the maximum. The backward is ``J^T g`` (one C++ pass); it is
+itself a Function whose backward, ``J v``, runs in torch, so second derivatives work (the
+mask is piecewise constant: its own derivative is zero almost everywhere).
+"""
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
 from rpfast.data import GraphBatch
 from rpfast.ops import _backend
@@ -11,21 +16,41 @@ from rpfast.ops.segment import check_node_tensor
 __all__ = ["neighbour_max", "graph_max"]
 
 
+def _rows_of(rowptr: Tensor) -> Tensor:
+    """``[E]`` the row of every CSR entry."""
+    return torch.repeat_interleave(torch.arange(rowptr.numel() - 1), rowptr.diff(), output_size=int(rowptr[-1]))
+
+
 class _NeighbourMax(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, in_rowptr: Tensor, in_col: Tensor, out_rowptr: Tensor, out_col: Tensor) -> Tensor:
         out, ties = torch.empty_like(x), torch.empty_like(x)
         _backend.call("neighbour_max", x, in_rowptr, in_col, out, ties)
-        ctx.save_for_backward(x, out, ties, out_rowptr, out_col)
+        ctx.save_for_backward(x, out, ties, in_rowptr, in_col, out_rowptr, out_col)
         return out
 
     @staticmethod
-    @once_differentiable  # the tie mask is piecewise constant; a second derivative is not offered
     def backward(ctx, grad: Tensor):
-        x, out, ties, out_rowptr, out_col = ctx.saved_tensors
+        return _NeighbourMaxAdjoint.apply(grad, *ctx.saved_tensors), None, None, None, None
+
+
+class _NeighbourMaxAdjoint(torch.autograd.Function):
+    """``J^T g`` for neighbour_max's Jacobian ``J`` (C++, over the outgoing-edge CSR)."""
+
+    @staticmethod
+    def forward(ctx, grad, x, out, ties, in_rowptr, in_col, out_rowptr, out_col):
         grad_x = torch.empty_like(x)
         _backend.call("neighbour_max_backward", x, out, ties, grad.contiguous(), out_rowptr, out_col, grad_x)
-        return grad_x, None, None, None, None
+        ctx.save_for_backward(x, out, ties, in_rowptr, in_col)
+        return grad_x
+
+    @staticmethod
+    def backward(ctx, v: Tensor):
+        """``J v``: each row's average of ``v`` over the entries attaining its maximum (torch ops)."""
+        x, out, ties, in_rowptr, in_col = ctx.saved_tensors
+        target = _rows_of(in_rowptr)
+        jv = torch.where(x == out, v, 0).index_add(0, target, torch.where(x[in_col] == out[target], v[in_col], 0))
+        return jv / ties, None, None, None, None, None, None, None
 
 
 def neighbour_max(x: Tensor, graph: GraphBatch) -> Tensor:
@@ -33,12 +58,13 @@ def neighbour_max(x: Tensor, graph: GraphBatch) -> Tensor:
 
     .. math:: \text{out}_{i} = \max\big(x_i, \max_{j \to i} x_j\big)
 
-    equal to ``x.scatter_reduce(0, target, x[source], "amax", include_self=True)`` (values and
-    gradient: a tied maximum shares its gradient evenly, NaN propagates) in one C++ pass each
-    way, without the ``[E, F]`` gather and its scatter-add backward.
+    equal to ``x.scatter_reduce(0, target, x[source], "amax", include_self=True)`` in values (NaN
+    propagates) and gradient (a tied maximum shares its gradient evenly), in one C++ pass each
+    way, without the ``[E, F]`` gather and its scatter-add backward. Where a neighbourhood holds
+    a NaN, torch's gradient there is NaN; here no gradient flows through that maximum.
 
     Shapes: ``x [N, F]`` float32/float64 for the ``N`` nodes of ``graph`` -> ``[N, F]``.
-    Not twice differentiable.
+    Twice differentiable (the tie mask counts as constant).
     """
     _check_rows(x, graph)
     if torch.compiler.is_compiling():  # the same op in torch: the Function is not traceable
@@ -57,12 +83,27 @@ class _GraphMax(torch.autograd.Function):
         return out
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad: Tensor):
-        x, ptr, out, ties = ctx.saved_tensors
+        return _GraphMaxAdjoint.apply(grad, *ctx.saved_tensors), None
+
+
+class _GraphMaxAdjoint(torch.autograd.Function):
+    """``J^T g`` for graph_max's Jacobian ``J`` (C++)."""
+
+    @staticmethod
+    def forward(ctx, grad, x, ptr, out, ties):
         grad_x = torch.empty_like(x)
         _backend.call("segment_max_backward", x, ptr, out, ties, grad.contiguous(), grad_x)
-        return grad_x, None
+        ctx.save_for_backward(x, ptr, out, ties)
+        return grad_x
+
+    @staticmethod
+    def backward(ctx, v: Tensor):
+        """``J v``: each graph's average of ``v`` over the nodes attaining its maximum (torch ops)."""
+        x, ptr, out, ties = ctx.saved_tensors
+        graph_of = _rows_of(ptr)
+        jv = out.new_zeros(out.shape).index_add(0, graph_of, torch.where(x == out[graph_of], v, 0))
+        return jv / ties.clamp(min=1), None, None, None, None  # an empty graph: ties 0, no entries
 
 
 def graph_max(x: Tensor, graph: GraphBatch) -> Tensor:
@@ -70,13 +111,15 @@ def graph_max(x: Tensor, graph: GraphBatch) -> Tensor:
 
     .. math:: \text{out}_{b} = \max_{i \in G_b} x_i
 
-    equal to ``zeros.scatter_reduce(0, batch, x, "amax", include_self=False)`` (values and
-    gradient: a tied maximum shares its gradient evenly among the graph's nodes that attain it)
-    in one C++ pass each way. One difference: where a graph's maximum is exactly 0, torch's
-    backward also counts the discarded initial zero as a tie; here only the nodes count.
+    equal to ``zeros.scatter_reduce(0, batch, x, "amax", include_self=False)`` in values and
+    gradient (a tied maximum shares its gradient evenly among the graph's nodes that attain it),
+    in one C++ pass each way. Two differences: where a graph's maximum is exactly 0, torch's
+    backward also counts the discarded initial zero as a tie, and where a graph holds a NaN,
+    torch's gradient is NaN; here only the nodes count, and no gradient flows through a NaN
+    maximum.
 
     Shapes: ``x [N, F]`` float32/float64 for the ``N`` nodes of ``graph`` -> ``[B, F]``.
-    Not twice differentiable.
+    Twice differentiable (the tie mask counts as constant).
     """
     _check_rows(x, graph)
     if torch.compiler.is_compiling():  # the same op in torch: the Function is not traceable
