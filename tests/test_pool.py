@@ -1,10 +1,10 @@
-"""neighbour_max (Duvenaud's graph max pooling) against torch's scatter_reduce("amax")."""
+"""neighbour_max and graph_max (Duvenaud's max pools) against torch's scatter_reduce("amax")."""
 import pytest
 import torch
 
 from rpfast.data import GraphBatch
 from rpfast.ops import graph_max, neighbour_max
-from tests.assertions import assert_thread_invariant
+from assertions import assert_thread_invariant
 
 
 def _reference(x, graph):
