@@ -14,4 +14,14 @@ inline rpfast::GraphBatchView batch_view(const py::array& ptr, const py::array& 
   return rpfast::checked_batch_view(p, ptr.shape(0), rp, rowptr.shape(0), c, col.shape(0));
 }
 
+// ptr [B + 1] node offsets of B segments over N rows, checked (starts at 0, ends at N,
+// never decreases); the array must outlive the pointer.
+inline const int64_t* checked_ptr(const py::array& ptr, int64_t N, int64_t* B) {
+  const int64_t* p = in_ptr<int64_t>(ptr, "ptr", 1);
+  *B = ptr.shape(0) - 1;
+  if (*B < 0) throw std::invalid_argument("ptr must have B + 1 >= 1 entries");
+  rpfast::check_ptr(p, *B, N);
+  return p;
+}
+
 }  // namespace rpfast_bindings

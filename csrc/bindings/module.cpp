@@ -36,9 +36,6 @@ PYBIND11_MODULE(RPFAST_MODULE_NAME, m) {
         "Tests and benchmarks only: the operation count below which kernels run on one thread "
         "(a positive threshold replaces it; returns the previous one), and whether a late-starting "
         "thread makes them run mid-sized loops serially for a while (adaptive=False: never).");
-  m.def("_contended", [] { return rpfast::serial_work() != rpfast::serial_work_state().base.load(); },
-        "Testing only: whether the kernels currently run mid-sized loops serially because a "
-        "thread recently started its share late (another process holding its core).");
   m.def("_set_interrupt_countdown", [](int64_t polls) { rpfast::interrupt_countdown().store(polls); },
         py::arg("polls"),
         "Testing only: raise the interrupt flag after `polls` further polls (<= 0: never), as a Ctrl-C would.");

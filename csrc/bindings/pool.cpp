@@ -1,6 +1,6 @@
 #include "bindings/arrays.hpp"
 #include "bindings/bindings.hpp"
-#include "rpfast/graph.hpp"
+#include "bindings/graph_view.hpp"
 #include "rpfast/pool.hpp"
 
 namespace rpfast_bindings {
@@ -12,6 +12,24 @@ void check_graph(const py::array& rowptr, const py::array& col, int64_t N, const
   expect_dim(rowptr, name, 0, N + 1);
   py::gil_scoped_release release;
   rpfast::check_csr(rp, cl, N, col.shape(0), name);
+}
+
+// The checked pointers of a max pool's backward: forward input and output, tie counts,
+// incoming gradient, and the gradient to write (2-D arrays of one dtype).
+template <class T>
+struct BackwardArrays {
+  const T* x;
+  const T* out;
+  const T* ties;
+  const T* g;
+  T* grad_x;
+};
+
+template <class T>
+BackwardArrays<T> backward_arrays(const py::array& x, const py::array& out, const py::array& ties,
+                                  const py::array& g, py::array& grad_x) {
+  return {in_ptr<T>(x, "x", 2), in_ptr<T>(out, "out", 2), in_ptr<T>(ties, "ties", 2), in_ptr<T>(g, "g", 2),
+          out_ptr<T>(grad_x, "grad_x", 2)};
 }
 
 // x, out, ties: [N, F]; (rowptr, col): the incoming-edge CSR.
@@ -45,15 +63,11 @@ void neighbour_max_backward(const py::array& x, const py::array& out, const py::
   check_graph(out_rowptr, out_col, N, "outgoing-edge CSR");
   auto run = [&](auto tag) {
     using T = decltype(tag);
-    const T* xs = in_ptr<T>(x, "x", 2);
-    const T* o = in_ptr<T>(out, "out", 2);
-    const T* t = in_ptr<T>(ties, "ties", 2);
-    const T* gs = in_ptr<T>(g, "g", 2);
-    T* gx = out_ptr<T>(grad_x, "grad_x", 2);
+    const auto a = backward_arrays<T>(x, out, ties, g, grad_x);
     const int64_t* rp = static_cast<const int64_t*>(out_rowptr.data());
     const int64_t* cl = static_cast<const int64_t*>(out_col.data());
     py::gil_scoped_release release;
-    rpfast::neighbour_max_backward<T>(xs, o, t, gs, rp, cl, N, F, gx, threads);
+    rpfast::neighbour_max_backward<T>(a.x, a.out, a.ties, a.g, rp, cl, N, F, a.grad_x, threads);
   };
   if (is_float64(x)) run(double{}); else run(float{});
 }
@@ -62,10 +76,8 @@ void neighbour_max_backward(const py::array& x, const py::array& out, const py::
 void segment_max(const py::array& x, const py::array& ptr, py::array& out, py::array& ties, int threads) {
   if (x.ndim() != 2) throw std::invalid_argument("x: expected [N, F]");
   const int64_t N = x.shape(0), F = x.shape(1);
-  const int64_t* p = in_ptr<int64_t>(ptr, "ptr", 1);
-  const int64_t B = ptr.shape(0) - 1;
-  if (B < 0) throw std::invalid_argument("ptr must have B + 1 >= 1 entries");
-  rpfast::check_ptr(p, B, N);
+  int64_t B = 0;
+  const int64_t* p = checked_ptr(ptr, N, &B);
   expect_leading(out, "out", {B, F});
   expect_leading(ties, "ties", {B, F});
   auto run = [&](auto tag) {
@@ -84,21 +96,15 @@ void segment_max_backward(const py::array& x, const py::array& ptr, const py::ar
                           const py::array& g, py::array& grad_x, int threads) {
   if (x.ndim() != 2) throw std::invalid_argument("x: expected [N, F]");
   const int64_t N = x.shape(0), F = x.shape(1);
-  const int64_t* p = in_ptr<int64_t>(ptr, "ptr", 1);
-  const int64_t B = ptr.shape(0) - 1;
-  if (B < 0) throw std::invalid_argument("ptr must have B + 1 >= 1 entries");
-  rpfast::check_ptr(p, B, N);
+  int64_t B = 0;
+  const int64_t* p = checked_ptr(ptr, N, &B);
   for (const py::array* a : {&out, &ties, &g}) expect_leading(*a, "segment_max_backward array", {B, F});
   expect_leading(grad_x, "grad_x", {N, F});
   auto run = [&](auto tag) {
     using T = decltype(tag);
-    const T* xs = in_ptr<T>(x, "x", 2);
-    const T* o = in_ptr<T>(out, "out", 2);
-    const T* t = in_ptr<T>(ties, "ties", 2);
-    const T* gs = in_ptr<T>(g, "g", 2);
-    T* gx = out_ptr<T>(grad_x, "grad_x", 2);
+    const auto a = backward_arrays<T>(x, out, ties, g, grad_x);
     py::gil_scoped_release release;
-    rpfast::segment_max_backward<T>(xs, p, B, F, o, t, gs, gx, threads);
+    rpfast::segment_max_backward<T>(a.x, p, B, F, a.out, a.ties, a.g, a.grad_x, threads);
   };
   if (is_float64(x)) run(double{}); else run(float{});
 }

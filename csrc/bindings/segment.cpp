@@ -1,5 +1,6 @@
 #include "bindings/arrays.hpp"
 #include "bindings/bindings.hpp"
+#include "bindings/graph_view.hpp"
 #include "rpfast/segment.hpp"
 
 namespace rpfast_bindings {
@@ -9,14 +10,12 @@ namespace {
 template <bool Reduce>
 void segment(const py::array& src, const py::array& ptr, py::array& out, int threads) {
   if (src.ndim() != 3 || out.ndim() != 3) throw std::invalid_argument("segment: expected 3-D arrays");
-  const int64_t* p = in_ptr<int64_t>(ptr, "ptr", 1);
-  const int64_t B = ptr.shape(0) - 1;
-  if (B < 0) throw std::invalid_argument("ptr must have B + 1 >= 1 entries");
   const py::array& nodes = Reduce ? src : out;
   const int64_t R = src.shape(0), N = nodes.shape(1), F = src.shape(2);
+  int64_t B = 0;
+  const int64_t* p = checked_ptr(ptr, N, &B);
   expect_leading(Reduce ? out : src, "segments", {R, B, F});
   expect_leading(nodes, "nodes", {R, N, F});
-  rpfast::check_ptr(p, B, N);
   auto run = [&](auto tag) {
     using T = decltype(tag);
     const T* s = in_ptr<T>(src, "src", 3);

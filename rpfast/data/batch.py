@@ -254,9 +254,9 @@ class GraphBatch:
         # One range check for all graphs (per-graph min/max would sync once per graph); local
         # indices inside 0..n_g-1 also mean no edge can cross graphs once offset.
         bound = _repeat(sizes_t, counts, E)  # [E] size of each edge's graph
-        if E and bool(((local < 0) | (local >= bound)).any()):
-            graph_of = _repeat(torch.arange(len(edges)), counts, E)
-            g = int(graph_of[((local < 0) | (local >= bound)).any(dim=0)][0])
+        outside = ((local < 0) | (local >= bound)).any(dim=0)  # [E]
+        if bool(outside.any()):
+            g = int(_repeat(torch.arange(len(edges)), counts, E)[outside][0])
             ei = edges[g]
             raise IndexError(f"graphs[{g}] edge_index holds {int(ei.min())}..{int(ei.max())}, "
                              f"outside 0..{sizes[g] - 1}")
