@@ -92,6 +92,10 @@ def _worker(rank: int, world_size: int, port: int, threads: int, function: Calla
         result = function(*args)
         if rank == 0:  # by value: torch's queue pickling would share tensors with a process about to exit
             results.put(pickle.dumps(result))
+        # Every rank is past its last collective before any tears the group down: gloo can
+        # abort a process ("terminate called without an active exception") whose peer closes
+        # the connection under it.
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
@@ -109,7 +113,9 @@ def launch(function: Callable[..., Any], nproc: int, *args, threads: Optional[in
         if not dist.is_initialized():
             dist.init_process_group(_backend())
         try:
-            return function(*args)
+            result = function(*args)
+            dist.barrier()  # as in _worker: nobody tears the group down under a peer
+            return result
         finally:
             dist.destroy_process_group()
     if nproc == 1:
