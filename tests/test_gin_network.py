@@ -151,3 +151,105 @@ def test_workspaces_return_to_a_bounded_pool():
     for _ in range(10):
         model(graph.x, graph, ids).sum().backward()
     assert 1 <= len(gin_network_module._free_networks[torch.float32]) <= gin_network_module._POOL_SIZE
+
+
+def _train_steps(model, graph, ids, steps=3):
+    """A few Adam steps; returns the last logits and the final state."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+    x = graph.x.to(model.classifier.weight.dtype)
+    for _ in range(steps):
+        out = model(x, graph, ids)
+        optimizer.zero_grad()
+        out.square().sum().backward()
+        optimizer.step()
+    return out.detach(), copy.deepcopy(model.state_dict())
+
+
+def _assert_same_training(fused, unfused, graph, ids):
+    out, state = _train_steps(fused, graph, ids)
+    ref, ref_state = _train_steps(unfused, graph, ids)
+    torch.testing.assert_close(out, ref)
+    for name in ref_state:
+        torch.testing.assert_close(state[name], ref_state[name], msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("change", ["data", "module", "momentum", "dtype", "eps", "bias", "layers"])
+def test_the_bound_network_follows_changes_to_the_module(change):
+    """The whole model is bound to C++ once; replacing a storage, a module, a setting or the
+    dtype after training started must take effect exactly as in the layer-by-layer model."""
+    graph = _batch()
+    fused, unfused = _pair(1, 10, 16, torch.float64)
+    ids = torch.randint(0, 10, (2, graph.total_nodes))
+    _assert_same_training(fused, unfused, graph, ids)
+    for model in (fused, unfused):
+        torch.manual_seed(1)
+        layer = model.layers[1]
+        if change == "data":
+            layer.linears[0].weight.data = torch.randn(16, 16, dtype=torch.float64)
+        elif change == "module":
+            layer.norms[1] = torch.nn.BatchNorm1d(16, momentum=0.5).double()
+        elif change == "momentum":
+            layer.norms[0].momentum = None  # cumulative average: 1 / num_batches_tracked
+        elif change == "dtype":
+            model.float()
+        elif change == "eps":
+            layer.eps = None  # the fixed eps buffer from now on
+            layer.fixed_eps.fill_(0.5)
+        elif change == "bias":
+            model.classifier.bias = None
+        else:
+            model.layers.append(copy.deepcopy(model.layers[2]))
+    if change == "layers":  # the classifier now reads one more layer
+        for model in (fused, unfused):
+            torch.manual_seed(2)
+            model.classifier = torch.nn.Linear(model.classifier.in_features + 16, 4).double()
+    _assert_same_training(fused, unfused, graph, ids)
+
+
+def test_cumulative_batch_norm_momentum_matches_torch():
+    graph = _batch()
+    fused, unfused = _pair(1, 10, 16, torch.float64)
+    for model in (fused, unfused):
+        for module in model.modules():
+            if isinstance(module, torch.nn.BatchNorm1d):
+                module.momentum = None
+    ids = torch.randint(0, 10, (1, graph.total_nodes))
+    _assert_same_training(fused, unfused, graph, ids)
+    assert int(fused.layers[0].norms[0].num_batches_tracked) == 3
+
+
+def test_dropout_and_embeddings_with_the_bound_network():
+    graph = _batch()
+    fused, unfused = _pair(1, 10, 16, torch.float64)
+    for model in (fused, unfused):
+        model.dropout.p = 0.5
+    ids = torch.randint(0, 10, (1, graph.total_nodes))
+    torch.manual_seed(3)
+    out = fused(graph.x, graph, ids)
+    torch.manual_seed(3)
+    torch.testing.assert_close(out, unfused(graph.x, graph, ids))
+    torch.testing.assert_close(fused.graph_embedding(graph.x, graph, ids), unfused.graph_embedding(graph.x, graph, ids))
+
+
+def test_a_copy_of_a_trained_model_trains_on_its_own_tensors():
+    graph = _batch()
+    fused, _ = _pair(1, 10, 16, torch.float32)
+    ids = torch.randint(0, 10, (1, graph.total_nodes))
+    _train_steps(fused, graph, ids)
+    twin = copy.deepcopy(fused)
+    before = copy.deepcopy(fused.state_dict())
+    _train_steps(twin, graph, ids)
+    for name, value in fused.state_dict().items():
+        assert torch.equal(value, before[name]), name
+    assert not torch.equal(twin.classifier.weight, fused.classifier.weight)
+
+
+def test_ids_out_of_range_are_refused_by_the_bound_network():
+    graph = _batch()
+    fused, _ = _pair(1, 10, 16, torch.float32)
+    bad = torch.zeros(1, graph.total_nodes, dtype=torch.int64)
+    bad[0, 7] = 10
+    with pytest.raises(IndexError, match=r"ids must lie in \[0, 10\), got 10"):
+        fused(graph.x, graph, bad)
+    state = copy.deepcopy(fused.state_dict())
+    assert all(torch.equal(v, state[k]) for k, v in fused.state_dict().items())

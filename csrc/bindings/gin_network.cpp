@@ -7,21 +7,22 @@
 namespace rpfast_bindings {
 namespace {
 
-// Python layer tuple: (first | None, id_weight | None, eps, weights, gammas, betas,
-// running_means, running_vars, momenta, bn_eps); see rpfast/ops/gin_network.py.
+// Python layer tuple: (first | None, id_weight | None, eps [1], weights, gammas, betas,
+// running_means, running_vars, momenta (NaN: cumulative), bn_eps, counters (int64 [] | None
+// each)); see rpfast/ops/gin_network.py.
 template <class T>
 std::vector<rpfast::GINLayerWeights<T>> layer_weights(const py::list& layers, int64_t in_dim) {
   std::vector<rpfast::GINLayerWeights<T>> out;
   int64_t F = in_dim;
   for (const py::handle& item : layers) {
     const py::tuple t = py::reinterpret_borrow<py::tuple>(item);
-    if (t.size() != 10) throw std::invalid_argument("GINNetwork: a layer is a 10-tuple");
+    if (t.size() != 11) throw std::invalid_argument("GINNetwork: a layer is an 11-tuple");
     rpfast::GINLayerWeights<T> w;
     const py::list gammas = t[4], betas = t[5], means = t[6], vars = t[7], weights = t[3];
-    const py::list momenta = t[8], bn_eps = t[9];
+    const py::list momenta = t[8], bn_eps = t[9], counters = t[10];
     const int64_t S = static_cast<int64_t>(gammas.size());
     if (S < 1 || betas.size() != gammas.size() || means.size() != gammas.size() || vars.size() != gammas.size() ||
-        momenta.size() != gammas.size() || bn_eps.size() != gammas.size() ||
+        momenta.size() != gammas.size() || bn_eps.size() != gammas.size() || counters.size() != gammas.size() ||
         static_cast<int64_t>(weights.size()) != S - 1)
       throw std::invalid_argument("GINNetwork: a layer needs S >= 1 stages of BatchNorm tensors and S - 1 weights");
     w.hidden = py::cast<py::array>(gammas[0]).shape(0);
@@ -40,7 +41,9 @@ std::vector<rpfast::GINLayerWeights<T>> layer_weights(const py::list& layers, in
     }
     if (w.first == nullptr && w.id_weight == nullptr)
       throw std::invalid_argument("GINNetwork: a layer needs input features or IDs");
-    w.eps = py::cast<double>(t[2]);
+    const py::array eps = t[2];
+    expect_dim(eps, "eps", 0, 1);
+    w.eps = in_ptr<T>(eps, "eps", 1);
     for (int64_t s = 0; s < S; ++s) {
       py::array gm = gammas[s], bt = betas[s], rm = means[s], rv = vars[s];
       for (const py::array* a : {&gm, &bt, &rm, &rv}) expect_dim(*a, "BatchNorm tensor", 0, H);
@@ -50,6 +53,12 @@ std::vector<rpfast::GINLayerWeights<T>> layer_weights(const py::list& layers, in
       w.running_vars.push_back(out_ptr<T>(rv, "running_var", 1));
       w.momenta.push_back(py::cast<double>(momenta[s]));
       w.bn_eps.push_back(py::cast<double>(bn_eps[s]));
+      if (counters[s].is_none()) {
+        w.counters.push_back(nullptr);
+      } else {
+        py::array c = counters[s];
+        w.counters.push_back(out_ptr<int64_t>(c, "num_batches_tracked", 0));
+      }
       if (s) {
         py::array wt = weights[s - 1];
         expect_leading(wt, "weight", {H, H});
@@ -63,50 +72,91 @@ std::vector<rpfast::GINLayerWeights<T>> layer_weights(const py::list& layers, in
   return out;
 }
 
-// Python grads tuple: (first | None, id_weight | None, weights (entries may be None), gammas, betas).
+// A network's weights bound once (rpfast/ops/gin_network.py: bind_network): the parsed layers
+// and head keep pointers into the arrays, which this object keeps alive. The gradients of a
+// backward go to one flat buffer in slots: per layer first, id_weight, eps, the S - 1 weights,
+// the S gammas, the S betas (an absent tensor has an empty slot), then the classifier's
+// weight and bias if there is a classifier.
 template <class T>
-std::vector<rpfast::GINLayerGrads<T>> layer_grads(const py::list& grads,
-                                                  const std::vector<rpfast::GINLayerWeights<T>>& layers) {
-  if (grads.size() != layers.size()) throw std::invalid_argument("GINNetwork: one gradient tuple per layer");
-  std::vector<rpfast::GINLayerGrads<T>> out(layers.size());
-  for (size_t l = 0; l < layers.size(); ++l) {
-    const py::tuple t = grads[l];
-    const auto& w = layers[l];
-    auto& g = out[l];
-    const int64_t H = w.hidden;
-    if (t.size() != 5) throw std::invalid_argument("GINNetwork: a gradient entry is a 5-tuple");
-    if (!t[0].is_none() && w.first != nullptr) {
-      py::array a = t[0];
-      expect_leading(a, "grad_first", {H, w.in_dim});
-      g.first = out_ptr<T>(a, "grad_first", 2);
+class Weights {
+ public:
+  Weights(const py::list& layers, int64_t in_dim, bool input_readouts, int64_t id_dim,
+          const py::object& cls_weight, const py::object& cls_bias)
+      : keep_(py::make_tuple(layers, cls_weight, cls_bias)) {
+    layers_ = layer_weights<T>(layers, in_dim);
+    head_.input_readouts = input_readouts;
+    head_.in_dim = in_dim;
+    head_.id_dim = id_dim;
+    if (in_dim < 0 || id_dim < 0) throw std::invalid_argument("GINNetwork: negative input width");
+    for (const auto& w : layers_) {
+      slots_.push_back(w.first != nullptr ? w.hidden * w.in_dim : 0);
+      slots_.push_back(w.id_weight != nullptr ? w.id_rows * w.hidden : 0);
+      slots_.push_back(1);
+      for (size_t s = 0; s < w.weights.size(); ++s) slots_.push_back(w.hidden * w.hidden);
+      for (int pass = 0; pass < 2; ++pass)
+        for (size_t s = 0; s < w.gammas.size(); ++s) slots_.push_back(w.hidden);
     }
-    if (!t[1].is_none() && w.id_weight != nullptr) {
-      py::array a = t[1];
-      expect_leading(a, "grad_id_weight", {w.id_rows, H});
-      g.id_weight = out_ptr<T>(a, "grad_id_weight", 2);
-    }
-    const py::list weights = t[2], gammas = t[3], betas = t[4];
-    if (weights.size() != w.weights.size() || gammas.size() != w.gammas.size() || betas.size() != w.gammas.size())
-      throw std::invalid_argument("GINNetwork: gradient lists differ from the layer's stages");
-    for (size_t s = 0; s < weights.size(); ++s) {
-      if (weights[s].is_none()) {
-        g.weights.push_back(nullptr);
-        continue;
+    if (!cls_weight.is_none()) {
+      const int64_t D = rpfast::GINNetwork<T>::embedding_width(layers_, head_);
+      const py::array weight = cls_weight;
+      expect_dim(weight, "classifier weight", 1, D);
+      head_.cls_weight = in_ptr<T>(weight, "classifier weight", 2);
+      head_.classes = weight.shape(0);
+      slots_.push_back(head_.classes * D);
+      slots_.push_back(0);
+      if (!cls_bias.is_none()) {
+        const py::array bias = cls_bias;
+        expect_dim(bias, "classifier bias", 0, head_.classes);
+        head_.cls_bias = in_ptr<T>(bias, "classifier bias", 1);
+        slots_.back() = head_.classes;
       }
-      py::array a = weights[s];
-      expect_leading(a, "grad_weight", {H, H});
-      g.weights.push_back(out_ptr<T>(a, "grad_weight", 2));
-    }
-    for (size_t s = 0; s < gammas.size(); ++s) {
-      py::array a = gammas[s], b = betas[s];
-      expect_dim(a, "grad_gamma", 0, H);
-      expect_dim(b, "grad_beta", 0, H);
-      g.gammas.push_back(out_ptr<T>(a, "grad_gamma", 1));
-      g.betas.push_back(out_ptr<T>(b, "grad_beta", 1));
     }
   }
-  return out;
-}
+
+  const std::vector<rpfast::GINLayerWeights<T>>& layers() const { return layers_; }
+  const rpfast::GINHead<T>& head() const { return head_; }
+  const std::vector<int64_t>& slots() const { return slots_; }
+  int64_t output_width() const {
+    return head_.cls_weight != nullptr ? head_.classes : rpfast::GINNetwork<T>::embedding_width(layers_, head_);
+  }
+
+  // Gradient pointers into flat (the slots in order); nullptr where needs is false.
+  void gradients(const std::vector<bool>& needs, py::array& flat, std::vector<rpfast::GINLayerGrads<T>>& grads,
+                 rpfast::GINHeadGrads<T>& head) const {
+    if (needs.size() != slots_.size()) throw std::invalid_argument("GINNetwork: one needs flag per gradient slot");
+    int64_t total = 0;
+    for (int64_t n : slots_) total += n;
+    expect_dim(flat, "flat gradients", 0, total);
+    T* base = out_ptr<T>(flat, "flat gradients", 1);
+    size_t k = 0;
+    auto next = [&]() {
+      T* p = needs[k] && slots_[k] > 0 ? base : nullptr;
+      base += slots_[k++];
+      return p;
+    };
+    grads.assign(layers_.size(), {});
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      auto& g = grads[l];
+      g.first = next();
+      g.id_weight = next();
+      g.eps = next();
+      for (size_t s = 0; s < layers_[l].weights.size(); ++s) g.weights.push_back(next());
+      // BatchNorm affine gradients are by-products of the backward: always written
+      for (size_t s = 0; s < layers_[l].gammas.size(); ++s) g.gammas.push_back(base), base += slots_[k++];
+      for (size_t s = 0; s < layers_[l].gammas.size(); ++s) g.betas.push_back(base), base += slots_[k++];
+    }
+    if (head_.cls_weight != nullptr) {
+      head.cls_weight = next();
+      head.cls_bias = next();
+    }
+  }
+
+ private:
+  std::vector<rpfast::GINLayerWeights<T>> layers_;
+  rpfast::GINHead<T> head_;
+  std::vector<int64_t> slots_;
+  py::tuple keep_;
+};
 
 rpfast::GINGraph graph_view(const py::array& in_rowptr, const py::array& in_col, const py::array& out_rowptr,
                             const py::array& out_col, const py::array& ptr) {
@@ -132,12 +182,13 @@ rpfast::GINGraph graph_view(const py::array& in_rowptr, const py::array& in_col,
 template <class T>
 class Network {
  public:
-  // x: [Rx, N, F0] or None; ids: [R, N] int64 or None; pooled: [R, B, sum of widths].
+  // x: [Rx, N, F0] or None; ids: [R, N] int64 or None; out: [R, B, output width].
   void forward(const py::object& x, const py::object& ids, int64_t replicas, const py::array& in_rowptr,
                const py::array& in_col, const py::array& out_rowptr, const py::array& out_col,
-               const py::array& ptr, const py::list& layers, bool training, bool save, py::array& pooled,
+               const py::array& ptr, const Weights<T>& weights, bool training, bool save, py::array& out,
                int threads) {
     const rpfast::GINGraph g = graph_view(in_rowptr, in_col, out_rowptr, out_col, ptr);
+    const auto& layers = weights.layers();
     const T* xs = nullptr;
     int64_t x_replicas = 0, F0 = 0;
     if (!x.is_none()) {
@@ -148,39 +199,42 @@ class Network {
       x_replicas = xa.shape(0);
       F0 = xa.shape(2);
     }
-    const auto weights = layer_weights<T>(layers, F0);
-    if (weights[0].first != nullptr && xs == nullptr) throw std::invalid_argument("GINNetwork: x is required");
+    if (F0 != weights.head().in_dim || (layers[0].first != nullptr && xs == nullptr))
+      throw std::invalid_argument("GINNetwork: x must have the network's input width");
     const int64_t* id = nullptr;
+    const int64_t id_rows = layers[0].id_weight != nullptr ? layers[0].id_rows : weights.head().id_dim;
     if (!ids.is_none()) {
       const py::array ia = ids;
       expect_leading(ia, "ids", {replicas, g.N});
       id = in_ptr<int64_t>(ia, "ids", 2);
       for (int64_t k = 0; k < replicas * g.N; ++k)
-        if (id[k] < 0 || id[k] >= weights[0].id_rows)
-          throw std::out_of_range("GINNetwork: ids must lie in [0, id_weight rows)");
+        if (id[k] < 0 || id[k] >= id_rows)
+          throw std::out_of_range("ids must lie in [0, " + std::to_string(id_rows) + "), got " +
+                                  std::to_string(id[k]));
     }
-    if (weights[0].id_weight != nullptr && id == nullptr) throw std::invalid_argument("GINNetwork: ids are required");
-    int64_t width = 0;
-    for (const auto& w : weights) width += w.hidden;
-    expect_leading(pooled, "pooled", {replicas, g.B, width});
-    T* out = out_ptr<T>(pooled, "pooled", 3);
+    if ((layers[0].id_weight != nullptr || weights.head().id_dim > 0) && id == nullptr)
+      throw std::invalid_argument("GINNetwork: ids are required");
+    expect_leading(out, "out", {replicas, g.B, weights.output_width()});
+    T* o = out_ptr<T>(out, "out", 3);
     {
       py::gil_scoped_release release;
-      net_.forward(xs, x_replicas, id, replicas, g, weights, training, save, out, threads);
+      net_.forward(xs, x_replicas, id, replicas, g, layers, weights.head(), training, save, o, threads);
     }
-    shape_ = {replicas, g.N, g.B, width, x_replicas, F0};
+    shape_ = {replicas, g.N, g.B, weights.output_width(), x_replicas, F0};
   }
 
-  // Returns the eps gradients, one per layer.
-  std::vector<double> backward(const py::array& grad, const py::array& in_rowptr, const py::array& in_col,
-                               const py::array& out_rowptr, const py::array& out_col, const py::array& ptr,
-                               const py::list& layers, int64_t in_dim, bool training, const py::list& grads,
-                               const py::object& grad_x, int threads) {
+  // Writes the gradients into flat (see Weights) and grad_x unless None.
+  void backward(const py::array& grad, const py::array& in_rowptr, const py::array& in_col,
+                const py::array& out_rowptr, const py::array& out_col, const py::array& ptr,
+                const Weights<T>& weights, bool training, const std::vector<bool>& needs, py::array& flat,
+                const py::object& grad_x, int threads) {
     const rpfast::GINGraph g = graph_view(in_rowptr, in_col, out_rowptr, out_col, ptr);
-    const auto weights = layer_weights<T>(layers, in_dim);
-    auto out = layer_grads<T>(grads, weights);
+    std::vector<rpfast::GINLayerGrads<T>> out;
+    rpfast::GINHeadGrads<T> head;
+    weights.gradients(needs, flat, out, head);
     const T* gp = in_ptr<T>(grad, "grad", 3);
-    if (shape_.empty() || shape_[1] != g.N || shape_[2] != g.B || in_dim != shape_[5])
+    if (shape_.empty() || shape_[1] != g.N || shape_[2] != g.B || weights.head().in_dim != shape_[5] ||
+        weights.output_width() != shape_[3])
       throw std::invalid_argument("GINNetwork.backward: graph or input differ from the saved forward");
     expect_leading(grad, "grad", {shape_[0], shape_[2], shape_[3]});
     T* gx = nullptr;
@@ -189,38 +243,43 @@ class Network {
       expect_leading(a, "grad_x", {shape_[4], shape_[1], shape_[5]});
       gx = out_ptr<T>(a, "grad_x", 3);
     }
-    {
-      py::gil_scoped_release release;
-      net_.backward(gp, g, weights, training, out, gx, threads);
-    }
-    std::vector<double> eps;
-    for (const auto& o : out) eps.push_back(o.eps);
-    return eps;
+    py::gil_scoped_release release;
+    net_.backward(gp, g, weights.layers(), weights.head(), training, out, head, gx, threads);
   }
 
  private:
   rpfast::GINNetwork<T> net_;
-  std::vector<int64_t> shape_;  // the saved forward's R, N, B, width, x replicas, F0
+  std::vector<int64_t> shape_;  // the saved forward's R, N, B, output width, x replicas, F0
 };
 
 template <class T>
-void bind_network(py::module_& m, const char* name) {
+void bind_network(py::module_& m, const char* name, const char* weights_name) {
+  py::class_<Weights<T>>(m, weights_name, "A GIN network's weights, bound once for many GINNetwork calls.",
+                         py::module_local())
+      .def(py::init([](const py::list& layers, int64_t in_dim, bool input_readouts, int64_t id_dim,
+                       const py::object& cls_weight, const py::object& cls_bias, int) {
+             return Weights<T>(layers, in_dim, input_readouts, id_dim, cls_weight, cls_bias);
+           }),
+           py::arg("layers"), py::arg("in_dim"), py::arg("input_readouts"), py::arg("id_dim"),
+           py::arg("classifier_weight"), py::arg("classifier_bias"), py::arg("threads"))
+      .def_property_readonly("slots", &Weights<T>::slots)
+      .def_property_readonly("output_width", &Weights<T>::output_width);
   py::class_<Network<T>>(m, name, "A GIN network's forward and backward in one call; keeps the activations.",
                          py::module_local())  // each SIMD variant of the module registers its own class
       .def(py::init([](int) { return Network<T>(); }), py::arg("threads"))
       .def("forward", &Network<T>::forward, py::arg("x"), py::arg("ids"), py::arg("replicas"),
            py::arg("in_rowptr"), py::arg("in_col"), py::arg("out_rowptr"), py::arg("out_col"), py::arg("ptr"),
-           py::arg("layers"), py::arg("training"), py::arg("save"), py::arg("pooled"), py::arg("threads"))
+           py::arg("weights"), py::arg("training"), py::arg("save"), py::arg("out"), py::arg("threads"))
       .def("backward", &Network<T>::backward, py::arg("grad"), py::arg("in_rowptr"), py::arg("in_col"),
-           py::arg("out_rowptr"), py::arg("out_col"), py::arg("ptr"), py::arg("layers"), py::arg("in_dim"),
-           py::arg("training"), py::arg("grads"), py::arg("grad_x"), py::arg("threads"));
+           py::arg("out_rowptr"), py::arg("out_col"), py::arg("ptr"), py::arg("weights"), py::arg("training"),
+           py::arg("needs"), py::arg("flat"), py::arg("grad_x"), py::arg("threads"));
 }
 
 }  // namespace
 
 void bind_gin_network(py::module_& m) {
-  bind_network<float>(m, "GINNetworkF32");
-  bind_network<double>(m, "GINNetworkF64");
+  bind_network<float>(m, "GINNetworkF32", "GINWeightsF32");
+  bind_network<double>(m, "GINNetworkF64", "GINWeightsF64");
 }
 
 }  // namespace rpfast_bindings

@@ -16,7 +16,15 @@
 // are as fast as BLAS, and running the network in one call removes the per-operation
 // dispatch that otherwise dominates a training step. GINNetwork keeps the activations the
 // backward needs and reuses its buffers from step to step.
+//
+// A GINHead extends the output to a whole GIN model (rpfast.nn.GIN): the embedding
+//   e[r, b] = [sum_{i in b} x[r, i],  histogram of ids[r, i] over i in b,  pooled layers]
+// (the first two blocks only with input_readouts) and, with a classifier, the logits
+//   out[r, b] = e[r, b] W_cls^T + b_cls.
+// Weights are read through pointers at every call (eps too), so a GINWeights bound once
+// follows the optimizer's in-place updates; BatchNorm step counters are incremented here.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <vector>
@@ -45,20 +53,40 @@ struct GINLayerWeights {
   int64_t in_dim = 0;            // F
   const T* id_weight = nullptr;  // [id_rows, H] or nullptr
   int64_t id_rows = 0;
-  double eps = 0;
+  const T* eps = nullptr;          // [1], read at every call
   std::vector<const T*> weights;   // S - 1 maps [H, H]
   std::vector<const T*> gammas, betas;
   std::vector<T*> running_means, running_vars;
-  std::vector<double> momenta, bn_eps;
+  std::vector<double> momenta, bn_eps;  // momentum NaN: cumulative average, 1 / step count
+  std::vector<int64_t*> counters;       // BatchNorm step counters incremented by a training forward (or nullptr)
   int64_t stages() const { return static_cast<int64_t>(gammas.size()); }
+  T scale() const { return static_cast<T>(1 + static_cast<double>(*eps)); }
+};
+
+// What a whole model adds around the layers (see the top of this file).
+template <class T>
+struct GINHead {
+  bool input_readouts = false;  // e starts with the input's sum readout and the ID histogram
+  int64_t in_dim = 0;           // F0 (x's width; 0 without x)
+  int64_t id_dim = 0;           // m (histogram width; 0 without ids)
+  const T* cls_weight = nullptr;  // [C, D] or nullptr: the output is the embedding itself
+  const T* cls_bias = nullptr;    // [C] or nullptr
+  int64_t classes = 0;
+  int64_t prefix() const { return input_readouts ? in_dim + id_dim : 0; }
 };
 
 template <class T>
 struct GINLayerGrads {
   T* first = nullptr;  // [H, F] or nullptr (not wanted)
   T* id_weight = nullptr;
+  T* eps = nullptr;
   std::vector<T*> weights, gammas, betas;
-  double eps = 0;  // written by backward
+};
+
+template <class T>
+struct GINHeadGrads {
+  T* cls_weight = nullptr;  // [C, D] or nullptr (not wanted)
+  T* cls_bias = nullptr;
 };
 
 struct GINGraph {
@@ -73,11 +101,12 @@ struct GINGraph {
 template <class T>
 class GINNetwork {
  public:
-  // x [R or 1, N, F0] or nullptr, ids [R, N] or nullptr; writes pooled [R, B, L H].
-  // With save, keeps what backward needs (a later forward overwrites it).
+  // x [R or 1, N, F0] or nullptr, ids [R, N] or nullptr; writes out [R, B, D_out]: the logits
+  // with a classifier, else the embedding. With save, keeps what backward needs (a later
+  // forward overwrites it).
   void forward(const T* x, int64_t x_replicas, const int64_t* ids, int64_t R, const GINGraph& g,
-               const std::vector<GINLayerWeights<T>>& layers, bool training, bool save, T* pooled,
-               int threads) {
+               const std::vector<GINLayerWeights<T>>& layers, const GINHead<T>& head, bool training, bool save,
+               T* out, int threads) {
     const int64_t N = g.N, M = R * N, L = static_cast<int64_t>(layers.size());
     R_ = R;
     x_ = x;
@@ -85,10 +114,14 @@ class GINNetwork {
     ids_ = ids;
     saved_ = save;  // without save the buffers are still used (and kept for the next call)
     layers_.resize(static_cast<size_t>(L));
-    int64_t offset = 0;
-    for (int64_t l = 0; l < L; ++l) offset += width(layers[l]);
-    const int64_t pooled_width = offset;
-    offset = 0;
+    const int64_t D = embedding_width(layers, head);
+    T* embedding = out;
+    if (head.cls_weight != nullptr) {
+      embedding_.resize(static_cast<size_t>(R * g.B * D));
+      embedding = embedding_.data();
+    }
+    if (head.input_readouts) input_readouts(x, x_replicas, ids, R, g, head, D, embedding, threads);
+    int64_t offset = head.prefix();
     for (int64_t l = 0; l < L; ++l) {
       const GINLayerWeights<T>& w = layers[l];
       Saved& s = layers_[l];
@@ -115,8 +148,7 @@ class GINNetwork {
         });
       }
       work_.resize(static_cast<size_t>(M * H));
-      gin_aggregate<T>(s.z.data(), g.in_rowptr, g.in_col, static_cast<T>(1 + w.eps), work_.data(), R, N, H,
-                       threads);
+      gin_aggregate<T>(s.z.data(), g.in_rowptr, g.in_col, w.scale(), work_.data(), R, N, H, threads);
       s.y.resize(static_cast<size_t>(S));
       s.xhat.resize(static_cast<size_t>(S));
       s.invstd.resize(static_cast<size_t>(S));
@@ -129,29 +161,40 @@ class GINNetwork {
         s.xhat[st].resize(static_cast<size_t>(M * H));
         s.invstd[st].resize(static_cast<size_t>(H));
         BatchNormParams<T> p{w.gammas[st], w.betas[st], w.running_means[st], w.running_vars[st],
-                             w.momenta[st], w.bn_eps[st], training};
+                             momentum(w, st, training), w.bn_eps[st], training};
         batch_norm_relu_forward<T>(work_.data(), M, H, p, s.y[st].data(), s.xhat[st].data(), s.invstd[st].data(),
                                    threads);
       }
-      // pooled[r, b, offset : offset + H]
+      // embedding[r, b, offset : offset + H]
       readout_.resize(static_cast<size_t>(R * g.B * H));
       segment_sum<T>(s.y.back().data(), g.ptr, R, N, g.B, H, readout_.data(), threads);
       for (int64_t rb = 0; rb < R * g.B; ++rb)
-        std::copy(readout_.begin() + rb * H, readout_.begin() + (rb + 1) * H, pooled + rb * pooled_width + offset);
+        std::copy(readout_.begin() + rb * H, readout_.begin() + (rb + 1) * H, embedding + rb * D + offset);
       offset += H;
     }
+    if (head.cls_weight != nullptr) classify(head, R * g.B, D, out, threads);
   }
 
-  // grad [R, B, L H] -> parameter gradients (and grad_x [x_replicas, N, F0] unless nullptr).
-  void backward(const T* grad, const GINGraph& g, const std::vector<GINLayerWeights<T>>& layers, bool training,
-                std::vector<GINLayerGrads<T>>& grads, T* grad_x, int threads) {
+  // grad [R, B, D_out] -> parameter gradients (and grad_x [x_replicas, N, F0] unless nullptr).
+  void backward(const T* grad, const GINGraph& g, const std::vector<GINLayerWeights<T>>& layers,
+                const GINHead<T>& head, bool training, std::vector<GINLayerGrads<T>>& grads,
+                const GINHeadGrads<T>& head_grads, T* grad_x, int threads) {
     if (!saved_) throw std::logic_error("GINNetwork.backward: no training forward was saved");
     if (layers.size() != layers_.size() || grads.size() != layers.size())
       throw std::invalid_argument("GINNetwork.backward: layer count differs from the forward");
     const int64_t R = R_, N = g.N, M = R * N, L = static_cast<int64_t>(layers.size());
-    int64_t pooled_width = 0;
-    for (const auto& w : layers) pooled_width += width(w);
-    int64_t offset = pooled_width;
+    const int64_t D = embedding_width(layers, head);
+    if (head.cls_weight != nullptr) {
+      if (static_cast<int64_t>(embedding_.size()) != R * g.B * D)
+        throw std::invalid_argument("GINNetwork.backward: the head differs from the saved forward");
+      grad = classifier_backward(grad, head, head_grads, R * g.B, D, threads);
+    }
+    bool grad_x_written = false;
+    if (grad_x != nullptr && head.input_readouts && head.in_dim > 0) {
+      readout_backward(grad, g, head, D, grad_x, threads);
+      grad_x_written = true;
+    }
+    int64_t offset = D;
     std::vector<T>& g_h = g_h_;  // gradient reaching layer l's output from layer l + 1
     g_h.clear();
     for (int64_t l = L - 1; l >= 0; --l) {
@@ -165,8 +208,7 @@ class GINNetwork {
       // g = broadcast of the readout gradient (+ g_h)
       readout_.resize(static_cast<size_t>(R * g.B * H));
       for (int64_t rb = 0; rb < R * g.B; ++rb)
-        std::copy(grad + rb * pooled_width + offset, grad + rb * pooled_width + offset + H,
-                  readout_.begin() + rb * H);
+        std::copy(grad + rb * D + offset, grad + rb * D + offset + H, readout_.begin() + rb * H);
       std::vector<T>& cur = grad_;
       cur.resize(static_cast<size_t>(M * H));
       segment_broadcast<T>(readout_.data(), g.ptr, R, N, g.B, H, cur.data(), threads);
@@ -190,9 +232,8 @@ class GINNetwork {
         }
       }
       // g_z = (1 + eps) g_a + A^T g_a; grad_eps = sum(g_a * z)
-      gin_aggregate<T>(cur.data(), g.out_rowptr, g.out_col, static_cast<T>(1 + w.eps), work_.data(), R, N, H,
-                       threads);
-      out.eps = sum_product<T>(cur.data(), s.z.data(), M * H, threads);
+      gin_aggregate<T>(cur.data(), g.out_rowptr, g.out_col, w.scale(), work_.data(), R, N, H, threads);
+      if (out.eps != nullptr) *out.eps = static_cast<T>(sum_product<T>(cur.data(), s.z.data(), M * H, threads));
       const T* g_z = work_.data();
       if (w.id_weight != nullptr && out.id_weight != nullptr)
         scatter_rows_sum<T>(ids_, g_z, M, w.id_rows, H, out.id_weight, threads);
@@ -220,9 +261,21 @@ class GINNetwork {
         g_h.resize(static_cast<size_t>(rows * F));
         rows_times(g_z, rows, H, w.first, F, g_h.data(), threads);
       } else if (grad_x != nullptr) {
-        rows_times(g_z, rows, H, w.first, F, grad_x, threads);
+        if (!grad_x_written) {
+          rows_times(g_z, rows, H, w.first, F, grad_x, threads);
+        } else {  // add to the readout's gradient
+          g_h.resize(static_cast<size_t>(rows * F));
+          rows_times(g_z, rows, H, w.first, F, g_h.data(), threads);
+          for (int64_t k = 0; k < rows * F; ++k) grad_x[k] += g_h[k];
+        }
       }
     }
+  }
+
+  static int64_t embedding_width(const std::vector<GINLayerWeights<T>>& layers, const GINHead<T>& head) {
+    int64_t D = head.prefix();
+    for (const auto& w : layers) D += width(w);
+    return D;
   }
 
  private:
@@ -232,12 +285,86 @@ class GINNetwork {
   };
   static int64_t width(const GINLayerWeights<T>& w) { return w.hidden; }
 
+  // The BatchNorm momentum of a stage; a training call first counts the step (as
+  // torch's BatchNorm does), and NaN stands for the cumulative average 1 / steps.
+  static double momentum(const GINLayerWeights<T>& w, int64_t st, bool training) {
+    if (!training) return 0.0;
+    int64_t* counter = w.counters.empty() ? nullptr : w.counters[st];
+    if (counter != nullptr) ++*counter;
+    const double m = w.momenta[st];
+    if (!std::isnan(m)) return m;
+    if (counter == nullptr || *counter < 1)
+      throw std::invalid_argument("GINNetwork: a cumulative BatchNorm momentum needs the step counter");
+    return 1.0 / static_cast<double>(*counter);
+  }
+
+  // embedding[r, b, :F0] = sum of x over graph b, embedding[r, b, F0 + k] = nodes with id k
+  static void input_readouts(const T* x, int64_t x_replicas, const int64_t* ids, int64_t R, const GINGraph& g,
+                             const GINHead<T>& head, int64_t D, T* embedding, int threads) {
+    const int64_t F0 = head.in_dim, m = head.id_dim, B = g.B, N = g.N;
+    for (int64_t rb = 0; rb < R * B; ++rb) std::fill(embedding + rb * D, embedding + rb * D + F0 + m, T(0));
+    if (F0 > 0) {
+      std::vector<T> sums(static_cast<size_t>(x_replicas * B * F0));
+      segment_sum<T>(x, g.ptr, x_replicas, N, B, F0, sums.data(), threads);
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t b = 0; b < B; ++b) {
+          const T* src = sums.data() + ((x_replicas == 1 ? 0 : r) * B + b) * F0;
+          std::copy(src, src + F0, embedding + (r * B + b) * D);
+        }
+    }
+    if (m > 0)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t b = 0; b < B; ++b) {
+          T* row = embedding + (r * B + b) * D + F0;
+          for (int64_t i = g.ptr[b]; i < g.ptr[b + 1]; ++i) row[ids[r * N + i]] += T(1);
+        }
+  }
+
+  // grad_x[r', i] = sum over the replicas r sharing x[r'] of grad[r, graph of i, :F0]
+  void readout_backward(const T* grad, const GINGraph& g, const GINHead<T>& head, int64_t D, T* grad_x,
+                        int threads) {
+    const int64_t F0 = head.in_dim, B = g.B, R = R_;
+    readout_.assign(static_cast<size_t>(x_replicas_ * B * F0), T(0));
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t b = 0; b < B; ++b) {
+        T* dst = readout_.data() + ((x_replicas_ == 1 ? 0 : r) * B + b) * F0;
+        const T* src = grad + (r * B + b) * D;
+        for (int64_t f = 0; f < F0; ++f) dst[f] += src[f];
+      }
+    segment_broadcast<T>(readout_.data(), g.ptr, x_replicas_, g.N, B, F0, grad_x, threads);
+  }
+
+  // out [RB, C] = embedding W^T + bias (the product by rows, then the bias added: the
+  // same operations as rpfast.ops.linear)
+  void classify(const GINHead<T>& head, int64_t rows, int64_t D, T* out, int threads) {
+    const int64_t C = head.classes;
+    const std::vector<T> wt = transposed(head.cls_weight, C, D);  // [D, C]
+    rows_times(embedding_.data(), rows, D, wt.data(), C, out, threads);
+    if (head.cls_bias != nullptr)
+      for (int64_t k = 0; k < rows; ++k)
+        for (int64_t c = 0; c < C; ++c) out[k * C + c] += head.cls_bias[c];
+  }
+
+  // The classifier's gradients from grad [RB, C]; returns the embedding's gradient [RB, D].
+  const T* classifier_backward(const T* grad, const GINHead<T>& head, const GINHeadGrads<T>& out, int64_t rows,
+                               int64_t D, int threads) {
+    const int64_t C = head.classes;
+    if (out.cls_weight != nullptr) matmul_tn<T>(grad, embedding_.data(), rows, C, D, out.cls_weight, threads);
+    if (out.cls_bias != nullptr) {
+      ones_.assign(static_cast<size_t>(rows), T(1));
+      matmul_tn<T>(ones_.data(), grad, rows, 1, C, out.cls_bias, threads);
+    }
+    grad_embedding_.resize(static_cast<size_t>(rows * D));
+    rows_times(grad, rows, C, head.cls_weight, D, grad_embedding_.data(), threads);
+    return grad_embedding_.data();
+  }
+
   int64_t R_ = 0, x_replicas_ = 0;
   const T* x_ = nullptr;
   const int64_t* ids_ = nullptr;
   bool saved_ = false;
   std::vector<Saved> layers_;
-  std::vector<T> work_, readout_, grad_, g_h_, summed_;
+  std::vector<T> work_, readout_, grad_, g_h_, summed_, embedding_, grad_embedding_, ones_;
 };
 
 }  // namespace rpfast

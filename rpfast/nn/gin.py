@@ -1,4 +1,5 @@
 """GIN (Xu et al., ICLR 2019) as used by the RP paper, with optional one-hot node IDs."""
+import weakref
 from typing import Optional, Tuple
 
 import torch
@@ -6,11 +7,12 @@ from torch import Tensor, nn
 
 from rpfast._validation import check_memory, require_flag
 from rpfast.data import GraphBatch
+from rpfast.nn._snapshot import TreeSnapshot
 from rpfast.nn.pooling import sum_pool
 from rpfast.ops import gin_aggregate
 from rpfast.ops.dense import embedding, linear
 from rpfast.ops.gin_layer import gin_mlp
-from rpfast.ops.gin_network import GINLayerParams, gin_network
+from rpfast.ops.gin_network import GINLayerParams, NetworkWeights, gin_model, gin_network, runs_compiled
 
 __all__ = ["GIN", "GINLayer", "batch_norm_arguments", "count_batches"]
 
@@ -205,12 +207,35 @@ class GIN(nn.Module):
     def graph_embedding(self, x: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor] = None) -> Tensor:
         """``[R, B, embedding_dim]`` (``[B, embedding_dim]`` for 2-D ``x`` without ids):
         the concatenated sum-pooled states of all layers."""
-        embedding = self._embed(x, graph, ids)
+        bound = self._bound()
+        embedding = bound.run(self, x, graph, ids, classify=False) if bound is not None else self._embed(x, graph, ids)
         return embedding.squeeze(0) if self._single(x, ids) else embedding
 
     def forward(self, x: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor] = None) -> Tensor:
-        logits = linear(self.dropout(self._embed(x, graph, ids)), self.classifier.weight, self.classifier.bias)
+        bound = self._bound()
+        if bound is not None and not (self.training and self.dropout.p > 0):
+            logits = bound.run(self, x, graph, ids, classify=True)  # the classifier runs in the same C++ call
+        else:
+            embedding = bound.run(self, x, graph, ids, classify=False) if bound is not None else \
+                self._embed(x, graph, ids)
+            logits = linear(self.dropout(embedding), self.classifier.weight, self.classifier.bias)
         return logits.squeeze(0) if self._single(x, ids) else logits
+
+    def _bound(self) -> Optional["_BoundGIN"]:
+        """The whole model bound to the C++ network (cached, re-checked each call), or None when
+        it cannot run there: ``fused`` is off, a layer is not fusable or wider than
+        ``FUSED_MAX_WIDTH``, or under ``torch.compile`` (which traces the custom ops)."""
+        if not self.fused or torch.compiler.is_compiling():
+            return None
+        bound = _BOUND.get(self)
+        if bound is not None and bound.snapshot.current():
+            return bound
+        bound = _BoundGIN.bind(self)
+        if bound is None:
+            _BOUND.pop(self, None)
+        else:
+            _BOUND[self] = bound
+        return bound
 
     @staticmethod
     def _single(x: Optional[Tensor], ids: Optional[Tensor]) -> bool:
@@ -234,7 +259,9 @@ class GIN(nn.Module):
             pooled.append(sum_pool(h, graph))
         return torch.cat(pooled, dim=-1)
 
-    def _inputs(self, x, graph: GraphBatch, ids) -> Tuple[Optional[Tensor], Optional[Tensor], int]:
+    def _inputs(self, x, graph: GraphBatch, ids, check_ids: bool = True) -> Tuple[Optional[Tensor], Optional[Tensor], int]:
+        """``(h [1 or R, N, in_dim] or None, ids [R, N] int64 or None, R)``, checked (the ID
+        range only with ``check_ids``: the C++ network checks it as it reads them)."""
         if not isinstance(graph, GraphBatch):
             raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")
         if self.id_dim and ids is None:
@@ -247,7 +274,7 @@ class GIN(nn.Module):
             ids = ids.to(torch.int64)
             if ids.dim() != 2 or ids.shape[1] != graph.total_nodes:
                 raise ValueError(f"ids must have shape [R, N={graph.total_nodes}], got {tuple(ids.shape)}")
-            in_range = torch.compiler.is_compiling() or not ids.numel() or (  # compiled: the op checks
+            in_range = not check_ids or torch.compiler.is_compiling() or not ids.numel() or (  # compiled: the op checks
                 int(ids.min()) >= 0 and int(ids.max()) < self.id_dim)
             if not in_range:
                 raise IndexError(f"ids must lie in [0, {self.id_dim}), got {int(ids.min())}..{int(ids.max())}")
@@ -268,3 +295,70 @@ class GIN(nn.Module):
         counts = torch.zeros(R * B * m, dtype=self.classifier.weight.dtype)  # exact: small integer counts
         counts.index_add_(0, flat.reshape(-1), torch.ones(flat.numel(), dtype=counts.dtype))
         return counts.reshape(R, B, m)
+
+
+class _BoundGIN:
+    """A :class:`GIN` bound to the C++ network once: every layer, the input readouts and the
+    classifier run in one call (:func:`rpfast.ops.gin_model`), and the BatchNorm step counters
+    are counted there. The snapshot tells when the module changed and the binding is stale."""
+
+    def __init__(self, snapshot: TreeSnapshot, layers, classifier, in_dim: int, id_dim: int):
+        self.snapshot = snapshot
+        self._layers, self._classifier = layers, classifier
+        self._in_dim, self._id_dim = in_dim, id_dim
+        self._weights = {}
+
+    @staticmethod
+    def bind(gin: "GIN") -> Optional["_BoundGIN"]:
+        layers = list(gin.layers)
+        if not all(layer.fusable() for layer in layers):
+            return None
+        norms = [bn for layer in layers for bn in layer.norms]
+        if not all(bn.affine and bn.track_running_stats for bn in norms):
+            return None  # the layer-by-layer path raises the clear error
+        paths = []
+        for l, layer in enumerate(layers):
+            at = f"layers.{l}."
+            paths += [at + name for name in ("first", "edge", "id_weight", "eps", "fixed_eps")]
+            paths += [at + "first.weight"] if layer.first is not None else []
+            paths += [f"{at}linears.{s}.weight" for s in range(len(layer.linears))]
+            paths += [f"{at}norms.{s}.{name}" for s in range(len(layer.norms))
+                      for name in ("weight", "bias", "running_mean", "running_var", "num_batches_tracked")]
+        paths += ["classifier.weight", "classifier.bias"]
+        containers = [gin.layers] + [c for layer in layers for c in (layer.linears, layer.norms)]
+
+        def scalars():  # references the children only (see TreeSnapshot)
+            return ([len(c) for c in containers],
+                    [(bn.momentum, bn.eps, bn.affine, bn.track_running_stats) for bn in norms])
+
+        snapshot = TreeSnapshot(gin, paths, scalars)
+        params = []
+        for layer in layers:
+            bn = layer.norms
+            params.append(GINLayerParams(
+                first=layer.first.weight if layer.first is not None else None, id_weight=layer.id_weight,
+                eps=layer.eps if layer.eps is not None else layer.fixed_eps,
+                weights=[linear.weight for linear in layer.linears], gammas=[b.weight for b in bn],
+                betas=[b.bias for b in bn], running_means=[b.running_mean for b in bn],
+                running_vars=[b.running_var for b in bn],
+                momenta=[float("nan") if b.momentum is None else float(b.momentum) for b in bn],
+                bn_eps=[float(b.eps) for b in bn], counters=[b.num_batches_tracked for b in bn]))
+        if not runs_compiled(params):
+            return None
+        return _BoundGIN(snapshot, params, (gin.classifier.weight, gin.classifier.bias), gin.in_dim, gin.id_dim)
+
+    def weights(self, classify: bool) -> NetworkWeights:
+        weights = self._weights.get(classify)
+        if weights is None:
+            weights = NetworkWeights(self._layers, self._in_dim, input_readouts=True, id_dim=self._id_dim,
+                                     classifier=self._classifier if classify else None)
+            self._weights[classify] = weights
+        return weights
+
+    def run(self, gin: "GIN", x, graph: GraphBatch, ids, classify: bool) -> Tensor:
+        """``[R, B, out_dim]`` logits (``classify``) or ``[R, B, embedding_dim]`` embeddings."""
+        h, ids, replicas = gin._inputs(x, graph, ids, check_ids=False)
+        return gin_model(h, ids, graph, self.weights(classify), gin.training, replicas)
+
+
+_BOUND: "weakref.WeakKeyDictionary[GIN, _BoundGIN]" = weakref.WeakKeyDictionary()

@@ -205,6 +205,8 @@ def _convert(value):
         return _buffer(value)
     if isinstance(value, Buffers):
         return value.value
+    if isinstance(value, KernelObject):
+        return value._instance
     if isinstance(value, (list, tuple)):
         return type(value)(_convert(v) for v in value)
     return value

@@ -20,7 +20,7 @@ from rpfast.ops.dense import rows_product
 from rpfast.ops.norm import bn_relu_backward, bn_relu_forward
 from rpfast._validation import require_flag
 
-__all__ = ["GINLayerParams", "gin_network"]
+__all__ = ["GINLayerParams", "NetworkWeights", "gin_network", "gin_model"]
 
 
 @dataclass
@@ -33,6 +33,11 @@ class GINLayerParams:
     ``weights`` the ``S - 1`` bias-free maps ``[H, H]`` between the MLP's stages; per stage
     BatchNorm affine tensors ``gammas``/``betas`` and statistics ``running_means``/
     ``running_vars`` ``[H]``, with the step's ``momenta`` and variance ``bn_eps``.
+
+    ``counters`` (optional, per stage an int64 ``num_batches_tracked`` tensor or None): a
+    training forward adds one to each, as a BatchNorm module counts its steps, and a momentum
+    of NaN then means the cumulative average ``1 / count`` (BatchNorm's ``momentum=None``).
+    Without counters the caller counts and passes the step's momenta.
     """
 
     first: Optional[Tensor]
@@ -45,6 +50,7 @@ class GINLayerParams:
     running_vars: Sequence[Tensor]
     momenta: Sequence[float]
     bn_eps: Sequence[float]
+    counters: Optional[Sequence[Optional[Tensor]]] = None
 
     def differentiable(self) -> List[Optional[Tensor]]:
         """The tensors gradients flow to, in the node's input order."""
@@ -52,11 +58,13 @@ class GINLayerParams:
 
 
 class _Plan:
-    """What the forward needs besides the differentiable tensors: graph CSRs, the layers'
-    statistics and step numbers, and the replica count."""
+    """What the forward needs besides the differentiable tensors: graph CSRs, the layers (and
+    their C++ binding, :class:`NetworkWeights`), the mode and the replica count."""
 
-    def __init__(self, graph, layers: Sequence[GINLayerParams], training: bool, replicas: int):
-        """``graph``: a GraphBatch, or the tensors ``(in_rowptr, in_col, out_rowptr, out_col, ptr)``."""
+    def __init__(self, graph, layers: Sequence[GINLayerParams], training: bool, replicas: int,
+                 weights: Optional["NetworkWeights"] = None):
+        """``graph``: a GraphBatch, or the tensors ``(in_rowptr, in_col, out_rowptr, out_col, ptr)``.
+        ``weights``: the layers bound once (a model's cached binding); else bound on first use."""
         if isinstance(graph, GraphBatch):
             graph = (graph.t_rowptr, graph.t_col, graph.rowptr, graph.col, graph.ptr)
         self.in_rowptr, self.in_col, self.out_rowptr, self.out_col, self.ptr = graph
@@ -65,30 +73,44 @@ class _Plan:
         self.stages = [len(layer.gammas) for layer in layers]
         self.training = training
         self.replicas = replicas
-        self._buffers = None
+        self._weights = weights
+        self._graph_buffers = None
 
     @property
     def graph_buffers(self) -> tuple:
         """The CSRs and ``ptr`` as kernel buffers, converted once for forward and backward."""
-        return self._prepared()[0]
-
-    @property
-    def layer_buffers(self):
-        """The layers' tensors as kernel buffers, converted once for forward and backward."""
-        return self._prepared()[1]
-
-    def _prepared(self):
-        if self._buffers is None:
+        if self._graph_buffers is None:
             graph = _backend.prepare((self.in_rowptr, self.in_col, self.out_rowptr, self.out_col, self.ptr),
                                      "gin_network")
-            device = graph.device
-            layers = _backend.Buffers([_layer_buffers(layer) for layer in self.layers], device)
-            self._buffers = (tuple(_backend.Buffers(g, device) for g in graph.value), layers)
-        return self._buffers
+            self._graph_buffers = tuple(_backend.Buffers(g, graph.device) for g in graph.value)
+        return self._graph_buffers
+
+    @property
+    def weights(self) -> "NetworkWeights":
+        """The layers' tensors bound to the C++ network (the network's output is the layers'
+        pooled states)."""
+        if self._weights is None:
+            x_layer = self.layers[0].first
+            self._weights = NetworkWeights(self.layers, 0 if x_layer is None else x_layer.shape[1])
+        return self._weights
 
 
 def _rows(t: Tensor) -> Tensor:
     return t.reshape(-1, t.shape[-1])
+
+
+def _momentum(layer: GINLayerParams, stage: int, training: bool) -> float:
+    """Stage ``stage``'s BatchNorm momentum; with counters a training step is counted first
+    (NaN: the cumulative average, as the C++ network does)."""
+    counter = layer.counters[stage] if layer.counters is not None else None
+    if training and counter is not None:
+        counter.add_(1)
+    momentum = float(layer.momenta[stage])
+    if momentum != momentum:  # NaN
+        if counter is None:
+            raise ValueError("a cumulative BatchNorm momentum (NaN) needs the step counter")
+        momentum = 1.0 / float(counter)
+    return momentum
 
 
 def _forward(plan: _Plan, x: Optional[Tensor], ids: Optional[Tensor], save: bool):
@@ -115,7 +137,7 @@ def _forward(plan: _Plan, x: Optional[Tensor], ids: Optional[Tensor], save: bool
                 current = rows_product(current, layer.weights[s - 1].t())
             y, xhat, invstd = bn_relu_forward(current, layer.gammas[s].detach(), layer.betas[s].detach(),
                                               layer.running_means[s], layer.running_vars[s], plan.training,
-                                              layer.momenta[s], layer.bn_eps[s])
+                                              _momentum(layer, s, plan.training), layer.bn_eps[s])
             stages.append((y, xhat, invstd))
             current = y
         new_h = current.view(z.shape)
@@ -153,34 +175,74 @@ class _Workspace:
             pool.append(kernel)
 
 
-def _layer_buffers(layer: GINLayerParams) -> tuple:
-    """The tuple the compiled network reads for one layer, its tensors as cached kernel buffers."""
+def _layer_tuple(layer: GINLayerParams) -> tuple:
+    """The tuple the C++ network binds for one layer, its tensors as kernel buffers."""
     def view(t):
         return None if t is None else _backend.persistent_buffer(t, "gin_network")
 
-    return (view(layer.first), view(layer.id_weight), float(layer.eps.detach()),
+    counters = layer.counters if layer.counters is not None else [None] * len(layer.gammas)
+    return (view(layer.first), view(layer.id_weight), view(layer.eps),
             [view(w) for w in layer.weights], [view(g) for g in layer.gammas], [view(b) for b in layer.betas],
             [view(m) for m in layer.running_means], [view(v) for v in layer.running_vars],
-            [float(m) for m in layer.momenta], [float(e) for e in layer.bn_eps])
+            [float(m) for m in layer.momenta], [float(e) for e in layer.bn_eps], [view(c) for c in counters])
+
+
+class NetworkWeights:
+    """A network's tensors bound to the C++ kernels once (pointers into their storage, so the
+    optimizer's in-place updates are seen at every call), for the layers alone or for a whole
+    GIN model: ``input_readouts`` puts the input's sum readout (``in_dim`` columns) and the
+    per-graph ID histogram (``id_dim`` columns) before the layers' pooled states, and a
+    ``classifier = (weight [C, D], bias [C] or None)`` turns the embedding into logits.
+
+    ``tensors``: the differentiable tensors in the order the backward returns their gradients
+    (:meth:`GINLayerParams.differentiable` per layer, then the classifier's weight and bias);
+    None where a layer has no such tensor.
+    """
+
+    def __init__(self, layers: Sequence[GINLayerParams], in_dim: int, input_readouts: bool = False,
+                 id_dim: int = 0, classifier: Optional[tuple] = None):
+        self.layers = layers
+        self.dtype = layers[0].gammas[0].dtype
+        cls_weight, cls_bias = classifier if classifier is not None else (None, None)
+        self.tensors = [t for layer in layers for t in layer.differentiable()]
+        if classifier is not None:
+            self.tensors += [cls_weight, cls_bias]
+
+        def view(t):
+            return None if t is None else _backend.persistent_buffer(t, "gin_network")
+
+        self.kernel = _backend.create("GINWeightsF64" if self.dtype == torch.float64 else "GINWeightsF32",
+                                      [_layer_tuple(layer) for layer in layers], in_dim, input_readouts, id_dim,
+                                      view(cls_weight), view(cls_bias))
+        self.slots = list(self.kernel.slots)
+        self.total = sum(self.slots)
+        self.output_width = self.kernel.output_width
+        self._shapes = [None if t is None else (tuple(t.shape) if t.dim() > 1 else None) for t in self.tensors]
+
+    def gradients(self, flat: Tensor, needs: Sequence[bool]) -> List[Optional[Tensor]]:
+        """The per-tensor gradients, views of the flat buffer the C++ backward wrote (None
+        where ``needs`` is False or the tensor is absent)."""
+        pieces = flat.split(self.slots)
+        return [None if not need or t is None else (piece.view(shape) if shape is not None else piece)
+                for piece, shape, need, t in zip(pieces, self._shapes, needs, self.tensors)]
 
 
 def _compiled_forward(plan: _Plan, x: Optional[Tensor], ids: Optional[Tensor], save: bool):
-    """The C++ network's forward; returns the pooled states and the workspace holding the saved ones."""
-    dtype = plan.layers[0].gammas[0].dtype
-    width = sum(layer.gammas[0].shape[0] for layer in plan.layers)
-    pooled = torch.empty((plan.replicas, plan.num_graphs, width), dtype=dtype)
-    workspace = _Workspace(dtype)
-    workspace.kernel.forward(x, ids, plan.replicas, *plan.graph_buffers, plan.layer_buffers, plan.training, save,
-                             pooled)
-    return pooled, workspace
+    """The C++ network's forward; returns its output (see :class:`NetworkWeights`) and the
+    workspace holding the saved activations."""
+    weights = plan.weights
+    out = torch.empty((plan.replicas, plan.num_graphs, weights.output_width), dtype=weights.dtype)
+    workspace = _Workspace(weights.dtype)
+    workspace.kernel.forward(x, ids, plan.replicas, *plan.graph_buffers, weights.kernel, plan.training, save, out)
+    return out, workspace
 
 
 class _GINNetworkCompiled(torch.autograd.Function):
     @staticmethod
     def forward(ctx, plan: _Plan, x: Optional[Tensor], ids: Optional[Tensor], *params):
-        pooled, workspace = _compiled_forward(plan, x, ids, save=True)
-        ctx.plan, ctx.workspace, ctx.x, ctx.ids = plan, workspace, x, ids  # x, ids: read by backward
-        return pooled
+        out, workspace = _compiled_forward(plan, x, ids, save=True)
+        ctx.plan, ctx.workspace, ctx.x, ctx.ids = plan, workspace, x, ids  # the workspace reads x and ids
+        return out
 
     @staticmethod
     @once_differentiable  # the hand-written backward is not itself differentiable: a clear error
@@ -193,32 +255,14 @@ class _GINNetworkCompiled(torch.autograd.Function):
 def compiled_backward(plan: _Plan, workspace: "_Workspace", grad: Tensor, x: Optional[Tensor], x_needs_grad: bool,
                       needs: Sequence[bool]):
     """The C++ network's backward from the activations ``workspace`` saved: ``(grad_x, gradients
-    of the layers' tensors in :meth:`GINLayerParams.differentiable` order)``, None where
-    ``needs`` is False."""
-    needs = iter(needs)
-    grads = []
-    for layer in plan.layers:
-        wanted = [next(needs) for _ in layer.differentiable()]
-        first = torch.empty_like(layer.first) if wanted[0] else None
-        ids = torch.empty_like(layer.id_weight) if wanted[1] else None
-        weights = [torch.empty_like(w) if want else None
-                   for w, want in zip(layer.weights, wanted[3:3 + len(layer.weights)])]
-        gammas = [torch.empty_like(g) for g in layer.gammas]
-        betas = [torch.empty_like(b) for b in layer.betas]
-        grads.append((first, ids, weights, gammas, betas, wanted))
+    of :attr:`NetworkWeights.tensors`)``, None where ``needs`` is False."""
+    weights = plan.weights
+    needs = [bool(need) for need in needs]
+    flat = torch.empty(weights.total, dtype=weights.dtype)
     grad_x = torch.empty_like(x) if x_needs_grad else None
-    eps_grads = workspace.kernel.backward(
-        grad.contiguous(), *plan.graph_buffers, plan.layer_buffers,
-        0 if x is None else x.shape[-1], plan.training, _backend.prepare([g[:5] for g in grads], "gin_network"),
-        grad_x)
-    flat = []
-    for layer, (first, ids, weights, gammas, betas, wanted), eps in zip(plan.layers, grads, eps_grads):
-        grad_eps = torch.full_like(layer.eps, eps) if wanted[2] else None
-        S = len(layer.gammas)
-        gammas = [g if want else None for g, want in zip(gammas, wanted[3 + S - 1:3 + 2 * S - 1])]
-        betas = [b if want else None for b, want in zip(betas, wanted[3 + 2 * S - 1:])]
-        flat += [first, ids, grad_eps, *weights, *gammas, *betas]
-    return grad_x, flat
+    workspace.kernel.backward(grad.contiguous(), *plan.graph_buffers, weights.kernel, plan.training, needs, flat,
+                              grad_x)
+    return grad_x, weights.gradients(flat, needs)
 
 
 def runs_compiled(layers: Sequence[GINLayerParams]) -> bool:
@@ -362,3 +406,31 @@ def gin_network(x: Optional[Tensor], ids: Optional[Tensor], graph: GraphBatch, l
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return (_GINNetworkCompiled if compiled else _GINNetwork).apply(plan, x, ids, *params)
     return (_compiled_forward if compiled else _forward)(plan, x, ids, save=False)[0]
+
+
+def gin_model(x: Optional[Tensor], ids: Optional[Tensor], graph: GraphBatch, weights: NetworkWeights,
+              training: bool, replicas: int) -> Tensor:
+    r"""A whole GIN model as one C++ call and one autograd node: :func:`gin_network`'s layers
+    plus, as :class:`NetworkWeights` binds them, the input readouts before the layers' pooled
+    states and the classifier after them,
+
+    .. math::
+        e_{r,b} = \Big[\textstyle\sum_{i \in b} x_{r,i},\ \sum_{i \in b} \mathrm{onehot}(\mathrm{ids}_{r,i}),\
+        \text{pooled layers}\Big],\qquad \mathrm{out}_{r,b} = e_{r,b} W_{\text{cls}}^\top + b_{\text{cls}}
+
+    Training calls count a step in every BatchNorm (``counters``). For callers that checked
+    their inputs (:class:`rpfast.nn.GIN`): ``x [1 or R, N, F]`` or None, ``ids [R, N]`` int64
+    (the kernel checks their range) or None. Returns ``[R, B, C]`` (or ``[R, B, D]`` without a
+    classifier). Not twice differentiable.
+    """
+    if training and replicas * graph.total_nodes < 2:
+        raise ValueError("BatchNorm in training mode needs more than one node")
+    plan = _Plan(graph, weights.layers, training, replicas, weights)
+    if x is not None:
+        x = x.contiguous()
+    if ids is not None:
+        ids = ids.contiguous()
+    if torch.is_grad_enabled() and (any(t is not None and t.requires_grad for t in weights.tensors)
+                                    or (x is not None and x.requires_grad)):
+        return _GINNetworkCompiled.apply(plan, x, ids, *weights.tensors)
+    return _compiled_forward(plan, x, ids, save=False)[0]

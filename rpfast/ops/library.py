@@ -353,6 +353,7 @@ def _gin_network_backward(grad: Tensor, x: Optional[Tensor], ids: Optional[Tenso
     if runs_compiled(plan.layers):
         workspace, x, _ = _take(saved[0])
         grad_x, grads = compiled_backward(plan, workspace, grad, x, needs[0], slot_needs)
+        grads = [None if g is None else g.clone() for g in grads]  # views of one buffer: outputs may not alias
     else:
         grad_x, grads = python_backward(plan, _saved_structure(saved, x, stages), grad, ids, needs[0], slot_needs)
     grads = [g for g, there in zip(grads, present) if there]

@@ -1,0 +1,59 @@
+"""A module tree's tensors resolved once and re-checked in microseconds at every step.
+
+A fused network binds its parameters and buffers to C++ once (pointers into their storage).
+Before each call it must know that the module still holds the same tensors: no submodule,
+parameter or buffer was replaced, no ``param.data = ...`` moved a storage, no ``.to()`` changed
+dtype or device, no scalar setting (a BatchNorm's momentum, say) changed. Walking the tree
+through ``nn.Module.__getattr__`` costs ~1 us per attribute, so a snapshot keeps the
+dictionaries the tree is made of and compares identities, data pointers and shapes.
+"""
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+from torch import Tensor, nn
+
+__all__ = ["TreeSnapshot"]
+
+
+class TreeSnapshot:
+    """The parameters, buffers or submodules at dotted ``paths`` below ``root``
+    (``"layers.0.norms.1.weight"``; a path to an absent attribute holds None) plus the value
+    ``scalars()`` returns, as they were when the snapshot was taken. ``scalars`` must not
+    reference ``root`` itself (a cache keyed weakly by the root would never be freed).
+
+    :meth:`current` is True while every link of every path (the parent's ``_modules``,
+    ``_parameters`` or ``_buffers`` entry) still holds the same object, every tensor keeps its
+    storage address and shape, and ``scalars()`` returns an equal value.
+    """
+
+    def __init__(self, root: nn.Module, paths: Sequence[str], scalars: Callable[[], Any]):
+        links: Dict[Tuple[int, str], Tuple[dict, str, Any]] = {}
+        self.values: List[Any] = []  # per path: a tensor, a module or None
+        for path in paths:
+            module = root
+            *names, leaf = path.split(".")
+            for name in names:
+                child = module._modules[name]
+                links[(id(module._modules), name)] = (module._modules, name, child)
+                module = child
+            for holder in (module._parameters, module._buffers, module._modules):
+                if leaf in holder:
+                    break
+            else:  # absent (a plain None attribute): must not become a parameter later
+                holder = module._parameters
+            value = holder.get(leaf)
+            links[(id(holder), leaf)] = (holder, leaf, value)
+            self.values.append(value)
+        self._links = list(links.values())
+        self._storage = [(t, t.data_ptr(), t.shape) for t in self.values if isinstance(t, Tensor)]
+        self._scalars = scalars
+        self._scalar_values = scalars()
+
+    def current(self) -> bool:
+        """Whether the tree still holds the snapshot's tensors and scalar settings."""
+        for holder, name, value in self._links:
+            if holder.get(name) is not value:
+                return False
+        for tensor, pointer, shape in self._storage:
+            if tensor.data_ptr() != pointer or tensor.shape != shape:
+                return False
+        return self._scalars() == self._scalar_values
