@@ -1,5 +1,7 @@
 #include <pybind11/stl.h>
 
+#include <string>
+
 #include "bindings/arrays.hpp"
 #include "bindings/bindings.hpp"
 #include "rpfast/gin_network.hpp"
@@ -120,8 +122,8 @@ class Weights {
     return head_.cls_weight != nullptr ? head_.classes : rpfast::GINNetwork<T>::embedding_width(layers_, head_);
   }
 
-  // Gradient pointers into flat (the slots in order); nullptr where needs is false.
-  void gradients(const std::vector<bool>& needs, py::array& flat, std::vector<rpfast::GINLayerGrads<T>>& grads,
+  // Gradient pointers into flat (the slots in order); nullptr where needs (one byte per slot) is 0.
+  void gradients(const std::string& needs, py::array& flat, std::vector<rpfast::GINLayerGrads<T>>& grads,
                  rpfast::GINHeadGrads<T>& head) const {
     if (needs.size() != slots_.size()) throw std::invalid_argument("GINNetwork: one needs flag per gradient slot");
     int64_t total = 0;
@@ -130,7 +132,7 @@ class Weights {
     T* base = out_ptr<T>(flat, "flat gradients", 1);
     size_t k = 0;
     auto next = [&]() {
-      T* p = needs[k] && slots_[k] > 0 ? base : nullptr;
+      T* p = needs[k] != 0 && slots_[k] > 0 ? base : nullptr;
       base += slots_[k++];
       return p;
     };
@@ -223,10 +225,10 @@ class Network {
     shape_ = {replicas, g.N, g.B, weights.output_width(), x_replicas, F0};
   }
 
-  // Writes the gradients into flat (see Weights) and grad_x unless None.
+  // Writes the gradients into flat (see Weights) and grad_x unless None; needs: bytes, one per slot.
   void backward(const py::array& grad, const py::array& in_rowptr, const py::array& in_col,
                 const py::array& out_rowptr, const py::array& out_col, const py::array& ptr,
-                const Weights<T>& weights, bool training, const std::vector<bool>& needs, py::array& flat,
+                const Weights<T>& weights, bool training, const std::string& needs, py::array& flat,
                 const py::object& grad_x, int threads) {
     const rpfast::GINGraph g = graph_view(in_rowptr, in_col, out_rowptr, out_col, ptr);
     std::vector<rpfast::GINLayerGrads<T>> out;

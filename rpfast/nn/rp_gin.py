@@ -7,7 +7,7 @@ from torch import Tensor
 from rpfast._validation import check_count, renamed_argument
 from rpfast.data import GraphBatch
 from rpfast.nn.gin import GIN
-from rpfast.nn.rp.gnn import RPGNN
+from rpfast.nn.rp.gnn import RPGNN, replica_mean
 
 __all__ = ["RPGIN"]
 
@@ -58,14 +58,14 @@ class RPGIN(RPGNN):
         if isinstance(edge_index, GraphBatch):  # the GIN-style call forward(x or None, graph)
             if batch is not None or edge_attr is not None or kwargs:
                 raise TypeError("forward(x, graph) takes nothing else: the graph holds the edges and edge_attr")
-            return self.gin(data, edge_index, self._ids(edge_index)).mean(dim=0)
+            return replica_mean(self.gin(data, edge_index, self._ids(edge_index)))
         return super().forward(data, edge_index, batch, edge_attr, **kwargs)
 
     def graph_embedding(self, x: Optional[Tensor], graph: GraphBatch) -> Tensor:
         """``[B, embedding_dim]`` averaged over the same number of relabelings as forward."""
         if not isinstance(graph, GraphBatch):
             raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")
-        return self.gin.graph_embedding(x, graph, self._ids(graph)).mean(dim=0)
+        return replica_mean(self.gin.graph_embedding(x, graph, self._ids(graph)))
 
     def _ids(self, graph: GraphBatch) -> Tensor:
         return self.sample_ids(graph, self.train_samples if self.training else self.eval_samples)

@@ -17,7 +17,7 @@ CUDA kernels will register a second implementation table under ``"cuda"`` in
 import importlib.machinery
 import os
 from collections import OrderedDict
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import torch
 
@@ -125,6 +125,11 @@ graph_batch_module.cpu_csr_builder = _build_csr  # the data layer cannot import 
 
 def _device_type(what: str, args) -> str:
     """The device type of the tensors in ``args`` (``"cpu"`` without tensors), checked as in :func:`call`."""
+    return _device_of(what, args) or "cpu"
+
+
+def _device_of(what: str, args) -> Optional[str]:
+    """The device type of the tensors in ``args`` (None without tensors), checked as in :func:`call`."""
     first = None
     for value in _tensors(args):  # tensors and prepared Buffers (checked when prepared)
         if first is None:
@@ -134,7 +139,7 @@ def _device_type(what: str, args) -> str:
         elif value.device != first.device:
             raise ValueError(f"{what}: arguments are on {first.device} and {value.device}; "
                              "put them on one device")
-    return "cpu" if first is None else first.device.type
+    return None if first is None else first.device.type
 
 
 class Buffers:
@@ -199,8 +204,14 @@ def _convert_collecting(value, tensors: list):
     return value
 
 
+# argument types that pass to the bindings unchanged (checked first: most arguments are these)
+_PLAIN = frozenset({int, float, bool, str, bytes, type(None)})
+
+
 def _convert(value):
     """Tensors -> buffers, also inside (nested) lists and tuples; anything else unchanged."""
+    if type(value) in _PLAIN:
+        return value
     if isinstance(value, torch.Tensor):
         return _buffer(value)
     if isinstance(value, Buffers):
@@ -215,6 +226,8 @@ def _convert(value):
 def _tensors(values):
     """The tensors among ``values``, also inside (nested) lists and tuples."""
     for value in values:
+        if type(value) in _PLAIN:
+            continue
         if isinstance(value, (list, tuple)):
             yield from _tensors(value)
         elif isinstance(value, (torch.Tensor, Buffers)):
@@ -249,8 +262,8 @@ class KernelObject:
         kernel = f"{self._name}.{attr}"
 
         def method(*args):
-            device = _device_type(kernel, args)
-            if any(True for _ in _tensors(args)) and device != self._device:
+            device = _device_of(kernel, args)
+            if device is not None and device != self._device:
                 raise ValueError(f"{kernel}: arguments are on {device}, but the {self._name} was created on "
                                  f"{self._device}; put them on one device")
             return _run(kernel, value, args)

@@ -260,8 +260,8 @@ def compiled_backward(plan: _Plan, workspace: "_Workspace", grad: Tensor, x: Opt
     needs = [bool(need) for need in needs]
     flat = torch.empty(weights.total, dtype=weights.dtype)
     grad_x = torch.empty_like(x) if x_needs_grad else None
-    workspace.kernel.backward(grad.contiguous(), *plan.graph_buffers, weights.kernel, plan.training, needs, flat,
-                              grad_x)
+    workspace.kernel.backward(grad.contiguous(), *plan.graph_buffers, weights.kernel, plan.training, bytes(needs),
+                              flat, grad_x)
     return grad_x, weights.gradients(flat, needs)
 
 

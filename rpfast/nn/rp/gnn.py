@@ -11,7 +11,13 @@ from rpfast.nn.gin import GIN
 from rpfast.ops import library, random_permutations
 from rpfast.ops.random import random_positions
 
-__all__ = ["RPGNN"]
+__all__ = ["RPGNN", "replica_mean"]
+
+
+def replica_mean(t: Tensor) -> Tensor:
+    """The mean over the leading replica dimension (one replica: the same values, as a view
+    with a cheaper backward than a mean)."""
+    return t.squeeze(0) if t.shape[0] == 1 else t.mean(dim=0)
 
 
 class RPGNN(nn.Module):
@@ -81,7 +87,7 @@ class RPGNN(nn.Module):
         if self._takes_ids:
             if kwargs:
                 raise TypeError(f"an rpfast GIN takes no extra arguments, got {sorted(kwargs)}")
-            return self.gnn(graph.x, graph, ids).mean(dim=0)
+            return replica_mean(self.gnn(graph.x, graph, ids))
         if graph.x is None:
             raise ValueError("RPGNN needs node features x (use a column of ones for featureless graphs)")
         N, B = graph.total_nodes, graph.num_graphs
