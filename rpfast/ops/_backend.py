@@ -247,7 +247,7 @@ class KernelObject:
 
     Its methods take tensors like :func:`call` (buffers, one device: the one it was created
     on; ``threads=`` unless ``"Class.method"`` is in ``_SINGLE_THREADED``); other attributes
-    (properties) pass through.
+    (properties) pass through, read afresh each time.
     """
 
     def __init__(self, name: str, device: str, instance):
@@ -269,6 +269,7 @@ class KernelObject:
             return _run(kernel, value, args)
 
         method.__name__ = attr
+        self.__dict__[attr] = method  # later look-ups find it without __getattr__
         return method
 
     def __repr__(self) -> str:

@@ -222,7 +222,7 @@ class NetworkWeights:
     def gradients(self, flat: Tensor, needs: Sequence[bool]) -> List[Optional[Tensor]]:
         """The per-tensor gradients, views of the flat buffer the C++ backward wrote (None
         where ``needs`` is False or the tensor is absent)."""
-        pieces = flat.split(self.slots)
+        pieces = flat.split_with_sizes(self.slots)
         return [None if not need or t is None else (piece.view(shape) if shape is not None else piece)
                 for piece, shape, need, t in zip(pieces, self._shapes, needs, self.tensors)]
 
