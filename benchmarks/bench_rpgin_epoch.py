@@ -22,9 +22,10 @@ def training_epoch(impl: str, optimizer_kind: str = "Adam"):
     torch.manual_seed(0)
     if impl == "rpfast":
         model = RPGIN(1, HIDDEN, LAYERS, 10, id_dim=ID_DIM, generator=gen)
+        dataset = csl_batch(graphs, range(len(graphs)))  # the dataset as one batch, sliced per step
 
         def make_batch(indices):
-            return csl_batch(graphs, indices)
+            return dataset.select(indices)
     else:
         pyg_data = pytest.importorskip("torch_geometric.data")
         from baselines.pyg_rpgin import PygRPGIN

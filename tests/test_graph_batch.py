@@ -196,3 +196,49 @@ def test_csr_without_the_compiled_builder_is_the_same(monkeypatch):
     fallback = GraphBatch(edge_index, total_nodes=40)
     for name in ("rowptr", "col", "csr_edge_order", "t_rowptr", "t_col", "t_edge_order"):
         assert torch.equal(getattr(compiled, name), getattr(fallback, name)), name
+
+
+def _random_batch(seed: int) -> GraphBatch:
+    """Graphs of 0-6 nodes with multi-edges and self-loops, their edges listed in random order
+    (not grouped by graph), with node and edge features."""
+    gen = torch.Generator().manual_seed(seed)
+    sizes = torch.randint(0, 7, (int(torch.randint(1, 6, (1,), generator=gen)),), generator=gen)
+    ptr = torch.cat([torch.zeros(1, dtype=torch.int64), sizes.cumsum(0)])
+    edges = []
+    for b, n in enumerate(sizes.tolist()):
+        if n:
+            count = int(torch.randint(0, 3 * n, (1,), generator=gen))
+            edges.append(torch.randint(0, n, (2, count), generator=gen) + ptr[b])
+    edge_index = torch.cat(edges, dim=1) if edges else torch.zeros(2, 0, dtype=torch.int64)
+    edge_index = edge_index[:, torch.randperm(edge_index.shape[1], generator=gen)]
+    N, E = int(ptr[-1]), edge_index.shape[1]
+    return GraphBatch(edge_index, x=torch.randn(N, 2, generator=gen), edge_attr=torch.randn(E, 3, generator=gen),
+                      ptr=ptr)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_select_slices_the_csr_views_exactly_as_building_them(seed, monkeypatch):
+    """select() copies the selected graphs' CSR slices (C++); every view must equal both the
+    torch path and the views a freshly built batch computes."""
+    from rpfast.data import batch as batch_module
+
+    batch = _random_batch(seed)
+    gen = torch.Generator().manual_seed(1000 + seed)
+    picks = torch.randint(0, batch.num_graphs, (int(torch.randint(0, 7, (1,), generator=gen)),), generator=gen)
+    fast = batch.select(picks)
+    monkeypatch.setattr(batch_module, "cpu_graph_selector", None)
+    slow = batch.select(picks)
+    fresh = GraphBatch(fast.edge_index, ptr=fast.ptr)
+    for name in ("ptr", "edge_index", "x", "edge_attr"):
+        assert torch.equal(getattr(fast, name), getattr(slow, name)), name
+    for name in ("rowptr", "col", "csr_edge_order", "t_rowptr", "t_col", "t_edge_order", "batch"):
+        assert torch.equal(getattr(fast, name), getattr(fresh, name)), name
+    assert fast.total_nodes == slow.total_nodes and fast.num_graphs == len(picks)
+
+
+def test_select_refuses_graph_indices_out_of_range():
+    batch = _random_batch(0)
+    with pytest.raises(IndexError, match=rf"graph indices must lie in \[0, {batch.num_graphs}\)"):
+        batch.select([0, batch.num_graphs])
+    with pytest.raises(IndexError, match="graph indices"):
+        batch.select([-1])

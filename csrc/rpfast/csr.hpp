@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace rpfast {
@@ -44,6 +45,71 @@ inline void build_csr(const int64_t* rows, const int64_t* cols, int64_t E, int64
     }
   }
   for (int64_t k = 0; k < E; ++k) col[k] = cols[order[k]];
+}
+
+}  // namespace rpfast
+
+namespace rpfast {
+
+// Selecting graphs [G] of a batch (GraphBatch.select) without sorting again: the nodes of a
+// graph are contiguous, so its rows of the batch's CSR are one contiguous slice, and the new
+// CSR is the selected slices in order with node ids shifted.
+//
+// ptr [B + 1] node offsets, edge_ptr [B + 1] edge offsets in by-graph order, edge_rank [E] the
+// position of every edge among its graph's edges (in that order). A selected graph j = graphs[s]
+// gets nodes new_ptr[s] + (v - ptr[j]) and edges new_edge_ptr[s] + edge_rank[e].
+
+// Checks graphs against [0, B), writes new_ptr [G + 1] (unless nullptr) and returns the new
+// node and edge counts.
+inline std::pair<int64_t, int64_t> select_sizes(const int64_t* ptr, const int64_t* edge_ptr, int64_t B,
+                                                const int64_t* graphs, int64_t G, int64_t* new_ptr) {
+  int64_t nodes = 0, edges = 0;
+  if (new_ptr != nullptr) new_ptr[0] = 0;
+  for (int64_t s = 0; s < G; ++s) {
+    const int64_t j = graphs[s];
+    if (j < 0 || j >= B)
+      throw std::out_of_range("graph indices must lie in [0, " + std::to_string(B) + "), got graphs[" +
+                              std::to_string(s) + "] = " + std::to_string(j));
+    nodes += ptr[j + 1] - ptr[j];
+    edges += edge_ptr[j + 1] - edge_ptr[j];
+    if (new_ptr != nullptr) new_ptr[s + 1] = nodes;
+  }
+  return {nodes, edges};
+}
+
+// The selected slices of one CSR (rowptr [N + 1], col [E], order [E]: CSR slot -> edge id) as
+// new_rowptr [N' + 1], new_col [E'], new_order [E'] (new edge ids). With sources != nullptr the
+// CSR's rows are the edges' sources, and the new edge list is written too: edge_index [2, E']
+// (sources, targets) and old_edge [E'] (the old id of every new edge); nodes [N'] gets the old
+// id of every new node.
+inline void select_csr(const int64_t* ptr, const int64_t* edge_ptr, const int64_t* edge_rank, const int64_t* graphs,
+                       int64_t G, const int64_t* rowptr, const int64_t* col, const int64_t* order,
+                       int64_t* new_rowptr, int64_t* new_col, int64_t* new_order, int64_t* sources, int64_t* targets,
+                       int64_t* old_edge, int64_t* nodes) {
+  int64_t node_base = 0, edge_base = 0, slot = 0;
+  new_rowptr[0] = 0;
+  for (int64_t s = 0; s < G; ++s) {
+    const int64_t j = graphs[s];
+    const int64_t first = ptr[j], shift = node_base - first;
+    for (int64_t v = first; v < ptr[j + 1]; ++v) {
+      const int64_t row = v + shift;
+      if (nodes != nullptr) nodes[row] = v;
+      for (int64_t k = rowptr[v]; k < rowptr[v + 1]; ++k, ++slot) {
+        const int64_t e = order[k];
+        const int64_t id = edge_base + edge_rank[e];
+        new_col[slot] = col[k] + shift;
+        new_order[slot] = id;
+        if (sources != nullptr) {
+          sources[id] = row;
+          targets[id] = col[k] + shift;
+          old_edge[id] = e;
+        }
+      }
+      new_rowptr[row + 1] = slot;
+    }
+    node_base += ptr[j + 1] - first;
+    edge_base += edge_ptr[j + 1] - edge_ptr[j];
+  }
 }
 
 }  // namespace rpfast

@@ -18,6 +18,9 @@ __all__ = ["GraphBatch"]
 # counting sort; rpfast.ops installs it (this layer sits below the one that owns the
 # extension). Without it the CSR views come from a stable argsort, with the same result.
 cpu_csr_builder = None
+# ``(batch, graphs [G] int64) -> GraphBatch``: :meth:`GraphBatch.select` for CPU batches from
+# the batch's CSR slices, also installed by rpfast.ops.
+cpu_graph_selector = None
 
 
 def lazy_property(compute):
@@ -368,10 +371,35 @@ class GraphBatch:
         order = torch.argsort(edge_graph, stable=True)
         return order, _offsets(torch.bincount(edge_graph, minlength=self.num_graphs))
 
+    @lazy_property
+    def _edge_rank(self) -> Tensor:
+        """``[E]`` position of every edge among its graph's edges (in :attr:`_edges_by_graph` order)."""
+        order, edge_ptr = self._edges_by_graph
+        rank = torch.empty_like(order)
+        rank[order] = torch.arange(order.numel()) - _repeat(edge_ptr[:-1], edge_ptr.diff(), order.numel())
+        return rank
+
+    @classmethod
+    def _assemble(cls, edge_index: Tensor, x: Optional[Tensor], edge_attr: Optional[Tensor], ptr: Tensor,
+                  csr: Tuple[Tensor, Tensor, Tensor], t_csr: Tuple[Tensor, Tensor, Tensor]) -> "GraphBatch":
+        """A batch from parts that are valid by construction (:meth:`select` of a valid batch),
+        with its CSR views already built: no checks, no sorting."""
+        out = cls.__new__(cls)
+        out.edge_index, out.x, out.edge_attr, out._ptr = edge_index, x, edge_attr, ptr
+        out._total_nodes = int(csr[0].numel() - 1)
+        out.extras = {}
+        out.__dict__["_lazy__csr_views"] = csr
+        out.__dict__["_lazy__csr_t_views"] = t_csr
+        return out
+
     def select(self, graphs) -> "GraphBatch":
         """A new batch holding ``graphs`` (indices ``[G]``, in the given order, repeats allowed:
-        each copy gets its own nodes and edges), with ``x`` and ``edge_attr``."""
+        each copy gets its own nodes and edges), with ``x`` and ``edge_attr``; its CSR views
+        are slices of this batch's (the fast way to draw mini-batches from a dataset held as
+        one GraphBatch)."""
         graphs = index_tensor(graphs, "graphs").reshape(-1)
+        if cpu_graph_selector is not None and self.edge_index.device.type == "cpu":
+            return cpu_graph_selector(self, graphs.contiguous())
         if graphs.numel() and (int(graphs.min()) < 0 or int(graphs.max()) >= self.num_graphs):
             raise IndexError(f"graph indices must lie in [0, {self.num_graphs}), got {graphs.tolist()[:8]}")
         sizes = self.num_nodes[graphs]

@@ -109,8 +109,10 @@ def train_run(config: CSLConfig, fold: int, seed: int, name: str, report: Option
     process trains it. ``report(1)`` is called after every epoch."""
     graphs, labels = _dataset(config.num_vertices, config.data_seed)
     train_idx, val_idx = (torch.as_tensor(i) for i in _splits(config, labels)[fold])
-    # The validation and full-batch training batches recur; mini-batches are reshuffled.
-    cached_batch = functools.lru_cache(maxsize=8)(lambda key: csl_batch(graphs, key))
+    # Batches are slices of the whole dataset's batch (GraphBatch.select copies CSR slices); the
+    # validation and full-batch training batches recur, mini-batches are reshuffled.
+    dataset = csl_batch(graphs, range(len(graphs)))
+    cached_batch = functools.lru_cache(maxsize=8)(lambda key: dataset.select(list(key)))
 
     def make_batch(indices):
         return cached_batch(tuple(indices))

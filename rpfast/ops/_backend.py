@@ -80,7 +80,8 @@ _validation.KERNEL_DEVICES = tuple(_IMPLEMENTATIONS)
 
 # kernels that run on one thread (every other kernel takes ``threads=``); for the classes
 # that create() builds, "Class" is the constructor and "Class.method" a method
-_SINGLE_THREADED = frozenset({"check_permutations", "build_csr", "SubsetEnumerator", "SubsetEnumerator.next_rows"})
+_SINGLE_THREADED = frozenset({"check_permutations", "build_csr", "select_sizes", "select_csr", "SubsetEnumerator",
+                              "SubsetEnumerator.next_rows"})
 
 
 def kernel_devices() -> tuple:
@@ -120,7 +121,27 @@ def _build_csr(rows: torch.Tensor, cols: torch.Tensor, num_nodes: int):
     return rowptr, col, order
 
 
+def _select_graphs(batch, graphs: torch.Tensor):
+    """GraphBatch.select on CPU: the selected graphs' slices of the batch's CSR views, node and
+    edge ids shifted, in two C++ passes (no sort, no validation of what the batch holds)."""
+    graph_batch = graph_batch_module.GraphBatch
+    _, edge_ptr = batch._edges_by_graph
+    new_ptr = torch.empty(graphs.numel() + 1, dtype=torch.int64)
+    N, E = call("select_sizes", batch.ptr, edge_ptr, graphs, new_ptr)
+    edge_index, old_edge, nodes = torch.empty((2, E), dtype=torch.int64), torch.empty(E, dtype=torch.int64), \
+        torch.empty(N, dtype=torch.int64)
+    views = []
+    for index, (rowptr, col, order) in enumerate((batch._csr_views, batch._csr_t_views)):
+        new = (torch.empty(N + 1, dtype=torch.int64), torch.empty(E, dtype=torch.int64), torch.empty(E, dtype=torch.int64))
+        outputs = (edge_index, old_edge, nodes) if index == 0 else (None, None, None)
+        call("select_csr", batch.ptr, edge_ptr, batch._edge_rank, graphs, rowptr, col, order, *new, *outputs)
+        views.append(new)
+    return graph_batch._assemble(edge_index, None if batch.x is None else batch.x[nodes],
+                                 None if batch.edge_attr is None else batch.edge_attr[old_edge], new_ptr, *views)
+
+
 graph_batch_module.cpu_csr_builder = _build_csr  # the data layer cannot import this one
+graph_batch_module.cpu_graph_selector = _select_graphs
 
 
 def _device_type(what: str, args) -> str:
