@@ -115,6 +115,31 @@ class Weights {
     }
   }
 
+  // Points the BatchNorm statistics into one flat array: per stage, layer by layer, the running
+  // mean then the running variance [H] each; with the stages' momenta (a functional caller
+  // hands over fresh statistics every call).
+  void set_statistics(py::array& running, const py::list& momenta) {
+    int64_t total = 0;
+    size_t stages = 0;
+    for (const auto& w : layers_) {
+      total += 2 * w.hidden * static_cast<int64_t>(w.gammas.size());
+      stages += w.gammas.size();
+    }
+    expect_dim(running, "running statistics", 0, total);
+    if (momenta.size() != stages) throw std::invalid_argument("GINNetwork: one momentum per BatchNorm stage");
+    T* base = out_ptr<T>(running, "running statistics", 1);
+    size_t m = 0;
+    for (auto& w : layers_)
+      for (size_t s = 0; s < w.gammas.size(); ++s, ++m) {
+        w.running_means[s] = base;
+        w.running_vars[s] = base + w.hidden;
+        base += 2 * w.hidden;
+        w.momenta[s] = py::cast<double>(momenta[m]);
+        w.counters[s] = nullptr;
+      }
+    statistics_ = running;
+  }
+
   const std::vector<rpfast::GINLayerWeights<T>>& layers() const { return layers_; }
   const rpfast::GINHead<T>& head() const { return head_; }
   const std::vector<int64_t>& slots() const { return slots_; }
@@ -158,6 +183,7 @@ class Weights {
   rpfast::GINHead<T> head_;
   std::vector<int64_t> slots_;
   py::tuple keep_;
+  py::object statistics_;  // keeps set_statistics' array alive
 };
 
 rpfast::GINGraph graph_view(const py::array& in_rowptr, const py::array& in_col, const py::array& out_rowptr,
@@ -264,6 +290,7 @@ void bind_network(py::module_& m, const char* name, const char* weights_name) {
            }),
            py::arg("layers"), py::arg("in_dim"), py::arg("input_readouts"), py::arg("id_dim"),
            py::arg("classifier_weight"), py::arg("classifier_bias"), py::arg("threads"))
+      .def("set_statistics", &Weights<T>::set_statistics, py::arg("running"), py::arg("momenta"))
       .def_property_readonly("slots", &Weights<T>::slots)
       .def_property_readonly("output_width", &Weights<T>::output_width);
   py::class_<Network<T>>(m, name, "A GIN network's forward and backward in one call; keeps the activations.",

@@ -9,7 +9,8 @@ from rpfast._validation import check_memory, require_flag
 from rpfast.data import GraphBatch
 from rpfast.nn._snapshot import TreeSnapshot
 from rpfast.nn.pooling import sum_pool
-from rpfast.ops import gin_aggregate
+from rpfast.ops import gin_aggregate, library
+from rpfast.ops.gin import graph_csr
 from rpfast.ops.dense import embedding, linear
 from rpfast.ops.gin_layer import gin_mlp
 from rpfast.ops.gin_network import GINLayerParams, NetworkWeights, gin_model, gin_network, runs_compiled
@@ -207,19 +208,37 @@ class GIN(nn.Module):
     def graph_embedding(self, x: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor] = None) -> Tensor:
         """``[R, B, embedding_dim]`` (``[B, embedding_dim]`` for 2-D ``x`` without ids):
         the concatenated sum-pooled states of all layers."""
-        bound = self._bound()
-        embedding = bound.run(self, x, graph, ids, classify=False) if bound is not None else self._embed(x, graph, ids)
+        embedding = self._whole_model(x, graph, ids, classify=False)
+        if embedding is None:
+            embedding = self._embed(x, graph, ids)
         return embedding.squeeze(0) if self._single(x, ids) else embedding
 
     def forward(self, x: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor] = None) -> Tensor:
-        bound = self._bound()
-        if bound is not None and not (self.training and self.dropout.p > 0):
-            logits = bound.run(self, x, graph, ids, classify=True)  # the classifier runs in the same C++ call
-        else:
-            embedding = bound.run(self, x, graph, ids, classify=False) if bound is not None else \
-                self._embed(x, graph, ids)
+        classify = not (self.training and self.dropout.p > 0)  # else dropout runs between embedding and classifier
+        logits = self._whole_model(x, graph, ids, classify)
+        if logits is None or not classify:
+            embedding = self._embed(x, graph, ids) if logits is None else logits
             logits = linear(self.dropout(embedding), self.classifier.weight, self.classifier.bias)
         return logits.squeeze(0) if self._single(x, ids) else logits
+
+    def _whole_model(self, x, graph: GraphBatch, ids, classify: bool) -> Optional[Tensor]:
+        """Logits (``classify``) or embeddings from one C++ call for the whole model: in eager
+        mode through the cached binding (:meth:`_bound`), compiled through one custom op
+        (:func:`rpfast.ops.library.gin_model`); None where the model cannot run that way."""
+        if not torch.compiler.is_compiling():
+            bound = self._bound()
+            return None if bound is None else bound.run(self, x, graph, ids, classify)
+        if not self.fused or not all(layer.fusable() for layer in self.layers):
+            return None
+        if not runs_compiled([layer.params(self.training, count=False) for layer in self.layers]):
+            return None  # (traced once: the cost of building the parameters twice does not recur)
+        h, ids, replicas = self._inputs(x, graph, ids)
+        if self.training:
+            count_batches([bn for layer in self.layers for bn in layer.norms])
+        params = [layer.params(self.training, count=False) for layer in self.layers]  # the counted step's momenta
+        classifier = (self.classifier.weight, self.classifier.bias) if classify else None
+        return library.gin_model(h, ids, (*graph_csr(graph), graph.ptr), params, classifier, self.in_dim,
+                                 self.id_dim, self.training, replicas)
 
     def _bound(self) -> Optional["_BoundGIN"]:
         """The whole model bound to the C++ network (cached, re-checked each call), or None when

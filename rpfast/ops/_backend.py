@@ -81,7 +81,8 @@ _validation.KERNEL_DEVICES = tuple(_IMPLEMENTATIONS)
 # kernels that run on one thread (every other kernel takes ``threads=``); for the classes
 # that create() builds, "Class" is the constructor and "Class.method" a method
 _SINGLE_THREADED = frozenset({"check_permutations", "build_csr", "select_sizes", "select_csr", "SubsetEnumerator",
-                              "SubsetEnumerator.next_rows"})
+                              "SubsetEnumerator.next_rows", "GINWeightsF32.set_statistics",
+                              "GINWeightsF64.set_statistics"})
 
 
 def kernel_devices() -> tuple:

@@ -256,13 +256,22 @@ def compiled_backward(plan: _Plan, workspace: "_Workspace", grad: Tensor, x: Opt
                       needs: Sequence[bool]):
     """The C++ network's backward from the activations ``workspace`` saved: ``(grad_x, gradients
     of :attr:`NetworkWeights.tensors`)``, None where ``needs`` is False."""
-    weights = plan.weights
     needs = [bool(need) for need in needs]
+    grad_x, flat = compiled_backward_flat(plan, workspace, grad, x, x_needs_grad, needs)
+    return grad_x, plan.weights.gradients(flat, needs)
+
+
+def compiled_backward_flat(plan: _Plan, workspace: "_Workspace", grad: Tensor, x: Optional[Tensor],
+                           x_needs_grad: bool, needs: Sequence[bool]):
+    """:func:`compiled_backward` with the gradients in one flat tensor: the slots of
+    :attr:`NetworkWeights.slots` in order (absent tensors have empty slots, so with every
+    ``needs`` True it is the present tensors' gradients flattened one after another)."""
+    weights = plan.weights
     flat = torch.empty(weights.total, dtype=weights.dtype)
     grad_x = torch.empty_like(x) if x_needs_grad else None
     workspace.kernel.backward(grad.contiguous(), *plan.graph_buffers, weights.kernel, plan.training, bytes(needs),
                               flat, grad_x)
-    return grad_x, weights.gradients(flat, needs)
+    return grad_x, flat
 
 
 def runs_compiled(layers: Sequence[GINLayerParams]) -> bool:

@@ -10,7 +10,8 @@ real implementations run the same C++ kernels, so results match eager mode.
 Ops: ``gin_aggregate`` (differentiable twice), ``segment_sum`` / ``segment_broadcast``,
 ``linear`` / ``embedding`` with deterministic weight gradients, ``gin_network`` (a whole GIN;
 it returns the updated BatchNorm statistics, copied into the buffers by the caller; its
-backward is not differentiable), ``csr`` (the
+backward is not differentiable), ``gin_model`` (a whole :class:`rpfast.nn.GIN` with its input
+readouts and classifier, in one C++ call; it updates the BatchNorm statistics in place), ``csr`` (the
 CSR of an ``edge_index``), ``sample_ids`` (RP-GIN's random IDs), ``pisgd_relabel`` (relabeled
 dense inputs for :class:`rpfast.nn.rp.RelationalPooling` with :class:`~rpfast.nn.rp.PiSGD`).
 """
@@ -25,15 +26,18 @@ from rpfast.ops import _backend
 from rpfast.ops.dense import rows_product
 from rpfast.ops.gin_network import (
     GINLayerParams,
+    NetworkWeights,
     _compiled_forward,
     _forward,
     _Plan,
     compiled_backward,
+    compiled_backward_flat,
     python_backward,
     runs_compiled,
 )
 
-__all__ = ["gin_aggregate", "segment_sum", "linear", "embedding", "gin_network", "csr", "sample_ids", "pisgd_relabel"]
+__all__ = ["gin_aggregate", "segment_sum", "linear", "embedding", "gin_network", "gin_model", "csr", "sample_ids",
+           "pisgd_relabel"]
 
 _EMPTY = torch.empty(0)
 
@@ -410,6 +414,134 @@ def gin_network(x: Optional[Tensor], ids: Optional[Tensor], graph_tensors: Seque
             for buffer, updated in zip(running, outputs[1:1 + len(running)]):
                 buffer.copy_(updated)
     return outputs[0]
+
+
+# ------------------------------------------------------------------ a whole GIN model
+# The model's tensors are bound to C++ once (NetworkWeights) and found again by their storage
+# addresses and shapes; the BatchNorm statistics (fresh copies, the op is functional) are
+# pointed at on every call. Bindings keep their tensors' storage alive,
+# so only the most recent _MAX_BINDINGS are kept.
+_MAX_BINDINGS = 8
+_bindings: "OrderedDict[tuple, tuple]" = OrderedDict()  # key -> (NetworkWeights, [(tensor, data_ptr, shape)])
+
+
+def _model_parts(params: Sequence[Tensor], present: Sequence[bool], running: Sequence[Tensor],
+                 stages: Sequence[int], numbers: Sequence[float], head: Sequence[int]):
+    """``(layers, classifier or None)`` from the op's flat arguments (see :func:`gin_model`)."""
+    classify, has_bias = bool(head[2]), bool(head[3])
+    tail = (1 + has_bias) if classify else 0
+    layers = _layers(_with_gaps(params[:len(params) - tail], present), running, stages, numbers)
+    classifier = None
+    if classify:
+        classifier = (params[len(params) - tail], params[-1] if has_bias else None)
+    return layers, classifier
+
+
+def _model_weights(params: Sequence[Tensor], present: Sequence[bool], running: Sequence[Tensor],
+                   stages: Sequence[int], numbers: Sequence[float], head: Sequence[int]) -> NetworkWeights:
+    """The binding of these tensors: found by their identities (a binding keeps its tensors, so
+    an id cannot be reused while it lives) and checked against their storage and shape."""
+    key = (tuple(head), tuple(stages), tuple(present), tuple(map(id, params)))
+    entry = _bindings.get(key)
+    if entry is not None and all(t.data_ptr() == ptr and t.shape == shape for t, ptr, shape in entry[1]):
+        _bindings.move_to_end(key)
+        return entry[0]
+    layers, classifier = _model_parts(params, present, running, stages, numbers, head)
+    weights = NetworkWeights(layers, head[0], input_readouts=True, id_dim=head[1], classifier=classifier)
+    _bindings[key] = (weights, [(t, t.data_ptr(), t.shape) for t in params])
+    while len(_bindings) > _MAX_BINDINGS:
+        _bindings.popitem(last=False)
+    return weights
+
+
+# Functional (autograd formulas need it): the updated running statistics come back in one flat
+# tensor, which the caller copies into the BatchNorm buffers; the gradients too come back in
+# one flat tensor (custom-op outputs may not alias each other), split by the autograd formula.
+@torch.library.custom_op("rpfast::gin_model", mutates_args=())
+def _gin_model(x: Optional[Tensor], ids: Optional[Tensor], graph: List[Tensor], params: List[Tensor],
+               present: List[bool], running: List[Tensor], stages: List[int], numbers: List[float], head: List[int],
+               training: bool, replicas: int) -> List[Tensor]:
+    weights = _model_weights(params, present, running, stages, numbers, head)
+    updated = torch.cat(running)  # [mean, var] per stage: the layout set_statistics reads
+    momenta, n = [], 0
+    for S in stages:  # numbers: per layer the S momenta, then the S BatchNorm epsilons
+        momenta += numbers[n:n + S]
+        n += 2 * S
+    weights.kernel.set_statistics(updated, momenta)
+    plan = _Plan(tuple(graph), weights.layers, training, replicas, weights)
+    out, workspace = _compiled_forward(plan, x, ids, save=True)
+    return [out, updated, _keep((workspace, plan, x, ids))]  # x, ids: the workspace reads them
+
+
+@_gin_model.register_fake
+def _(x, ids, graph, params, present, running, stages, numbers, head, training, replicas):
+    B = graph[4].shape[0] - 1
+    layers, classifier = _model_parts(params, present, running, stages, numbers, head)
+    width = classifier[0].shape[0] if classifier is not None else \
+        head[0] + head[1] + sum(layer.gammas[0].shape[0] for layer in layers)
+    return [running[0].new_empty((replicas, B, width)), running[0].new_empty((sum(t.numel() for t in running),)),
+            graph[0].new_empty(())]
+
+
+@torch.library.custom_op("rpfast::gin_model_backward", mutates_args=())
+def _gin_model_backward(grad: Tensor, handle: Tensor, x: Optional[Tensor], params: List[Tensor],
+                        x_needs_grad: bool) -> List[Tensor]:
+    """``[grad_x (empty unless x_needs_grad), the gradients of params, flat]``."""
+    workspace, plan, x, _ = _take(handle)
+    grad_x, flat = compiled_backward_flat(plan, workspace, grad, x, x_needs_grad, [True] * len(plan.weights.slots))
+    return [grad_x if grad_x is not None else _EMPTY, flat]
+
+
+@_gin_model_backward.register_fake
+def _(grad, handle, x, params, x_needs_grad):
+    first = x.new_empty(x.shape) if x is not None and x_needs_grad else grad.new_empty((0,))
+    return [first, grad.new_empty((sum(p.numel() for p in params),))]
+
+
+def _model_setup(ctx, inputs, output):
+    x, ids, graph, params, present, running, stages, numbers, head, training, replicas = inputs
+    ctx.layout = (len(graph), len(params), len(running), x is not None)
+    ctx.save_for_backward(*([x] if x is not None else []), *params, output[-1])
+
+
+def _model_backward(ctx, grads):
+    n_graph, n_params, n_running, has_x = ctx.layout
+    saved = list(ctx.saved_tensors)
+    x = saved.pop(0) if has_x else None
+    params, handle = saved[:n_params], saved[n_params]
+    x_needs_grad = has_x and ctx.needs_input_grad[0]
+    grad_x, flat = _gin_model_backward(grads[0], handle, x, params, x_needs_grad)
+    pieces = flat.split_with_sizes([p.numel() for p in params])
+    none = [None]  # tensor-list inputs take a list of gradients of the same length
+    return (grad_x if x_needs_grad else None, None, none * n_graph, [g.view(p.shape) for g, p in zip(pieces, params)],
+            None, none * n_running, None, None, None, None, None)
+
+
+_gin_model.register_autograd(_model_backward, setup_context=_model_setup)
+
+
+def gin_model(x: Optional[Tensor], ids: Optional[Tensor], graph_tensors: Sequence[Tensor],
+              layers: Sequence[GINLayerParams], classifier: Optional[tuple], in_dim: int, id_dim: int,
+              training: bool, replicas: int) -> Tensor:
+    """:func:`rpfast.ops.gin_model` as one traceable custom op: ``graph_tensors`` =
+    ``(in_rowptr, in_col, out_rowptr, out_col, ptr)``, ``classifier`` = ``(weight, bias or None)``
+    or None (then the embedding is returned). The caller counts BatchNorm steps and passes
+    the step's momenta (``layers[i].momenta``); the op returns the updated running statistics,
+    copied here into the buffers."""
+    slots = [t for layer in layers for t in layer.differentiable()]
+    params, present = [t for t in slots if t is not None], [t is not None for t in slots]
+    head = [in_dim, id_dim, int(classifier is not None), int(classifier is not None and classifier[1] is not None)]
+    if classifier is not None:
+        params += [classifier[0]] + ([classifier[1]] if classifier[1] is not None else [])
+    running = [t for layer in layers for pair in zip(layer.running_means, layer.running_vars) for t in pair]
+    stages = [len(layer.gammas) for layer in layers]
+    numbers = [float(v) for layer in layers for v in [*layer.momenta, *layer.bn_eps]]
+    out, updated, _ = _gin_model(x, ids, list(graph_tensors), params, present, running, stages, numbers, head,
+                                 training, replicas)
+    if training:
+        with torch.no_grad():
+            torch._foreach_copy_(running, list(updated.split_with_sizes([t.numel() for t in running])))
+    return out
 
 
 # ------------------------------------------------------------------ graph structure and IDs
