@@ -109,3 +109,32 @@ def test_forwards_without_backward_do_not_accumulate(graph):
     for _ in range(3 * library._MAX_PENDING):
         compiled(graph.x, graph)  # grad mode on, backward never called
     assert len(library._pending) <= library._MAX_PENDING
+
+
+def test_compiled_whole_model_matches_eager_embeddings_eval_and_cumulative_momentum(graph):
+    """The compiled GIN runs as one custom op pair (rpfast::gin_model): embeddings, eval mode,
+    BatchNorm's cumulative momentum and the running statistics must match eager mode."""
+    torch.manual_seed(0)
+    eager = GIN(1, 16, 3, 4, id_dim=5)
+    for module in eager.modules():
+        if isinstance(module, torch.nn.BatchNorm1d):
+            module.momentum = None
+    twin = copy.deepcopy(eager)
+    compiled = torch.compile(twin, fullgraph=True)
+    ids = torch.randint(0, 5, (2, graph.total_nodes))
+    for _ in range(3):
+        out, ref = compiled(graph.x, graph, ids), eager(graph.x, graph, ids)
+        torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+        out.square().sum().backward()
+        ref.square().sum().backward()
+    for (name, a), b in zip(eager.named_parameters(), twin.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
+    for (name, a), b in zip(eager.state_dict().items(), twin.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, msg=lambda m: f"{name}: {m}")
+    embed = torch.compile(twin.graph_embedding, fullgraph=True)
+    torch.testing.assert_close(embed(graph.x, graph, ids), eager.graph_embedding(graph.x, graph, ids),
+                               rtol=1e-5, atol=1e-5)
+    eager.eval()
+    twin.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(graph.x, graph, ids), eager(graph.x, graph, ids), rtol=1e-5, atol=1e-5)

@@ -13,7 +13,7 @@ from rpfast.ops import gin_aggregate, library
 from rpfast.ops.gin import graph_csr
 from rpfast.ops.dense import embedding, linear
 from rpfast.ops.gin_layer import gin_mlp
-from rpfast.ops.gin_network import GINLayerParams, NetworkWeights, gin_model, gin_network, runs_compiled
+from rpfast.ops.gin_network import FUSED_MAX_WIDTH, GINLayerParams, NetworkWeights, gin_model, gin_network, runs_compiled
 
 __all__ = ["GIN", "GINLayer", "batch_norm_arguments", "count_batches"]
 
@@ -105,16 +105,19 @@ class GINLayer(nn.Module):
         plain ``BatchNorm1d`` (``SyncBatchNorm`` must synchronise its statistics itself)."""
         return self.edge is None and all(type(bn) is nn.BatchNorm1d for bn in self.norms)
 
-    def params(self, training: bool, count: bool = True) -> GINLayerParams:
+    def params(self, training: bool, count: bool = True, with_counters: bool = False) -> GINLayerParams:
         """This layer's tensors for :func:`rpfast.ops.gin_network` (counts a training step in
-        the BatchNorm modules, as a forward does, unless ``count=False``)."""
-        bn = batch_norm_arguments(self.norms, training, count)
+        the BatchNorm modules, as a forward does, unless ``count=False``). ``with_counters``:
+        a cumulative momentum (``momentum=None``) stays NaN and the step counters come along,
+        for a kernel that reads ``1 / count`` itself (compiled code cannot divide by a counter
+        it traces)."""
+        bn = batch_norm_arguments(self.norms, training, count, cumulative_as_nan=with_counters)
         return GINLayerParams(
             first=self.first.weight if self.first is not None else None, id_weight=self.id_weight,
             eps=self.eps if self.eps is not None else self.fixed_eps,
             weights=[linear.weight for linear in self.linears], gammas=bn["bn_weights"], betas=bn["bn_biases"],
             running_means=bn["running_means"], running_vars=bn["running_vars"], momenta=bn["momentum"],
-            bn_eps=bn["bn_eps"])
+            bn_eps=bn["bn_eps"], counters=[b.num_batches_tracked for b in self.norms] if with_counters else None)
 
     def _edge_aggregate(self, z: Tensor, graph: GraphBatch, eps: Tensor) -> Tensor:
         """``(1 + eps) z_i + sum_{j->i} ReLU(z_j + edge(e_ji))`` for ``z [R, N, H]``."""
@@ -137,12 +140,13 @@ def count_batches(norms) -> None:
         torch._foreach_add_(counters, 1)
 
 
-def batch_norm_arguments(norms, training: bool, count: bool = True) -> dict:
+def batch_norm_arguments(norms, training: bool, count: bool = True, cumulative_as_nan: bool = False) -> dict:
     """:func:`rpfast.ops.gin_mlp`'s BatchNorm arguments (``bn_weights``, ``bn_biases``,
     ``running_means``, ``running_vars``, ``momentum``, ``bn_eps``) from ``L`` BatchNorm modules,
     counting the step as the modules themselves would: in training ``num_batches_tracked``
     grows by one (unless ``count=False``: the caller counted already, see :func:`count_batches`)
-    and ``momentum=None`` becomes the cumulative factor ``1 / num_batches_tracked``.
+    and ``momentum=None`` becomes the cumulative factor ``1 / num_batches_tracked`` (NaN with
+    ``cumulative_as_nan``: the kernel computes it from the counter).
     Accepts ``BatchNorm1d`` and the ``SyncBatchNorm`` that replaces it in multi-process training.
     """
     training = require_flag(training, "training")
@@ -153,8 +157,9 @@ def batch_norm_arguments(norms, training: bool, count: bool = True) -> dict:
                             f"(track_running_stats=True), got {bn!r}")
     if training and count:
         count_batches(norms)
-    momenta = [0.0 if not training else 1.0 / float(bn.num_batches_tracked) if bn.momentum is None
-               else float(bn.momentum) for bn in norms]
+    cumulative = float("nan") if cumulative_as_nan else None
+    momenta = [0.0 if not training else float(bn.momentum) if bn.momentum is not None
+               else cumulative if cumulative is not None else 1.0 / float(bn.num_batches_tracked) for bn in norms]
     return {"bn_weights": [bn.weight for bn in norms], "bn_biases": [bn.bias for bn in norms],
             "running_means": [bn.running_mean for bn in norms], "running_vars": [bn.running_var for bn in norms],
             "momentum": momenta, "bn_eps": [float(bn.eps) for bn in norms]}
@@ -230,12 +235,13 @@ class GIN(nn.Module):
             return None if bound is None else bound.run(self, x, graph, ids, classify)
         if not self.fused or not all(layer.fusable() for layer in self.layers):
             return None
-        if not runs_compiled([layer.params(self.training, count=False) for layer in self.layers]):
-            return None  # (traced once: the cost of building the parameters twice does not recur)
+        widths = [w for layer in self.layers for w in (layer.norms[0].num_features, layer.in_dim)]
+        if max(widths) > FUSED_MAX_WIDTH:
+            return None
         h, ids, replicas = self._inputs(x, graph, ids)
         if self.training:
             count_batches([bn for layer in self.layers for bn in layer.norms])
-        params = [layer.params(self.training, count=False) for layer in self.layers]  # the counted step's momenta
+        params = [layer.params(self.training, count=False, with_counters=True) for layer in self.layers]
         classifier = (self.classifier.weight, self.classifier.bias) if classify else None
         return library.gin_model(h, ids, (*graph_csr(graph), graph.ptr), params, classifier, self.in_dim,
                                  self.id_dim, self.training, replicas)

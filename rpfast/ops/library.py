@@ -40,6 +40,7 @@ __all__ = ["gin_aggregate", "segment_sum", "linear", "embedding", "gin_network",
            "pisgd_relabel"]
 
 _EMPTY = torch.empty(0)
+_COUNT_ONE = torch.ones((), dtype=torch.int64)  # the counter of a stage without one (its momentum is never NaN)
 
 
 # ------------------------------------------------------------------ GIN aggregation
@@ -459,14 +460,16 @@ def _model_weights(params: Sequence[Tensor], present: Sequence[bool], running: S
 # one flat tensor (custom-op outputs may not alias each other), split by the autograd formula.
 @torch.library.custom_op("rpfast::gin_model", mutates_args=())
 def _gin_model(x: Optional[Tensor], ids: Optional[Tensor], graph: List[Tensor], params: List[Tensor],
-               present: List[bool], running: List[Tensor], stages: List[int], numbers: List[float], head: List[int],
-               training: bool, replicas: int) -> List[Tensor]:
+               present: List[bool], running: List[Tensor], counters: List[Tensor], stages: List[int],
+               numbers: List[float], head: List[int], training: bool, replicas: int) -> List[Tensor]:
     weights = _model_weights(params, present, running, stages, numbers, head)
     updated = torch.cat(running)  # [mean, var] per stage: the layout set_statistics reads
     momenta, n = [], 0
     for S in stages:  # numbers: per layer the S momenta, then the S BatchNorm epsilons
         momenta += numbers[n:n + S]
         n += 2 * S
+    # NaN: BatchNorm's cumulative momentum, 1 / the (already counted) steps
+    momenta = [1.0 / float(counter) if m != m else m for m, counter in zip(momenta, counters)]
     weights.kernel.set_statistics(updated, momenta)
     plan = _Plan(tuple(graph), weights.layers, training, replicas, weights)
     out, workspace = _compiled_forward(plan, x, ids, save=True)
@@ -474,7 +477,7 @@ def _gin_model(x: Optional[Tensor], ids: Optional[Tensor], graph: List[Tensor], 
 
 
 @_gin_model.register_fake
-def _(x, ids, graph, params, present, running, stages, numbers, head, training, replicas):
+def _(x, ids, graph, params, present, running, counters, stages, numbers, head, training, replicas):
     B = graph[4].shape[0] - 1
     layers, classifier = _model_parts(params, present, running, stages, numbers, head)
     width = classifier[0].shape[0] if classifier is not None else \
@@ -499,13 +502,13 @@ def _(grad, handle, x, params, x_needs_grad):
 
 
 def _model_setup(ctx, inputs, output):
-    x, ids, graph, params, present, running, stages, numbers, head, training, replicas = inputs
-    ctx.layout = (len(graph), len(params), len(running), x is not None)
+    x, ids, graph, params, present, running, counters, stages, numbers, head, training, replicas = inputs
+    ctx.layout = (len(graph), len(params), len(running), len(counters), x is not None)
     ctx.save_for_backward(*([x] if x is not None else []), *params, output[-1])
 
 
 def _model_backward(ctx, grads):
-    n_graph, n_params, n_running, has_x = ctx.layout
+    n_graph, n_params, n_running, n_counters, has_x = ctx.layout
     saved = list(ctx.saved_tensors)
     x = saved.pop(0) if has_x else None
     params, handle = saved[:n_params], saved[n_params]
@@ -514,7 +517,7 @@ def _model_backward(ctx, grads):
     pieces = flat.split_with_sizes([p.numel() for p in params])
     none = [None]  # tensor-list inputs take a list of gradients of the same length
     return (grad_x if x_needs_grad else None, None, none * n_graph, [g.view(p.shape) for g, p in zip(pieces, params)],
-            None, none * n_running, None, None, None, None, None)
+            None, none * n_running, none * n_counters, None, None, None, None, None)
 
 
 _gin_model.register_autograd(_model_backward, setup_context=_model_setup)
@@ -526,8 +529,8 @@ def gin_model(x: Optional[Tensor], ids: Optional[Tensor], graph_tensors: Sequenc
     """:func:`rpfast.ops.gin_model` as one traceable custom op: ``graph_tensors`` =
     ``(in_rowptr, in_col, out_rowptr, out_col, ptr)``, ``classifier`` = ``(weight, bias or None)``
     or None (then the embedding is returned). The caller counts BatchNorm steps and passes
-    the step's momenta (``layers[i].momenta``); the op returns the updated running statistics,
-    copied here into the buffers."""
+    the step's momenta (``layers[i].momenta``; NaN for a cumulative one, with ``counters``); the
+    op returns the updated running statistics, copied here into the buffers."""
     slots = [t for layer in layers for t in layer.differentiable()]
     params, present = [t for t in slots if t is not None], [t is not None for t in slots]
     head = [in_dim, id_dim, int(classifier is not None), int(classifier is not None and classifier[1] is not None)]
@@ -536,8 +539,10 @@ def gin_model(x: Optional[Tensor], ids: Optional[Tensor], graph_tensors: Sequenc
     running = [t for layer in layers for pair in zip(layer.running_means, layer.running_vars) for t in pair]
     stages = [len(layer.gammas) for layer in layers]
     numbers = [float(v) for layer in layers for v in [*layer.momenta, *layer.bn_eps]]
-    out, updated, _ = _gin_model(x, ids, list(graph_tensors), params, present, running, stages, numbers, head,
-                                 training, replicas)
+    counters = [c if c is not None else _COUNT_ONE for layer in layers
+                for c in (layer.counters or [None] * len(layer.gammas))]
+    out, updated, _ = _gin_model(x, ids, list(graph_tensors), params, present, running, counters, stages, numbers,
+                                 head, training, replicas)
     if training:
         with torch.no_grad():
             torch._foreach_copy_(running, list(updated.split_with_sizes([t.numel() for t in running])))
