@@ -46,9 +46,8 @@ def _epoch(model, batches, labels_of, weights):
     return run
 
 
-@pytest.mark.parametrize("impl", ["rpfast", "pyg", "rp-duvenaud", "kary k=10", "kary k=20", "kary k=30",
-                                  "kary k=40", "kary k=50"])
-def test_duvenaud_epoch(benchmark, impl, tox21):
+def _duvenaud_epoch(impl, tox21, width=64, dense=128):
+    """One training epoch of ``impl`` with convolutions of ``width`` and a dense layer of ``dense``."""
     data, graphs, labels = tox21
     torch.manual_seed(0)
     order = torch.randperm(len(graphs), generator=torch.Generator().manual_seed(0))[:EPOCH_MOLECULES]
@@ -56,6 +55,7 @@ def test_duvenaud_epoch(benchmark, impl, tox21):
     labels_of = [labels[c] for c in chunks]
     weights = class_weights(labels[order])
     gen = torch.Generator().manual_seed(0)
+    sizes = {"conv": (width, width), "dense": dense}
     if impl == "pyg":
         from torch_geometric.loader import DataLoader
         from baselines.molecules_loop import PygDuvenaud
@@ -64,7 +64,7 @@ def test_duvenaud_epoch(benchmark, impl, tox21):
 
         singles = [graphs.batch([int(i)]) for i in order]
         data_list = [Data(x=g.x, edge_index=g.edge_index, edge_attr=g.edge_attr) for g in singles]
-        model = PygDuvenaud(75, labels.shape[1])
+        model = PygDuvenaud(75, labels.shape[1], **sizes)
         loader = DataLoader(data_list, batch_size=BATCH, shuffle=False)
         forward = lambda b: model(b.x, b.edge_index, b.batch)  # noqa: E731
 
@@ -75,15 +75,31 @@ def test_duvenaud_epoch(benchmark, impl, tox21):
 
             def forward(self, b):
                 return forward(b)
-        run = _epoch(Wrapped(), lambda: iter(loader), labels_of, weights)
+        return _epoch(Wrapped(), lambda: iter(loader), labels_of, weights)
+    if impl == "rpfast":
+        model = Duvenaud(75, labels.shape[1], **sizes)
+    elif impl == "rp-duvenaud":
+        model = RPDuvenaud(75, labels.shape[1], id_dim=16, generator=gen, **sizes)
     else:
-        if impl == "rpfast":
-            model = Duvenaud(75, labels.shape[1])
-        elif impl == "rp-duvenaud":
-            model = RPDuvenaud(75, labels.shape[1], id_dim=16, generator=gen)
-        else:
-            model = KAryGNN(Duvenaud(75, labels.shape[1]), int(impl.split("=")[1]), generator=gen)
-        run = _epoch(model, lambda: (graphs.batch(c) for c in chunks), labels_of, weights)
+        model = KAryGNN(Duvenaud(75, labels.shape[1], **sizes), int(impl.split("=")[1]), generator=gen)
+    return _epoch(model, lambda: (graphs.batch(c) for c in chunks), labels_of, weights)
+
+
+@pytest.mark.parametrize("impl", ["rpfast", "pyg", "rp-duvenaud", "kary k=10", "kary k=20", "kary k=30",
+                                  "kary k=40", "kary k=50"])
+def test_duvenaud_epoch(benchmark, impl, tox21):
+    run = _duvenaud_epoch(impl, tox21)
     benchmark.group = f"Duvenaud training epoch: {EPOCH_MOLECULES} Tox21 molecules, batch {BATCH}"
+    benchmark.extra_info["impl"] = impl
+    benchmark.pedantic(run, rounds=3, warmup_rounds=1, iterations=1)
+
+
+@pytest.mark.parametrize("impl", ["rpfast", "pyg", "rp-duvenaud"])
+@pytest.mark.parametrize("width", [128, 300])
+def test_duvenaud_epoch_wide(benchmark, impl, width, tox21):
+    """The issue's range of hidden sizes: convolutions of ``width`` and a dense layer of 2 x width."""
+    run = _duvenaud_epoch(impl, tox21, width=width, dense=2 * width)
+    benchmark.group = (f"Duvenaud training epoch, convolutions of {width}, dense {2 * width}: {EPOCH_MOLECULES} "
+                       f"Tox21 molecules, batch {BATCH}")
     benchmark.extra_info["impl"] = impl
     benchmark.pedantic(run, rounds=3, warmup_rounds=1, iterations=1)
