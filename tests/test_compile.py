@@ -138,3 +138,15 @@ def test_compiled_whole_model_matches_eager_embeddings_eval_and_cumulative_momen
     twin.eval()
     with torch.no_grad():
         torch.testing.assert_close(compiled(graph.x, graph, ids), eager(graph.x, graph, ids), rtol=1e-5, atol=1e-5)
+
+
+def test_compiled_model_follows_a_changed_batch_norm_eps(graph):
+    torch.manual_seed(0)
+    eager = GIN(1, 16, 2, 4).eval()
+    twin = copy.deepcopy(eager)
+    compiled = torch.compile(twin, fullgraph=True)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(graph.x, graph), eager(graph.x, graph))
+        for model in (eager, twin):
+            model.layers[0].norms[0].eps = 0.5
+        torch.testing.assert_close(compiled(graph.x, graph), eager(graph.x, graph))

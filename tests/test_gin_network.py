@@ -253,3 +253,75 @@ def test_ids_out_of_range_are_refused_by_the_bound_network():
         fused(graph.x, graph, bad)
     state = copy.deepcopy(fused.state_dict())
     assert all(torch.equal(v, state[k]) for k, v in fused.state_dict().items())
+
+
+def test_in_place_changes_between_forward_and_backward_are_refused():
+    """The C++ backward reads x, ids and the weights again: changing one in place in between
+    must raise, as autograd does for torch's own ops, instead of giving wrong gradients."""
+    graph = _batch()
+    fused, _ = _pair(1, 10, 16, torch.float32)
+    ids = torch.randint(0, 10, (1, graph.total_nodes))
+    loss = fused(graph.x, graph, ids).sum()
+    ids.random_(0, 10)  # a reused ID buffer refilled for the next relabeling
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+    loss = fused(graph.x, graph, ids).sum()
+    with torch.no_grad():
+        fused.layers[1].linears[0].weight.mul_(0.5)  # e.g. an optimizer step before backward
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+def test_parametrized_weights_run_layer_by_layer():
+    """torch.nn.utils.parametrize computes a weight anew at every access: such a model must not
+    be bound once, and trains exactly as the layer-by-layer model."""
+    from torch.nn.utils import parametrize
+
+    class Scaled(torch.nn.Module):
+        def forward(self, w):
+            return 0.5 * w
+
+    graph = _batch()
+    fused, unfused = _pair(1, 10, 16, torch.float64)
+    for model in (fused, unfused):
+        parametrize.register_parametrization(model.layers[1].linears[0], "weight", Scaled())
+    _assert_same_training(fused, unfused, graph, torch.randint(0, 10, (1, graph.total_nodes)))
+
+
+def test_a_submodule_added_where_there_was_none_is_noticed():
+    graph = _batch()
+    fused, _ = _pair(1, 10, 16, torch.float32)
+    ids = torch.randint(0, 10, (1, graph.total_nodes))
+    fused(graph.x, graph, ids)
+    assert fused._bound() is not None
+    fused.layers[0].edge = torch.nn.Linear(3, 16)  # a GINE layer now: it needs edge_attr
+    assert fused._bound() is None
+    with pytest.raises(ValueError, match="needs edge features"):
+        fused(graph.x, graph, ids)
+
+
+def test_half_precision_gets_the_layer_paths_message():
+    graph = _batch()
+    fused, _ = _pair(1, 0, 16, torch.float32)
+    with pytest.raises(TypeError, match="float32 or float64"):
+        fused.half()(graph.x.half(), graph)
+
+
+def test_kernel_objects_are_freed_without_the_cycle_collector():
+    import gc
+    import weakref
+
+    from rpfast.ops import _backend
+
+    graph = _batch()
+    fused, _ = _pair(1, 10, 16, torch.float32)
+    fused(graph.x, graph, torch.randint(0, 10, (1, graph.total_nodes))).sum().backward()
+    obj = _backend.create("GINNetworkF32")
+    obj.forward  # the method is cached on the object
+    ref = weakref.ref(obj)
+    gc.disable()
+    try:
+        del obj
+        assert ref() is None
+    finally:
+        gc.enable()

@@ -221,8 +221,12 @@ class Network {
     int64_t x_replicas = 0, F0 = 0;
     if (!x.is_none()) {
       const py::array xa = x;
-      if (xa.ndim() != 3 || xa.shape(1) != g.N || (xa.shape(0) != 1 && xa.shape(0) != replicas))
-        throw std::invalid_argument("GINNetwork: x must be [1 or R, N, F]");
+      if (xa.ndim() != 3 || xa.shape(1) != g.N || (xa.shape(0) != 1 && xa.shape(0) != replicas)) {
+        std::string shape;
+        for (py::ssize_t d = 0; d < xa.ndim(); ++d) shape += (d ? ", " : "") + std::to_string(xa.shape(d));
+        throw std::invalid_argument("GINNetwork: x must be [1 or R=" + std::to_string(replicas) + ", N=" +
+                                    std::to_string(g.N) + ", F], got [" + shape + "]");
+      }
       xs = in_ptr<T>(xa, "x", 3);
       x_replicas = xa.shape(0);
       F0 = xa.shape(2);

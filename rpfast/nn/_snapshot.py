@@ -35,14 +35,12 @@ class TreeSnapshot:
                 child = module._modules[name]
                 links[(id(module._modules), name)] = (module._modules, name, child)
                 module = child
-            for holder in (module._parameters, module._buffers, module._modules):
-                if leaf in holder:
-                    break
-            else:  # absent (a plain None attribute): must not become a parameter later
-                holder = module._parameters
-            value = holder.get(leaf)
-            links[(id(holder), leaf)] = (holder, leaf, value)
-            self.values.append(value)
+            holders = [h for h in (module._parameters, module._buffers, module._modules) if leaf in h]
+            if not holders:  # absent (a plain None attribute): must not become a parameter, buffer or module
+                holders = [module._parameters, module._buffers, module._modules]
+            for holder in holders:
+                links[(id(holder), leaf)] = (holder, leaf, holder.get(leaf))
+            self.values.append(holders[0].get(leaf))
         self._links = list(links.values())
         self._storage = [(t, t.data_ptr(), t.shape) for t in self.values if isinstance(t, Tensor)]
         self._scalars = scalars

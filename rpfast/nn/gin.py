@@ -236,7 +236,7 @@ class GIN(nn.Module):
         if not self.fused or not all(layer.fusable() for layer in self.layers):
             return None
         widths = [w for layer in self.layers for w in (layer.norms[0].num_features, layer.in_dim)]
-        if max(widths) > FUSED_MAX_WIDTH:
+        if max(widths) > FUSED_MAX_WIDTH or self.classifier.weight.dtype not in (torch.float32, torch.float64):
             return None
         h, ids, replicas = self._inputs(x, graph, ids)
         if self.training:
@@ -335,8 +335,14 @@ class _BoundGIN:
 
     @staticmethod
     def bind(gin: "GIN") -> Optional["_BoundGIN"]:
+        """The binding, or None where the model must run layer by layer: a layer that is not
+        fusable or wider than ``FUSED_MAX_WIDTH``, a dtype other than float32/float64 (the
+        layer path raises the clear error), or tensors that are not the module's own leaves
+        (``torch.nn.utils.parametrize`` computes its weights anew at every access)."""
         layers = list(gin.layers)
         if not all(layer.fusable() for layer in layers):
+            return None
+        if max(w for layer in layers for w in (layer.norms[0].num_features, layer.in_dim)) > FUSED_MAX_WIDTH:
             return None
         norms = [bn for layer in layers for bn in layer.norms]
         if not all(bn.affine and bn.track_running_stats for bn in norms):
@@ -368,15 +374,23 @@ class _BoundGIN:
                 running_vars=[b.running_var for b in bn],
                 momenta=[float("nan") if b.momentum is None else float(b.momentum) for b in bn],
                 bn_eps=[float(b.eps) for b in bn], counters=[b.num_batches_tracked for b in bn]))
-        if not runs_compiled(params):
+        classifier = (gin.classifier.weight, gin.classifier.bias)
+        dtype = classifier[0].dtype
+        floats = [t for p in params for t in (*p.differentiable(), *p.running_means, *p.running_vars)
+                  if t is not None] + [t for t in classifier if t is not None]
+        counters = [c for p in params for c in p.counters]
+        known = {id(v) for v in snapshot.values}
+        if dtype not in (torch.float32, torch.float64) or not runs_compiled(params) or any(
+                id(t) not in known or t.grad_fn is not None or t.dtype != dtype for t in floats) or any(
+                id(c) not in known or c.dtype != torch.int64 for c in counters):
             return None
-        return _BoundGIN(snapshot, params, (gin.classifier.weight, gin.classifier.bias), gin.in_dim, gin.id_dim)
+        return _BoundGIN(snapshot, params, classifier, gin.in_dim, gin.id_dim)
 
     def weights(self, classify: bool) -> NetworkWeights:
         weights = self._weights.get(classify)
         if weights is None:
             weights = NetworkWeights(self._layers, self._in_dim, input_readouts=True, id_dim=self._id_dim,
-                                     classifier=self._classifier if classify else None)
+                                     classifier=self._classifier if classify else None, cached_views=False)
             self._weights[classify] = weights
         return weights
 

@@ -281,13 +281,14 @@ class KernelObject:
         value = getattr(self._instance, attr)
         if not callable(value):
             return value
-        kernel = f"{self._name}.{attr}"
+        name, created_on = self._name, self._device
+        kernel = f"{name}.{attr}"
 
-        def method(*args):
+        def method(*args):  # refers to locals only: caching it on self must not make a reference cycle
             device = _device_of(kernel, args)
-            if device is not None and device != self._device:
-                raise ValueError(f"{kernel}: arguments are on {device}, but the {self._name} was created on "
-                                 f"{self._device}; put them on one device")
+            if device is not None and device != created_on:
+                raise ValueError(f"{kernel}: arguments are on {device}, but the {name} was created on "
+                                 f"{created_on}; put them on one device")
             return _run(kernel, value, args)
 
         method.__name__ = attr

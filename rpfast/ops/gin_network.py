@@ -175,11 +175,18 @@ class _Workspace:
             pool.append(kernel)
 
 
-def _layer_tuple(layer: GINLayerParams) -> tuple:
-    """The tuple the C++ network binds for one layer, its tensors as kernel buffers."""
-    def view(t):
-        return None if t is None else _backend.persistent_buffer(t, "gin_network")
+def _persistent_view(t: Optional[Tensor]):
+    """A parameter's kernel buffer from the process-wide cache (per-call bindings reuse them)."""
+    return None if t is None else _backend.persistent_buffer(t, "gin_network")
 
+
+def _own_view(t: Optional[Tensor]):
+    """A kernel buffer held only by the binding that asks for it (which then keeps ``t`` alive)."""
+    return None if t is None else _backend.prepare(t, "gin_network").value
+
+
+def _layer_tuple(layer: GINLayerParams, view=_persistent_view) -> tuple:
+    """The tuple the C++ network binds for one layer, its tensors as kernel buffers."""
     counters = layer.counters if layer.counters is not None else [None] * len(layer.gammas)
     return (view(layer.first), view(layer.id_weight), view(layer.eps),
             [view(w) for w in layer.weights], [view(g) for g in layer.gammas], [view(b) for b in layer.betas],
@@ -200,7 +207,10 @@ class NetworkWeights:
     """
 
     def __init__(self, layers: Sequence[GINLayerParams], in_dim: int, input_readouts: bool = False,
-                 id_dim: int = 0, classifier: Optional[tuple] = None):
+                 id_dim: int = 0, classifier: Optional[tuple] = None, cached_views: bool = True):
+        """``cached_views``: take the tensors' buffers from the process-wide cache (a binding
+        made for one call); False for a binding kept as long as its model (the model's
+        tensors are then freed with the binding)."""
         self.layers = layers
         self.dtype = layers[0].gammas[0].dtype
         cls_weight, cls_bias = classifier if classifier is not None else (None, None)
@@ -208,11 +218,9 @@ class NetworkWeights:
         if classifier is not None:
             self.tensors += [cls_weight, cls_bias]
 
-        def view(t):
-            return None if t is None else _backend.persistent_buffer(t, "gin_network")
-
+        view = _persistent_view if cached_views else _own_view
         self.kernel = _backend.create("GINWeightsF64" if self.dtype == torch.float64 else "GINWeightsF32",
-                                      [_layer_tuple(layer) for layer in layers], in_dim, input_readouts, id_dim,
+                                      [_layer_tuple(layer, view) for layer in layers], in_dim, input_readouts, id_dim,
                                       view(cls_weight), view(cls_bias))
         self.slots = list(self.kernel.slots)
         self.total = sum(self.slots)
@@ -242,11 +250,21 @@ class _GINNetworkCompiled(torch.autograd.Function):
     def forward(ctx, plan: _Plan, x: Optional[Tensor], ids: Optional[Tensor], *params):
         out, workspace = _compiled_forward(plan, x, ids, save=True)
         ctx.plan, ctx.workspace, ctx.x, ctx.ids = plan, workspace, x, ids  # the workspace reads x and ids
+        # the backward reads x, ids and the weights again through pointers: autograd's check that
+        # none changed in place in between (saved tensors), and the weights' version counters
+        ctx.save_for_backward(*[t for t in (x, ids) if t is not None])
+        ctx.versions = [t._version for t in params if t is not None]
         return out
 
     @staticmethod
     @once_differentiable  # the hand-written backward is not itself differentiable: a clear error
     def backward(ctx, grad: Tensor):
+        ctx.saved_tensors  # raises if x or ids were modified in place since the forward
+        params = [t for t in ctx.plan.weights.tensors if t is not None]
+        if [t._version for t in params] != ctx.versions:
+            raise RuntimeError("one of the variables needed for gradient computation has been modified by an "
+                               "inplace operation: a weight of the GIN changed between its forward and backward "
+                               "(an optimizer step before backward?); call backward first")
         x_needs_grad = ctx.x is not None and ctx.needs_input_grad[1]
         grad_x, flat = compiled_backward(ctx.plan, ctx.workspace, grad, ctx.x, x_needs_grad, ctx.needs_input_grad[3:])
         return (None, grad_x, None, *flat)

@@ -311,7 +311,7 @@ def _keep(entry: tuple) -> Tensor:
 def _take(handle: Tensor) -> tuple:
     entry = _pending.pop(int(handle), None)
     if entry is None:
-        raise RuntimeError(f"rpfast::gin_network: the activations of this forward are gone (a second backward "
+        raise RuntimeError(f"rpfast: the activations of this compiled GIN forward are gone (a second backward "
                            f"through it, or more than {_MAX_PENDING} forwards waiting for their backward)")
     return entry
 
@@ -442,13 +442,18 @@ def _model_weights(params: Sequence[Tensor], present: Sequence[bool], running: S
                    stages: Sequence[int], numbers: Sequence[float], head: Sequence[int]) -> NetworkWeights:
     """The binding of these tensors: found by their identities (a binding keeps its tensors, so
     an id cannot be reused while it lives) and checked against their storage and shape."""
-    key = (tuple(head), tuple(stages), tuple(present), tuple(map(id, params)))
+    bn_eps, n = [], 0
+    for S in stages:  # numbers: per layer the S momenta, then the S BatchNorm epsilons (bound)
+        bn_eps += numbers[n + S:n + 2 * S]
+        n += 2 * S
+    key = (tuple(head), tuple(stages), tuple(present), tuple(bn_eps), tuple(map(id, params)))
     entry = _bindings.get(key)
     if entry is not None and all(t.data_ptr() == ptr and t.shape == shape for t, ptr, shape in entry[1]):
         _bindings.move_to_end(key)
         return entry[0]
     layers, classifier = _model_parts(params, present, running, stages, numbers, head)
-    weights = NetworkWeights(layers, head[0], input_readouts=True, id_dim=head[1], classifier=classifier)
+    weights = NetworkWeights(layers, head[0], input_readouts=True, id_dim=head[1], classifier=classifier,
+                             cached_views=False)
     _bindings[key] = (weights, [(t, t.data_ptr(), t.shape) for t in params])
     while len(_bindings) > _MAX_BINDINGS:
         _bindings.popitem(last=False)
