@@ -90,6 +90,9 @@ class Weights {
     head_.in_dim = in_dim;
     head_.id_dim = id_dim;
     if (in_dim < 0 || id_dim < 0) throw std::invalid_argument("GINNetwork: negative input width");
+    // the ID histogram is indexed by the IDs, which forward checks against the ID rows
+    if (input_readouts && layers_[0].id_weight != nullptr && layers_[0].id_rows != id_dim)
+      throw std::invalid_argument("GINNetwork: id_dim must equal the first layer's id_weight rows");
     for (const auto& w : layers_) {
       slots_.push_back(w.first != nullptr ? w.hidden * w.in_dim : 0);
       slots_.push_back(w.id_weight != nullptr ? w.id_rows * w.hidden : 0);
