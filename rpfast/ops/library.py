@@ -418,10 +418,10 @@ def gin_network(x: Optional[Tensor], ids: Optional[Tensor], graph_tensors: Seque
 
 
 # ------------------------------------------------------------------ a whole GIN model
-# The model's tensors are bound to C++ once (NetworkWeights) and found again by their storage
-# addresses and shapes; the BatchNorm statistics (fresh copies, the op is functional) are
-# pointed at on every call. Bindings keep their tensors' storage alive,
-# so only the most recent _MAX_BINDINGS are kept.
+# The model's tensors are bound to C++ once (NetworkWeights) and found again by their
+# identities, checked against their storage addresses and shapes; the BatchNorm statistics
+# (fresh copies: the op is functional) are pointed at on every call. Bindings keep their
+# tensors' storage alive, so only the most recent _MAX_BINDINGS are kept.
 _MAX_BINDINGS = 8
 _bindings: "OrderedDict[tuple, tuple]" = OrderedDict()  # key -> (NetworkWeights, [(tensor, data_ptr, shape)])
 
@@ -494,7 +494,7 @@ def _(x, ids, graph, params, present, running, counters, stages, numbers, head, 
 @torch.library.custom_op("rpfast::gin_model_backward", mutates_args=())
 def _gin_model_backward(grad: Tensor, handle: Tensor, x: Optional[Tensor], params: List[Tensor],
                         x_needs_grad: bool) -> List[Tensor]:
-    """``[grad_x (empty unless x_needs_grad), the gradients of params, flat]``."""
+    """``[grad_x (empty unless x_needs_grad), the gradients of params flattened one after another]``."""
     workspace, plan, x, _ = _take(handle)
     grad_x, flat = compiled_backward_flat(plan, workspace, grad, x, x_needs_grad, [True] * len(plan.weights.slots))
     return [grad_x if grad_x is not None else _EMPTY, flat]
@@ -531,7 +531,7 @@ _gin_model.register_autograd(_model_backward, setup_context=_model_setup)
 def gin_model(x: Optional[Tensor], ids: Optional[Tensor], graph_tensors: Sequence[Tensor],
               layers: Sequence[GINLayerParams], classifier: Optional[tuple], in_dim: int, id_dim: int,
               training: bool, replicas: int) -> Tensor:
-    """:func:`rpfast.ops.gin_model` as one traceable custom op: ``graph_tensors`` =
+    """:func:`rpfast.ops.gin_network.gin_model` as one traceable custom op: ``graph_tensors`` =
     ``(in_rowptr, in_col, out_rowptr, out_col, ptr)``, ``classifier`` = ``(weight, bias or None)``
     or None (then the embedding is returned). The caller counts BatchNorm steps and passes
     the step's momenta (``layers[i].momenta``; NaN for a cumulative one, with ``counters``); the
