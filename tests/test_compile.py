@@ -150,3 +150,20 @@ def test_compiled_model_follows_a_changed_batch_norm_eps(graph):
         for model in (eager, twin):
             model.layers[0].norms[0].eps = 0.5
         torch.testing.assert_close(compiled(graph.x, graph), eager(graph.x, graph))
+
+
+def test_cumulative_momentum_outside_the_fused_model_is_refused_clearly(graph):
+    """Layer by layer (here: wider than the C++ network), a compiled momentum=None would divide by
+    a traced counter; it is refused with a message that says what to do."""
+    torch.manual_seed(0)
+    model = GIN(1, 80, 2, 4)
+    for module in model.modules():
+        if isinstance(module, torch.nn.BatchNorm1d):
+            module.momentum = None
+    with pytest.raises(Exception) as raised:
+        torch.compile(model, fullgraph=True)(graph.x, graph)
+    chain, error = [], raised.value
+    while error is not None:
+        chain.append(str(error))
+        error = error.__cause__ or error.__context__
+    assert any("give the BatchNorm a momentum" in text for text in chain)

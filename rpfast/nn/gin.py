@@ -154,6 +154,11 @@ def batch_norm_arguments(norms, training: bool, count: bool = True, cumulative_a
         if not isinstance(bn, nn.modules.batchnorm._BatchNorm) or not bn.affine or not bn.track_running_stats:
             raise TypeError(f"norms[{i}] must be an affine BatchNorm module with running statistics "
                             f"(track_running_stats=True), got {bn!r}")
+    if training and not cumulative_as_nan and torch.compiler.is_compiling() and any(bn.momentum is None for bn in norms):
+        # 1 / num_batches_tracked would be read from a traced counter (a data-dependent float)
+        raise NotImplementedError("torch.compile supports BatchNorm momentum=None (a cumulative average) in the "
+                                  "fused GIN (widths <= 64) only; give the BatchNorm a momentum, or train this "
+                                  "model eagerly")
     if training and count:
         count_batches(norms)
     cumulative = float("nan") if cumulative_as_nan else None
