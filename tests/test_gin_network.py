@@ -325,3 +325,44 @@ def test_kernel_objects_are_freed_without_the_cycle_collector():
         assert ref() is None
     finally:
         gc.enable()
+
+
+def test_gin_model_rejects_bad_arguments_with_clear_errors():
+    graph = _batch()
+    fused, _ = _pair(1, 10, 16, torch.float32)
+    ids = torch.randint(0, 10, (1, graph.total_nodes))
+    fused(graph.x, graph, ids)
+    weights = fused._bound().weights(True)
+    x = graph.x.unsqueeze(0)
+    with pytest.raises(TypeError, match="graph must be an rpfast.data.GraphBatch"):
+        gin_network_module.gin_model(x, ids, graph.edge_index, weights, True, 1)
+    with pytest.raises(TypeError, match="weights must be"):
+        gin_network_module.gin_model(x, ids, graph, [weights], True, 1)
+    with pytest.raises(ValueError, match="replicas must be"):
+        gin_network_module.gin_model(x, ids, graph, weights, True, 0)
+    with pytest.raises(TypeError, match="training"):
+        gin_network_module.gin_model(x, ids, graph, weights, "yes", 1)
+    out = gin_network_module.gin_model(x, ids, graph, weights, False, 1)
+    torch.testing.assert_close(out, fused.eval()(graph.x, graph, ids))
+
+
+@pytest.mark.parametrize("hidden", [16, 80])  # the C++ network and the layer-by-layer Python network
+def test_gin_network_counts_steps_when_given_counters(hidden):
+    """GINLayerParams.counters: a training call adds one to every counter, and a NaN momentum is
+    the cumulative 1 / count, as BatchNorm(momentum=None) does, on both network paths."""
+    from rpfast.ops.gin_network import gin_network
+
+    graph = _batch()
+    fused, unfused = _pair(1, 0, hidden, torch.float64)
+    for model in (fused, unfused):
+        for module in model.modules():
+            if isinstance(module, torch.nn.BatchNorm1d):
+                module.momentum = None
+    x = graph.x.double().unsqueeze(0)
+    for _ in range(2):
+        params = [layer.params(True, count=False, with_counters=True) for layer in fused.layers]
+        gin_network(x, None, graph, params, True)
+        unfused.train()(graph.x.double(), graph)
+    for (name, a), b in zip(fused.state_dict().items(), unfused.state_dict().values()):
+        torch.testing.assert_close(a, b, msg=lambda m: f"{name}: {m}")
+    assert int(fused.layers[0].norms[0].num_batches_tracked) == 2

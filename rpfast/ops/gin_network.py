@@ -18,7 +18,7 @@ from rpfast.data import GraphBatch
 from rpfast.ops import _backend
 from rpfast.ops.dense import rows_product
 from rpfast.ops.norm import bn_relu_backward, bn_relu_forward
-from rpfast._validation import require_flag
+from rpfast._validation import check_count, require_flag
 
 __all__ = ["GINLayerParams", "NetworkWeights", "gin_network", "gin_model"]
 
@@ -450,6 +450,12 @@ def gin_model(x: Optional[Tensor], ids: Optional[Tensor], graph: GraphBatch, wei
     (the kernel checks their range) or None. Returns ``[R, B, C]`` (or ``[R, B, D]`` without a
     classifier). Not twice differentiable.
     """
+    training = require_flag(training, "training")
+    replicas = check_count(replicas, "replicas", minimum=1)
+    if not isinstance(graph, GraphBatch):
+        raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")
+    if not isinstance(weights, NetworkWeights):
+        raise TypeError(f"weights must be rpfast.ops.gin_network.NetworkWeights, got {type(weights).__name__}")
     if training and replicas * graph.total_nodes < 2:
         raise ValueError("BatchNorm in training mode needs more than one node")
     plan = _Plan(graph, weights.layers, training, replicas, weights)
