@@ -256,15 +256,16 @@ def check_output_size(numel: int, element_size: int, name: str) -> None:
 
 
 def eps_tensor(eps, dtype: torch.dtype) -> torch.Tensor:
-    """GIN's epsilon as a 0-d tensor of ``dtype`` (keeps autograd): a Python/NumPy number
-    or a one-element floating-point tensor."""
+    """GIN's epsilon as a one-element tensor of ``dtype`` (keeps autograd) from a Python/NumPy
+    number (0-d) or a one-element floating-point tensor (kept as it is when it has ``dtype``:
+    a reshape would add an autograd node to every call; gradients keep its shape)."""
     if isinstance(eps, torch.Tensor):
         require_dense(eps, "eps")
         require_kernel_device(eps, "eps")
         if eps.numel() != 1 or not eps.dtype.is_floating_point:
             raise ValueError(f"eps must be a float or a one-element float tensor, got shape {tuple(eps.shape)} "
                              f"{eps.dtype}")
-        return eps.reshape(()).to(dtype)
+        return eps if eps.dtype == dtype else eps.to(dtype)
     return torch.tensor(check_real(eps, "eps"), dtype=dtype)
 
 

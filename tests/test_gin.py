@@ -141,3 +141,47 @@ def test_ginconv_rejects_pyg_options_it_does_not_implement():
         GINConv(mlp, aggr="mean")
     with pytest.raises(ValueError, match="does not support node_dim=0"):
         GINConv(mlp, node_dim=0)
+
+
+@pytest.mark.parametrize("shape", [(7, 3), (2, 7, 3), (2, 7, 1100), (40, 64)])
+def test_adjoint_kernel_fuses_the_eps_gradient(shape):
+    """gin_aggregate_adjoint = the aggregation over the outgoing CSR plus sum(g * z), in one
+    pass, for [N, F] and [R, N, F], with chunks of one row (F > 1024) and of many; the same bits
+    with one thread and with two."""
+    from rpfast.ops import _backend
+
+    gen = torch.Generator().manual_seed(len(shape) + shape[-1])
+    N = shape[-2]
+    edge_index = torch.randint(0, N, (2, 3 * N), generator=gen)
+    batch = GraphBatch(edge_index, num_nodes=N)
+    g, z = torch.randn(shape, generator=gen), torch.randn(shape, generator=gen)
+
+    def run():
+        grad_z = torch.empty_like(g)
+        total = _backend.call("gin_aggregate_adjoint", g, batch.rowptr, batch.col, 0.25, z, grad_z)
+        return grad_z, torch.tensor(total, dtype=torch.float64)
+
+    grad_z, total = assert_thread_invariant(run)
+    expected = torch.empty_like(g)
+    _backend.call("gin_aggregate", g, batch.rowptr, batch.col, 0.25, expected)
+    assert torch.equal(grad_z, expected)
+    torch.testing.assert_close(total.item(), (g.double() * z.double()).sum().item(), rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="z: dimension"):
+        _backend.call("gin_aggregate_adjoint", g, batch.rowptr, batch.col, 0.25, z[..., :1].contiguous(), grad_z)
+
+
+def test_one_element_eps_keeps_its_shape_and_graph_buffers_are_made_once():
+    """A [1] eps (GINConv's parameter) is used as it is and gets a [1] gradient; the batch's
+    CSR buffers are converted on the first call and shared by every later one."""
+    from rpfast.ops import _backend
+
+    batch = GraphBatch(torch.tensor([[0, 1, 2], [1, 2, 0]]), num_nodes=3)
+    x = torch.randn(3, 2, requires_grad=True)
+    eps = torch.tensor([0.5], requires_grad=True)
+    gin_aggregate(x, batch, eps).sum().backward()
+    assert eps.grad.shape == (1,)
+    torch.testing.assert_close(eps.grad, x.detach().sum().reshape(1))
+    incoming = _backend.graph_csr_buffers(batch, incoming=True)
+    assert _backend.graph_csr_buffers(batch, incoming=True) is incoming
+    assert incoming[0].value.ctypes.data == batch.t_rowptr.data_ptr()
+    assert _backend.graph_csr_buffers(batch, incoming=False)[1].value.ctypes.data == batch.col.data_ptr()

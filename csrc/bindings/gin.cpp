@@ -5,27 +5,69 @@
 namespace rpfast_bindings {
 namespace {
 
-// x, out: [R, N, F]; rowptr [N + 1]; col [E]. out = (1 + eps) x + A x over the CSR.
+// The [R, N, F] sizes of a node tensor given as [N, F] (R = 1) or [R, N, F]; `like` (out, z)
+// must have the same shape.
+struct NodeShape {
+  int64_t R, N, F;
+  py::ssize_t ndim;
+};
+
+NodeShape node_shape(const py::array& x) {
+  if (x.ndim() == 2) return {1, x.shape(0), x.shape(1), 2};
+  if (x.ndim() == 3) return {x.shape(0), x.shape(1), x.shape(2), 3};
+  throw std::invalid_argument("x: expected [N, F] or [R, N, F]");
+}
+
+void expect_same_shape(const py::array& a, const char* name, const py::array& x) {
+  if (a.ndim() != x.ndim()) throw std::invalid_argument(std::string(name) + ": differs in rank from x");
+  for (py::ssize_t d = 0; d < x.ndim(); ++d) expect_dim(a, name, d, x.shape(d));
+}
+
+const int64_t* checked_csr(const py::array& rowptr, const py::array& col, int64_t N, const int64_t** cl) {
+  const int64_t* rp = in_ptr<int64_t>(rowptr, "rowptr", 1);
+  *cl = in_ptr<int64_t>(col, "col", 1);
+  expect_dim(rowptr, "rowptr", 0, N + 1);
+  py::gil_scoped_release release;
+  rpfast::check_csr(rp, *cl, N, col.shape(0), "graph CSR");
+  return rp;
+}
+
+// x, out: [N, F] or [R, N, F]; rowptr [N + 1]; col [E]. out = (1 + eps) x + A x over the CSR.
 void gin_aggregate(const py::array& x, const py::array& rowptr, const py::array& col, double eps,
                    py::array& out, int threads) {
-  if (x.ndim() != 3) throw std::invalid_argument("x: expected [R, N, F]");
-  const int64_t R = x.shape(0), N = x.shape(1), F = x.shape(2);
-  const int64_t* rp = in_ptr<int64_t>(rowptr, "rowptr", 1);
-  const int64_t* cl = in_ptr<int64_t>(col, "col", 1);
-  expect_dim(rowptr, "rowptr", 0, N + 1);
-  expect_leading(out, "out", {R, N, F});
-  {
-    py::gil_scoped_release release;
-    rpfast::check_csr(rp, cl, N, col.shape(0), "graph CSR");
-  }
+  const NodeShape s = node_shape(x);
+  expect_same_shape(out, "out", x);
+  const int64_t* cl = nullptr;
+  const int64_t* rp = checked_csr(rowptr, col, s.N, &cl);
   auto run = [&](auto tag) {
     using T = decltype(tag);
-    const T* xs = in_ptr<T>(x, "x", 3);
-    T* o = out_ptr<T>(out, "out", 3);
+    const T* xs = in_ptr<T>(x, "x", s.ndim);
+    T* o = out_ptr<T>(out, "out", s.ndim);
     py::gil_scoped_release release;
-    rpfast::gin_aggregate<T>(xs, rp, cl, static_cast<T>(1 + eps), o, R, N, F, threads);
+    rpfast::gin_aggregate<T>(xs, rp, cl, static_cast<T>(1 + eps), o, s.R, s.N, s.F, threads);
   };
   if (is_float64(x)) run(double{}); else run(float{});
+}
+
+// The aggregation's backward in one pass: grad_z = (1 + eps) g + A^T g over the outgoing CSR
+// (rowptr, col); returns sum(g * z). g, z, grad_z: [N, F] or [R, N, F].
+double gin_aggregate_adjoint(const py::array& g, const py::array& rowptr, const py::array& col, double eps,
+                             const py::array& z, py::array& grad_z, int threads) {
+  const NodeShape s = node_shape(g);
+  expect_same_shape(z, "z", g);
+  expect_same_shape(grad_z, "grad_z", g);
+  const int64_t* cl = nullptr;
+  const int64_t* rp = checked_csr(rowptr, col, s.N, &cl);
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T* gs = in_ptr<T>(g, "g", s.ndim);
+    const T* zs = in_ptr<T>(z, "z", s.ndim);
+    T* o = out_ptr<T>(grad_z, "grad_z", s.ndim);
+    py::gil_scoped_release release;
+    return rpfast::gin_aggregate_adjoint<T>(gs, rp, cl, static_cast<T>(1 + eps), zs, o, s.R, s.N, s.F,
+                                            threads);
+  };
+  return is_float64(g) ? run(double{}) : run(float{});
 }
 
 double sum_product(const py::array& a, const py::array& b, int threads) {
@@ -46,7 +88,10 @@ double sum_product(const py::array& a, const py::array& b, int threads) {
 void bind_gin(py::module_& m) {
   m.def("gin_aggregate", &gin_aggregate, py::arg("x"), py::arg("rowptr"), py::arg("col"),
         py::arg("eps"), py::arg("out"), py::arg("threads"),
-        "out[r, i] = (1 + eps) x[r, i] + sum over CSR row i of x[r, col]");
+        "out[r, i] = (1 + eps) x[r, i] + sum over CSR row i of x[r, col]; x [N, F] or [R, N, F]");
+  m.def("gin_aggregate_adjoint", &gin_aggregate_adjoint, py::arg("g"), py::arg("rowptr"), py::arg("col"),
+        py::arg("eps"), py::arg("z"), py::arg("grad_z"), py::arg("threads"),
+        "grad_z = (1 + eps) g + A^T g over the outgoing CSR; returns sum(g * z) (float64, any thread count)");
   m.def("sum_product", &sum_product, py::arg("a"), py::arg("b"), py::arg("threads"),
         "sum(a * b) accumulated in float64, identical for any thread count.");
 }

@@ -232,8 +232,11 @@ class GINNetwork {
         }
       }
       // g_z = (1 + eps) g_a + A^T g_a; grad_eps = sum(g_a * z)
-      gin_aggregate<T>(cur.data(), g.out_rowptr, g.out_col, w.scale(), work_.data(), R, N, H, threads);
-      if (out.eps != nullptr) *out.eps = static_cast<T>(sum_product<T>(cur.data(), s.z.data(), M * H, threads));
+      if (out.eps != nullptr)
+        *out.eps = static_cast<T>(gin_aggregate_adjoint<T>(cur.data(), g.out_rowptr, g.out_col, w.scale(),
+                                                           s.z.data(), work_.data(), R, N, H, threads));
+      else
+        gin_aggregate<T>(cur.data(), g.out_rowptr, g.out_col, w.scale(), work_.data(), R, N, H, threads);
       const T* g_z = work_.data();
       if (w.id_weight != nullptr && out.id_weight != nullptr)
         scatter_rows_sum<T>(ids_, g_z, M, w.id_rows, H, out.id_weight, threads);

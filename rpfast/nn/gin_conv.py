@@ -91,7 +91,7 @@ class GINConv(nn.Module):
                 graph = graph_for_edge_index(edge_index, x.shape[-2])
             else:
                 graph = GraphBatch(edge_index, num_nodes=x.shape[-2])
-        return self.nn(gin_aggregate(x, graph, self.eps.to(x.dtype)))
+        return self.nn(gin_aggregate(x, graph, self.eps))
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(nn={self.nn})"

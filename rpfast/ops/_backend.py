@@ -17,7 +17,7 @@ CUDA kernels will register a second implementation table under ``"cuda"`` in
 import importlib.machinery
 import os
 from collections import OrderedDict
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 import torch
 
@@ -111,8 +111,22 @@ def call(kernel: str, *args):
     All tensor arguments must be on one device with kernels. Returns what the kernel returns
     (outputs are usually tensors the caller allocated and passed in).
     """
-    device = _device_type(kernel, args)
-    return _run(kernel, getattr(_IMPLEMENTATIONS[device], kernel), args)
+    device, buffers, _ = _prepare_args(kernel, args)
+    return _invoke(kernel, getattr(_IMPLEMENTATIONS[device or "cpu"], kernel), buffers)
+
+
+def graph_csr_buffers(graph, incoming: bool) -> tuple:
+    """``(rowptr, col)`` of a GraphBatch's CSR over incoming edges (rows = targets: ``t_rowptr``,
+    ``t_col``) or outgoing ones (``rowptr``, ``col``) as :class:`Buffers`, converted once per
+    batch and kept in it: a batch's CSR never changes, and a GIN passes it to kernels several
+    times a step."""
+    key = "_kernel_incoming_csr" if incoming else "_kernel_outgoing_csr"
+    buffers = graph.__dict__.get(key)
+    if buffers is None:
+        rowptr, col = (graph.t_rowptr, graph.t_col) if incoming else (graph.rowptr, graph.col)
+        buffers = (prepare(rowptr, "graph CSR"), prepare(col, "graph CSR"))
+        graph.__dict__[key] = buffers
+    return buffers
 
 
 def _build_csr(rows: torch.Tensor, cols: torch.Tensor, num_nodes: int):
@@ -145,48 +159,71 @@ graph_batch_module.cpu_csr_builder = _build_csr  # the data layer cannot import 
 graph_batch_module.cpu_graph_selector = _select_graphs
 
 
-def _device_type(what: str, args) -> str:
-    """The device type of the tensors in ``args`` (``"cpu"`` without tensors), checked as in :func:`call`."""
-    return _device_of(what, args) or "cpu"
+def _prepare_args(what: str, args) -> tuple:
+    """``(device type or None without tensors, converted args, [first tensor])`` in one pass:
+    tensors (also in nested lists and tuples) become buffers, after the first one's device is
+    checked for kernels and every other one's compared with it.
+
+    The common arguments (numbers, tensors, prepared Buffers) are handled inline: this runs for
+    every kernel call, several times per training step."""
+    seen: list = []  # the first tensor or Buffers met
+    converted = []
+    append = converted.append
+    for value in args:
+        if type(value) in _PLAIN:
+            append(value)
+        elif isinstance(value, torch.Tensor):
+            _check_same_device(value, what, seen)
+            append(value.detach().numpy() if value.requires_grad else value.numpy())
+        elif isinstance(value, Buffers):  # checked when prepared
+            _check_same_device(value, what, seen)
+            append(value.value)
+        else:
+            append(_convert_checked(value, what, seen))
+    return (seen[0].device.type if seen else None), converted, seen
 
 
-def _device_of(what: str, args) -> Optional[str]:
-    """The device type of the tensors in ``args`` (None without tensors), checked as in :func:`call`."""
-    first = None
-    for value in _tensors(args):  # tensors and prepared Buffers (checked when prepared)
-        if first is None:
-            first = value
-            if isinstance(value, torch.Tensor):
-                check_device(value, f"{what}'s input")
-        elif value.device != first.device:
-            raise ValueError(f"{what}: arguments are on {first.device} and {value.device}; "
-                             "put them on one device")
-    return None if first is None else first.device.type
+def _convert_checked(value, what: str, seen: list):
+    """One argument of :func:`_prepare_args`, which also recurses into lists and tuples."""
+    if type(value) in _PLAIN:
+        return value
+    if isinstance(value, torch.Tensor):
+        _check_same_device(value, what, seen)
+        return _buffer(value)
+    if isinstance(value, Buffers):
+        _check_same_device(value, what, seen)
+        return value.value
+    if isinstance(value, KernelObject):
+        return value._instance
+    if isinstance(value, (list, tuple)):
+        return type(value)([_convert_checked(v, what, seen) for v in value])
+    return value
+
+
+def _check_same_device(value, what: str, seen: list) -> None:
+    if not seen:
+        if isinstance(value, torch.Tensor):
+            check_device(value, f"{what}'s input")
+        seen.append(value)
+    elif not (value.is_cpu and seen[0].is_cpu) and value.device != seen[0].device:
+        raise ValueError(f"{what}: arguments are on {seen[0].device} and {value.device}; put them on one device")
 
 
 class Buffers:
     """Arguments converted once by :func:`prepare` (devices checked), for several kernel calls."""
 
-    __slots__ = ("value", "device")
+    __slots__ = ("value", "device", "is_cpu")
 
     def __init__(self, value, device: torch.device):
-        self.value, self.device = value, device
+        self.value, self.device, self.is_cpu = value, device, device.type == "cpu"
 
 
 def prepare(value, what: str) -> Buffers:
     """Check and convert the tensors in ``value`` (nested lists and tuples) in one pass, so the
     kernel calls that pass the result skip the per-call scan (a network's dozens of parameter
     tensors, say). All tensors must be on one device with kernels."""
-    tensors = []
-    converted = _convert_collecting(value, tensors)
-    if not tensors:
-        return Buffers(converted, torch.device("cpu"))
-    first = tensors[0]
-    check_device(first, f"{what}'s input")
-    for t in tensors:
-        if t.device != first.device:
-            raise ValueError(f"{what}: arguments are on {first.device} and {t.device}; put them on one device")
-    return Buffers(converted, first.device)
+    _, (converted,), seen = _prepare_args(what, (value,))
+    return Buffers(converted, seen[0].device if seen else torch.device("cpu"))
 
 
 _PERSISTENT_MAX = 4096
@@ -214,51 +251,12 @@ def persistent_buffer(t: torch.Tensor, what: str):
     return view
 
 
-def _convert_collecting(value, tensors: list):
-    """:func:`_convert` that also lists the tensors it met (their devices are checked after)."""
-    if isinstance(value, torch.Tensor):
-        tensors.append(value)
-        return _buffer(value) if value.device.type in _IMPLEMENTATIONS else None
-    if isinstance(value, list):
-        return [_convert_collecting(v, tensors) for v in value]
-    if isinstance(value, tuple):
-        return tuple([_convert_collecting(v, tensors) for v in value])
-    return value
-
-
 # argument types that pass to the bindings unchanged (checked first: most arguments are these)
 _PLAIN = frozenset({int, float, bool, str, bytes, type(None)})
 
 
-def _convert(value):
-    """Tensors -> buffers, also inside (nested) lists and tuples; anything else unchanged."""
-    if type(value) in _PLAIN:
-        return value
-    if isinstance(value, torch.Tensor):
-        return _buffer(value)
-    if isinstance(value, Buffers):
-        return value.value
-    if isinstance(value, KernelObject):
-        return value._instance
-    if isinstance(value, (list, tuple)):
-        return type(value)(_convert(v) for v in value)
-    return value
-
-
-def _tensors(values):
-    """The tensors among ``values``, also inside (nested) lists and tuples."""
-    for value in values:
-        if type(value) in _PLAIN:
-            continue
-        if isinstance(value, (list, tuple)):
-            yield from _tensors(value)
-        elif isinstance(value, (torch.Tensor, Buffers)):
-            yield value
-
-
-def _run(name: str, function, args):
-    """``function(*args)`` with tensors as buffers, plus ``threads=`` unless ``name`` is single-threaded."""
-    buffers = [_convert(v) for v in args]
+def _invoke(name: str, function, buffers: list):
+    """``function(*buffers)``, plus ``threads=`` unless ``name`` is single-threaded."""
     if name in _SINGLE_THREADED:
         return function(*buffers)
     return function(*buffers, threads=num_threads())
@@ -285,11 +283,11 @@ class KernelObject:
         kernel = f"{name}.{attr}"
 
         def method(*args):  # refers to locals only: caching it on self must not make a reference cycle
-            device = _device_of(kernel, args)
+            device, buffers, _ = _prepare_args(kernel, args)
             if device is not None and device != created_on:
                 raise ValueError(f"{kernel}: arguments are on {device}, but the {name} was created on "
                                  f"{created_on}; put them on one device")
-            return _run(kernel, value, args)
+            return _invoke(kernel, value, buffers)
 
         method.__name__ = attr
         self.__dict__[attr] = method  # later look-ups find it without __getattr__
@@ -306,8 +304,9 @@ def create(name: str, *args) -> KernelObject:
     the constructor gets ``threads=`` unless ``name`` is in ``_SINGLE_THREADED``. The
     returned :class:`KernelObject`'s methods take tensors the same way.
     """
-    device = _device_type(name, args)
-    return KernelObject(name, device, _run(name, getattr(_IMPLEMENTATIONS[device], name), args))
+    device, buffers, _ = _prepare_args(name, args)
+    device = device or "cpu"
+    return KernelObject(name, device, _invoke(name, getattr(_IMPLEMENTATIONS[device], name), buffers))
 
 
 def build_info() -> dict:

@@ -21,39 +21,42 @@ def graph_csr(graph: GraphBatch):
 
 
 class _GINAggregate(torch.autograd.Function):
-    """``out = (1 + eps) x + A x`` with ``A`` given by ``(in_rowptr, in_col)`` (incoming edges).
+    """``out = (1 + eps) x + A x`` for a contiguous ``x [N, F]`` or ``[R, N, F]``, with ``A`` the
+    batch's incoming-edge CSR, or with ``adjoint`` its transpose (the outgoing-edge CSR).
 
     An autograd.Function rather than a torch.library custom op: on molecule-sized graphs
     the custom-op dispatch (~20 us a call, forward and backward) costs as much as the kernel.
-    The op is linear in ``x``, so its backward is the same op over the swapped CSRs
-    (``(1 + eps) g + A^T g``), applied as a Function again: double backward works.
+    The graph is passed as an object, not as four CSR tensors, which autograd would check one
+    by one on every call. The op is linear in ``x``, so its backward is the same op over the
+    other CSR (``(1 + eps) g + A^T g``); the kernel computes ``grad_eps = sum(g * x)`` in the
+    same pass over ``g``. Under ``create_graph=True`` the backward is built from differentiable
+    ops (this Function again, and a product-sum), so double backward works.
     """
 
     @staticmethod
-    def forward(ctx, x: Tensor, in_rowptr: Tensor, in_col: Tensor, out_rowptr: Tensor, out_col: Tensor,
-                eps: Tensor) -> Tensor:
+    def forward(ctx, x: Tensor, eps: Tensor, graph: GraphBatch, adjoint: bool) -> Tensor:
         out = torch.empty_like(x)
-        _backend.call("gin_aggregate", x, in_rowptr, in_col, float(eps.detach()), out)
-        ctx.save_for_backward(x, in_rowptr, in_col, out_rowptr, out_col, eps)
+        _backend.call("gin_aggregate", x, *_backend.graph_csr_buffers(graph, incoming=not adjoint), float(eps), out)
+        ctx.save_for_backward(x, eps)
+        ctx.graph, ctx.adjoint = graph, adjoint
         return out
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        x, in_rowptr, in_col, out_rowptr, out_col, eps = ctx.saved_tensors
+        x, eps = ctx.saved_tensors
         grad = grad.contiguous()
-        grad_x = grad_eps = None
-        if ctx.needs_input_grad[0]:
-            if torch.is_grad_enabled():  # create_graph=True: the adjoint as a Function again (double backward)
-                grad_x = _GINAggregate.apply(grad, out_rowptr, out_col, in_rowptr, in_col, eps)
-            else:
-                grad_x = torch.empty_like(grad)
-                _backend.call("gin_aggregate", grad, out_rowptr, out_col, float(eps.detach()), grad_x)
-        if ctx.needs_input_grad[5]:
-            if torch.is_grad_enabled():  # create_graph=True: keep grad_eps differentiable
-                grad_eps = (grad * x).sum().reshape(eps.shape)
-            else:
-                grad_eps = torch.full_like(eps, _backend.call("sum_product", grad, x))
-        return grad_x, None, None, None, None, grad_eps
+        need_x, need_eps = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        if torch.is_grad_enabled():  # create_graph=True: differentiable gradients (double backward)
+            grad_x = _GINAggregate.apply(grad, eps, ctx.graph, not ctx.adjoint) if need_x else None
+            grad_eps = (grad * x).sum().reshape(eps.shape) if need_eps else None
+            return grad_x, grad_eps, None, None
+        adjoint_csr = _backend.graph_csr_buffers(ctx.graph, incoming=ctx.adjoint)
+        grad_x = torch.empty_like(grad)
+        if not need_eps:
+            _backend.call("gin_aggregate", grad, *adjoint_csr, float(eps), grad_x)
+            return grad_x, None, None, None
+        grad_eps = _backend.call("gin_aggregate_adjoint", grad, *adjoint_csr, float(eps), x, grad_x)
+        return (grad_x if need_x else None), torch.full_like(eps, grad_eps), None, None
 
 
 def gin_aggregate(x: Tensor, graph: GraphBatch, eps: Union[float, Tensor] = 0.0) -> Tensor:
@@ -77,10 +80,9 @@ def gin_aggregate(x: Tensor, graph: GraphBatch, eps: Union[float, Tensor] = 0.0)
     """
     check_node_tensor(x, graph)
     eps_t = eps_tensor(eps, x.dtype)
-    squeeze = x.dim() == 2
-    x3 = (x.unsqueeze(0) if squeeze else x).contiguous()
+    x = x.contiguous()
     if torch.compiler.is_compiling():
-        out = library.gin_aggregate(x3, *graph_csr(graph), eps_t)
-    else:
-        out = _GINAggregate.apply(x3, graph.t_rowptr, graph.t_col, graph.rowptr, graph.col, eps_t)
-    return out.squeeze(0) if squeeze else out
+        squeeze = x.dim() == 2
+        out = library.gin_aggregate(x.unsqueeze(0) if squeeze else x, *graph_csr(graph), eps_t)
+        return out.squeeze(0) if squeeze else out
+    return _GINAggregate.apply(x, eps_t, graph, False)

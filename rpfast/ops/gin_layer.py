@@ -82,14 +82,18 @@ class _GINMLP(torch.autograd.Function):
             else:
                 g = grad_pre
         g = g.view(R, N, g.shape[-1])
+        grad_eps = None
         if ctx.aggregates:
             grad_z = torch.empty_like(g)
-            _backend.call("gin_aggregate", g, out_rowptr, out_col, float(eps.detach()), grad_z)
+            if ctx.needs_eps:  # grad_eps = sum(g * z), in the same pass over g
+                grad_eps = torch.full_like(eps, _backend.call("gin_aggregate_adjoint", g, out_rowptr, out_col,
+                                                              float(eps.detach()), z, grad_z))
+            else:
+                _backend.call("gin_aggregate", g, out_rowptr, out_col, float(eps.detach()), grad_z)
         else:
             grad_z = g
-        grad_eps = None
-        if ctx.needs_eps:
-            grad_eps = torch.full_like(eps, _backend.call("sum_product", g, z))
+            if ctx.needs_eps:
+                grad_eps = torch.full_like(eps, _backend.call("sum_product", g, z))
         return (grad_z, grad_eps, None, None, None, None, None, None, None, None,
                 *grad_weights, *grad_gammas, *grad_betas)
 

@@ -357,10 +357,12 @@ def python_backward(plan: _Plan, saved, grad: Tensor, ids: Optional[Tensor], x_n
         grad_betas = [g if w else None for g, w in zip(grad_betas, want[2 + 2 * S:])]
         g_a = g.view(z.shape)
         g_z = torch.empty_like(g_a)
-        _backend.call("gin_aggregate", g_a, plan.out_rowptr, plan.out_col, float(layer.eps.detach()), g_z)
         grad_eps = None
-        if want[2]:
-            grad_eps = torch.full_like(layer.eps, _backend.call("sum_product", g_a, z))
+        if want[2]:  # grad_eps = sum(g_a * z), in the same pass over g_a
+            grad_eps = torch.full_like(layer.eps, _backend.call(
+                "gin_aggregate_adjoint", g_a, plan.out_rowptr, plan.out_col, float(layer.eps.detach()), z, g_z))
+        else:
+            _backend.call("gin_aggregate", g_a, plan.out_rowptr, plan.out_col, float(layer.eps.detach()), g_z)
         grad_first = grad_ids = None
         if layer.first is not None:
             # a broadcast input (one copy for all R replicas) collects the replicas' gradients
