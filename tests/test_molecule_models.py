@@ -143,3 +143,42 @@ def test_duvenaud_conv_matches_a_per_atom_reference():
     ref_grads = torch.autograd.grad(ref, [ref_x, conv.weight, conv.bias], g)
     for a, b in zip(grads, ref_grads):
         torch.testing.assert_close(a, b)
+
+
+def test_duvenaud_conv_double_backward_and_absent_degrees():
+    """The per-degree products are one autograd node: degrees absent from the batch get zero
+    weight gradients, and gradients of gradients match the selection-per-degree reference."""
+    from rpfast.data import GraphBatch
+    from rpfast.nn import DuvenaudConv
+
+    torch.manual_seed(1)
+    graph = GraphBatch(torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), num_nodes=4)  # degrees 1, 2, 1, 0
+    conv = DuvenaudConv(3, 2, max_degree=4).double()
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    out = conv(x, graph)
+    grad_w, = torch.autograd.grad(out.square().sum(), conv.weight, create_graph=True)
+    assert torch.equal(grad_w[3:], torch.zeros_like(grad_w[3:]))
+    ref_w, = torch.autograd.grad(_degree_reference(x, conv.weight, conv.bias, graph).square().sum(), conv.weight,
+                                 create_graph=True)
+    torch.testing.assert_close(grad_w, ref_w)
+    torch.testing.assert_close(torch.autograd.grad(grad_w.sum(), x)[0], torch.autograd.grad(ref_w.sum(), x)[0])
+    assert torch.autograd.gradgradcheck(lambda a, w, b: conv.__class__.forward(_with(conv, w, b), a, graph),
+                                        (x, conv.weight, conv.bias))
+
+
+def _degree_reference(x, weight, bias, graph):
+    target = graph.edge_index[1]
+    neighbours = torch.zeros_like(x).index_add(0, target, x[graph.edge_index[0]])
+    degree = torch.bincount(target, minlength=x.shape[0]).clamp(max=weight.shape[0] - 1)
+    both = torch.cat([x, neighbours], dim=1)
+    return torch.bmm(both.unsqueeze(1), weight[degree]).squeeze(1) + bias[degree]
+
+
+def _with(conv, weight, bias):
+    """A copy of ``conv`` whose weight and bias are the given tensors (for gradgradcheck)."""
+    import copy
+
+    clone = copy.copy(conv)
+    clone._parameters = dict(conv._parameters)
+    clone._parameters["weight"], clone._parameters["bias"] = weight, bias
+    return clone

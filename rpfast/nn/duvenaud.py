@@ -56,9 +56,65 @@ class DuvenaudConv(nn.Module):
         neighbours = gin_aggregate(x.unsqueeze(0), graph, -1.0)[0]  # (1 + eps) x_i + sum_j x_j with eps = -1
         inverse = groups.inverse if groups.inverse is not None else _inverse(groups.order)
         both = _PermuteRows.apply(torch.cat([x, neighbours], dim=1), groups.order, inverse)  # by degree
-        parts = [torch.addmm(self.bias[d], both[start:end], self.weight[d]) for d, start, end in groups.ranges]
-        sorted_out = torch.cat(parts) if parts else both.new_empty(0, self.weight.shape[2])
+        sorted_out = _DegreeLinear.apply(both, self.weight, self.bias, groups.ranges)
         return _PermuteRows.apply(sorted_out, inverse, groups.order)  # back to atom order
+
+
+class _DegreeLinear(torch.autograd.Function):
+    """``out[s:e] = x[s:e] W[d] + b[d]`` for every ``(d, s, e)`` in ``ranges``, with ``x [N, K]``
+    sorted by degree, ``W [D, K, C]``, ``b [D, C]``.
+
+    One node instead of a ``W[d]`` selection per degree: each selection's backward would build a
+    zero gradient of the whole ``W`` (11 degrees) and autograd would then add them up. Here the
+    products write into one output and one gradient of ``W``, whose absent degrees are zeroed
+    once. Under ``create_graph=True`` the backward is made of differentiable ops.
+    """
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor, ranges: List[Tuple[int, int, int]]) -> Tensor:
+        out = x.new_empty(x.shape[0], weight.shape[2])
+        for d, start, end in ranges:
+            torch.addmm(bias[d], x[start:end], weight[d], out=out[start:end])
+        ctx.save_for_backward(x, weight)
+        ctx.ranges = ranges
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        x, weight = ctx.saved_tensors
+        ranges = ctx.ranges
+        if torch.is_grad_enabled():  # create_graph=True: build the gradients from differentiable ops
+            return _degree_linear_backward_differentiable(x, weight, grad, ranges) + (None,)
+        grad_x = grad_weight = grad_bias = None
+        if ctx.needs_input_grad[0]:
+            grad_x = x.new_empty(x.shape)
+            for d, start, end in ranges:
+                torch.mm(grad[start:end], weight[d].t(), out=grad_x[start:end])
+        present = {d for d, _, _ in ranges}
+        if ctx.needs_input_grad[1]:
+            grad_weight = torch.empty_like(weight)
+            for d, start, end in ranges:
+                torch.mm(x[start:end].t(), grad[start:end], out=grad_weight[d])
+            for d in range(weight.shape[0]):
+                if d not in present:
+                    grad_weight[d].zero_()
+        if ctx.needs_input_grad[2]:
+            grad_bias = grad.new_zeros(weight.shape[0], weight.shape[2])
+            for d, start, end in ranges:
+                torch.sum(grad[start:end], dim=0, out=grad_bias[d])
+        return grad_x, grad_weight, grad_bias, None
+
+
+def _degree_linear_backward_differentiable(x: Tensor, weight: Tensor, grad: Tensor, ranges) -> tuple:
+    """:class:`_DegreeLinear`'s gradients (x, W, b) as differentiable torch ops (double backward)."""
+    grad_x = torch.cat([grad[s:e] @ weight[d].t() for d, s, e in ranges]) if ranges else x.new_zeros(x.shape)
+    by_degree = {d: (s, e) for d, s, e in ranges}
+    zeros_w, zeros_b = weight.new_zeros(weight.shape[1:]), weight.new_zeros(weight.shape[2])
+    grad_weight = torch.stack([x[by_degree[d][0]:by_degree[d][1]].t() @ grad[by_degree[d][0]:by_degree[d][1]]
+                               if d in by_degree else zeros_w for d in range(weight.shape[0])])
+    grad_bias = torch.stack([grad[by_degree[d][0]:by_degree[d][1]].sum(0) if d in by_degree else zeros_b
+                             for d in range(weight.shape[0])])
+    return grad_x, grad_weight, grad_bias
 
 
 class _PermuteRows(torch.autograd.Function):
