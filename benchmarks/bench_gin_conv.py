@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from graphs import csl_full_batch, molecule_like
+from paired import paired
 from rpfast.nn import GINConv
 
 CASES = {
@@ -17,9 +18,8 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("impl", ["rpfast", "pyg"])
-@pytest.mark.parametrize("name", list(CASES))
-def test_gin_conv_module(benchmark, name, impl):
+def _module_step(name: str, impl: str):
+    """One forward + backward of ``conv(x, edge_index)`` for case ``name`` and ``impl``."""
     make, F = CASES[name]
     graph = make()
     edge_index = graph.edge_index
@@ -33,7 +33,22 @@ def test_gin_conv_module(benchmark, name, impl):
     def step():
         x.grad = None
         conv(x, edge_index).backward(grad)
+    return step
 
+
+@pytest.mark.parametrize("impl", ["rpfast", "pyg"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_gin_conv_module(benchmark, name, impl):
+    step = _module_step(name, impl)
     benchmark.group = f"GINConv module conv(x, edge_index) forward+backward: {name}"
     benchmark.extra_info["impl"] = impl
     benchmark.pedantic(step, rounds=50, warmup_rounds=5, iterations=1)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_gin_conv_module_alternating(benchmark, name):
+    """The same steps, rpfast's and PyG's in alternating rounds (paired.py)."""
+    ours, pyg = _module_step(name, "rpfast"), _module_step(name, "pyg")
+    benchmark.group = f"GINConv module conv(x, edge_index) forward+backward: {name} (alternating rounds)"
+    benchmark.extra_info["impl"] = "rpfast"
+    paired(benchmark, ours, pyg, "pyg", rounds=400, warmup_rounds=20)

@@ -12,6 +12,8 @@ from rpfast.data.molecules import featurize_smiles  # noqa: E402
 from rpfast.experiments.molecules import class_weights, masked_loss  # noqa: E402
 from rpfast.nn import Duvenaud, KAryGNN, RPDuvenaud  # noqa: E402
 
+from paired import paired  # noqa: E402
+
 EPOCH_MOLECULES, BATCH = 2048, 128
 
 
@@ -103,3 +105,13 @@ def test_duvenaud_epoch_wide(benchmark, impl, width, tox21):
                        f"Tox21 molecules, batch {BATCH}")
     benchmark.extra_info["impl"] = impl
     benchmark.pedantic(run, rounds=3, warmup_rounds=1, iterations=1)
+
+
+@pytest.mark.parametrize("width", [64, 128, 300])
+def test_duvenaud_epoch_alternating(benchmark, width, tox21):
+    """rpfast's and PyG's Duvenaud epochs in alternating rounds (paired.py), at each hidden size."""
+    ours, pyg = (_duvenaud_epoch(impl, tox21, width=width, dense=2 * width) for impl in ("rpfast", "pyg"))
+    benchmark.group = (f"Duvenaud training epoch, convolutions of {width}, dense {2 * width}: {EPOCH_MOLECULES} "
+                       f"Tox21 molecules, batch {BATCH} (alternating rounds)")
+    benchmark.extra_info["impl"] = "rpfast"
+    paired(benchmark, ours, pyg, "pyg", rounds=5, warmup_rounds=1)

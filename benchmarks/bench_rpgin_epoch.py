@@ -10,6 +10,7 @@ import torch
 from rpfast.data import csl_batch, csl_dataset
 from rpfast.experiments.training import train_epoch
 from rpfast.nn import RPGIN
+from paired import paired
 
 HIDDEN, LAYERS, ID_DIM, BATCH = 16, 5, 10, 16
 
@@ -56,3 +57,12 @@ def test_rpgin_training_epoch(benchmark, impl, optimizer_kind):
     benchmark.group = f"RP-GIN training epoch: CSL 120 graphs, batch 16, {optimizer_kind}"
     benchmark.extra_info["impl"] = impl
     benchmark.pedantic(epoch, rounds=10, warmup_rounds=2, iterations=1)
+
+
+@pytest.mark.parametrize("optimizer_kind", ["Adam", "Adam(fused=True)"])
+def test_rpgin_training_epoch_alternating(benchmark, optimizer_kind):
+    """The same epochs, rpfast's and PyG's in alternating rounds (paired.py)."""
+    ours, pyg = training_epoch("rpfast", optimizer_kind), training_epoch("pyg+torch", optimizer_kind)
+    benchmark.group = f"RP-GIN training epoch: CSL 120 graphs, batch 16, {optimizer_kind} (alternating rounds)"
+    benchmark.extra_info["impl"] = "rpfast"
+    paired(benchmark, ours, pyg, "pyg+torch", rounds=30, warmup_rounds=3)

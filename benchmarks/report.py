@@ -55,6 +55,14 @@ def render(data, groups, ours="rpfast"):
                 f"| {group} | {mine * 1e3:.3f} | {name} | {theirs * 1e3:.3f} | "
                 f"{theirs / mine:.1f}x | {bandwidth} |"
             )
+    paired_rows = [(group, groups[group][ours]["extra_info"]) for group in sorted(groups)
+                   if "paired_speedup" in groups[group].get(ours, {}).get("extra_info", {})]
+    if paired_rows:
+        lines += ["", "Alternating rounds (each rpfast round follows a baseline round; benchmarks/paired.py):", "",
+                  "| benchmark | rpfast (ms) | baseline | baseline (ms) | speed-up |", "|---|---:|---|---:|---:|"]
+        for group, info in paired_rows:
+            lines.append(f"| {group} | {info['paired_median'] * 1e3:.3f} | {info['paired_baseline']} | "
+                         f"{info['paired_baseline_median'] * 1e3:.3f} | {info['paired_speedup']:.1f}x |")
     return "\n".join(lines)
 
 

@@ -139,15 +139,18 @@ def test_duvenaud_conv_matches_a_per_atom_reference():
     ref = torch.bmm(both.unsqueeze(1), conv.weight[degree]).squeeze(1) + conv.bias[degree]
     torch.testing.assert_close(out, ref)
     g = torch.randn_like(out)
-    grads = torch.autograd.grad(out, [x, conv.weight, conv.bias], g)
-    ref_grads = torch.autograd.grad(ref, [ref_x, conv.weight, conv.bias], g)
+    present = sorted(set(degree.tolist()))
+    params = [conv.weights[d] for d in present] + [conv.bias]
+    grads = torch.autograd.grad(out, [x, *params], g)
+    ref_grads = torch.autograd.grad(ref, [ref_x, *params], g)
     for a, b in zip(grads, ref_grads):
         torch.testing.assert_close(a, b)
 
 
 def test_duvenaud_conv_double_backward_and_absent_degrees():
-    """The per-degree products are one autograd node: degrees absent from the batch get zero
-    weight gradients, and gradients of gradients match the selection-per-degree reference."""
+    """The per-degree products are one autograd node: degrees absent from the batch get no
+    weight gradient (the optimizer skips them, as PyG's unused per-degree layers), and gradients
+    of gradients match the selection-per-degree reference."""
     from rpfast.data import GraphBatch
     from rpfast.nn import DuvenaudConv
 
@@ -155,15 +158,31 @@ def test_duvenaud_conv_double_backward_and_absent_degrees():
     graph = GraphBatch(torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), num_nodes=4)  # degrees 1, 2, 1, 0
     conv = DuvenaudConv(3, 2, max_degree=4).double()
     x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    conv(x, graph).sum().backward()
+    assert [w.grad is not None for w in conv.weights] == [True, True, True, False, False]
+    assert torch.equal(conv.bias.grad[3:], torch.zeros(2, 2, dtype=torch.float64))
+    weights = list(conv.weights[:3])
     out = conv(x, graph)
-    grad_w, = torch.autograd.grad(out.square().sum(), conv.weight, create_graph=True)
-    assert torch.equal(grad_w[3:], torch.zeros_like(grad_w[3:]))
-    ref_w, = torch.autograd.grad(_degree_reference(x, conv.weight, conv.bias, graph).square().sum(), conv.weight,
-                                 create_graph=True)
-    torch.testing.assert_close(grad_w, ref_w)
-    torch.testing.assert_close(torch.autograd.grad(grad_w.sum(), x)[0], torch.autograd.grad(ref_w.sum(), x)[0])
-    assert torch.autograd.gradgradcheck(lambda a, w, b: conv.__class__.forward(_with(conv, w, b), a, graph),
-                                        (x, conv.weight, conv.bias))
+    grad_w = torch.autograd.grad(out.square().sum(), weights, create_graph=True)
+    ref_w = torch.autograd.grad(_degree_reference(x, conv.weight, conv.bias, graph).square().sum(), weights,
+                                create_graph=True)
+    for a, b in zip(grad_w, ref_w):
+        torch.testing.assert_close(a, b)
+    total, ref_total = sum(g.sum() for g in grad_w), sum(g.sum() for g in ref_w)
+    torch.testing.assert_close(torch.autograd.grad(total, x)[0], torch.autograd.grad(ref_total, x)[0])
+    assert torch.autograd.gradgradcheck(lambda a, b: conv(a, graph) * b.sum(), (x, conv.bias))
+
+
+def test_duvenaud_conv_loads_a_stacked_weight_state_dict():
+    """State dicts of the earlier single ``weight [D, 2 in, out]`` load into the per-degree weights."""
+    from rpfast.nn import DuvenaudConv
+
+    conv = DuvenaudConv(3, 2, max_degree=2)
+    stacked = torch.randn(3, 6, 2)
+    conv.load_state_dict({"weight": stacked, "bias": torch.ones(3, 2)})
+    assert torch.equal(conv.weight, stacked) and torch.equal(conv.bias, torch.ones(3, 2))
+    with pytest.raises(RuntimeError, match="weights.2"):
+        conv.load_state_dict({"weight": stacked[:2], "bias": torch.ones(3, 2)})
 
 
 def _degree_reference(x, weight, bias, graph):
@@ -172,13 +191,3 @@ def _degree_reference(x, weight, bias, graph):
     degree = torch.bincount(target, minlength=x.shape[0]).clamp(max=weight.shape[0] - 1)
     both = torch.cat([x, neighbours], dim=1)
     return torch.bmm(both.unsqueeze(1), weight[degree]).squeeze(1) + bias[degree]
-
-
-def _with(conv, weight, bias):
-    """A copy of ``conv`` whose weight and bias are the given tensors (for gradgradcheck)."""
-    import copy
-
-    clone = copy.copy(conv)
-    clone._parameters = dict(conv._parameters)
-    clone._parameters["weight"], clone._parameters["bias"] = weight, bias
-    return clone

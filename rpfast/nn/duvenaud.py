@@ -35,6 +35,11 @@ class DuvenaudConv(nn.Module):
     The neighbour sums run on rpfast's aggregation kernel; atoms are grouped by degree so each
     degree is one matrix product.
 
+    Parameters: ``weights[d]`` ``[2 in_dim, out_dim]`` (:math:`[W^{self}_d; W^{nbr}_d]`), one
+    tensor per degree as PyG's ``MFConv`` has, so a degree absent from a batch gets no gradient
+    and the optimizer skips it; ``bias [max_degree + 1, out_dim]``. State dicts with the
+    stacked ``weight [max_degree + 1, 2 in_dim, out_dim]`` of earlier versions still load.
+
     Shapes: ``x [N, in_dim]``, ``graph`` with N nodes -> ``[N, out_dim]``.
     """
 
@@ -44,8 +49,15 @@ class DuvenaudConv(nn.Module):
         self.max_degree = check_count(max_degree, "max_degree", 1)
         out_dim = check_count(out_dim, "out_dim", 1)
         bound = 1 / (2 * in_dim) ** 0.5
-        self.weight = nn.Parameter(torch.empty(self.max_degree + 1, 2 * in_dim, out_dim).uniform_(-bound, bound))
+        self.weights = nn.ParameterList(nn.Parameter(torch.empty(2 * in_dim, out_dim).uniform_(-bound, bound))
+                                        for _ in range(self.max_degree + 1))
         self.bias = nn.Parameter(torch.zeros(self.max_degree + 1, out_dim))
+        self.register_load_state_dict_pre_hook(_split_stacked_weight)
+
+    @property
+    def weight(self) -> Tensor:
+        """The per-degree weights stacked, ``[max_degree + 1, 2 in_dim, out_dim]`` (a new tensor)."""
+        return torch.stack(list(self.weights))
 
     def forward(self, x: Tensor, graph: GraphBatch, groups: Optional["DegreeGroups"] = None) -> Tensor:
         """``groups``: the atoms grouped by degree (:func:`degree_groups`), computed here if not
@@ -56,65 +68,60 @@ class DuvenaudConv(nn.Module):
         neighbours = gin_aggregate(x.unsqueeze(0), graph, -1.0)[0]  # (1 + eps) x_i + sum_j x_j with eps = -1
         inverse = groups.inverse if groups.inverse is not None else _inverse(groups.order)
         both = _PermuteRows.apply(torch.cat([x, neighbours], dim=1), groups.order, inverse)  # by degree
-        sorted_out = _DegreeLinear.apply(both, self.weight, self.bias, groups.ranges)
+        sorted_out = _DegreeLinear.apply(both, self.bias, groups.ranges, *self.weights)
         return _PermuteRows.apply(sorted_out, inverse, groups.order)  # back to atom order
 
 
-class _DegreeLinear(torch.autograd.Function):
-    """``out[s:e] = x[s:e] W[d] + b[d]`` for every ``(d, s, e)`` in ``ranges``, with ``x [N, K]``
-    sorted by degree, ``W [D, K, C]``, ``b [D, C]``.
+def _split_stacked_weight(module, state_dict, prefix, *args) -> None:
+    """Load-state-dict pre-hook: an earlier version's stacked ``weight [D, 2 in, out]`` becomes
+    the per-degree ``weights.d``."""
+    stacked = state_dict.pop(prefix + "weight", None)
+    if stacked is not None:
+        for d in range(stacked.shape[0]):
+            state_dict[f"{prefix}weights.{d}"] = stacked[d]
 
-    One node instead of a ``W[d]`` selection per degree: each selection's backward would build a
-    zero gradient of the whole ``W`` (11 degrees) and autograd would then add them up. Here the
-    products write into one output and one gradient of ``W``, whose absent degrees are zeroed
-    once. Under ``create_graph=True`` the backward is made of differentiable ops.
+
+class _DegreeLinear(torch.autograd.Function):
+    """``out[s:e] = x[s:e] W_d + b[d]`` for every ``(d, s, e)`` in ``ranges``, with ``x [N, K]``
+    sorted by degree, ``b [D, C]`` and one weight ``W_d [K, C]`` per degree.
+
+    One node for all degrees, writing into one output: a selection or a product per degree
+    would each be an autograd node. Degrees absent from ``ranges`` get no weight gradient
+    (None), so the optimizer leaves them alone, as it does PyG's unused per-degree layers.
+    Under ``create_graph=True`` the backward is made of differentiable ops.
     """
 
     @staticmethod
-    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor, ranges: List[Tuple[int, int, int]]) -> Tensor:
-        out = x.new_empty(x.shape[0], weight.shape[2])
+    def forward(ctx, x: Tensor, bias: Tensor, ranges: List[Tuple[int, int, int]], *weights: Tensor) -> Tensor:
+        out = x.new_empty(x.shape[0], bias.shape[1])
         for d, start, end in ranges:
-            torch.addmm(bias[d], x[start:end], weight[d], out=out[start:end])
-        ctx.save_for_backward(x, weight)
+            torch.addmm(bias[d], x[start:end], weights[d], out=out[start:end])
+        ctx.save_for_backward(x, *weights)
         ctx.ranges = ranges
         return out
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        x, weight = ctx.saved_tensors
-        ranges = ctx.ranges
-        if torch.is_grad_enabled():  # create_graph=True: build the gradients from differentiable ops
-            return _degree_linear_backward_differentiable(x, weight, grad, ranges) + (None,)
-        grad_x = grad_weight = grad_bias = None
-        if ctx.needs_input_grad[0]:
-            grad_x = x.new_empty(x.shape)
-            for d, start, end in ranges:
-                torch.mm(grad[start:end], weight[d].t(), out=grad_x[start:end])
-        present = {d for d, _, _ in ranges}
-        if ctx.needs_input_grad[1]:
-            grad_weight = torch.empty_like(weight)
-            for d, start, end in ranges:
-                torch.mm(x[start:end].t(), grad[start:end], out=grad_weight[d])
-            for d in range(weight.shape[0]):
-                if d not in present:
-                    grad_weight[d].zero_()
-        if ctx.needs_input_grad[2]:
-            grad_bias = grad.new_zeros(weight.shape[0], weight.shape[2])
-            for d, start, end in ranges:
-                torch.sum(grad[start:end], dim=0, out=grad_bias[d])
-        return grad_x, grad_weight, grad_bias, None
-
-
-def _degree_linear_backward_differentiable(x: Tensor, weight: Tensor, grad: Tensor, ranges) -> tuple:
-    """:class:`_DegreeLinear`'s gradients (x, W, b) as differentiable torch ops (double backward)."""
-    grad_x = torch.cat([grad[s:e] @ weight[d].t() for d, s, e in ranges]) if ranges else x.new_zeros(x.shape)
-    by_degree = {d: (s, e) for d, s, e in ranges}
-    zeros_w, zeros_b = weight.new_zeros(weight.shape[1:]), weight.new_zeros(weight.shape[2])
-    grad_weight = torch.stack([x[by_degree[d][0]:by_degree[d][1]].t() @ grad[by_degree[d][0]:by_degree[d][1]]
-                               if d in by_degree else zeros_w for d in range(weight.shape[0])])
-    grad_bias = torch.stack([grad[by_degree[d][0]:by_degree[d][1]].sum(0) if d in by_degree else zeros_b
-                             for d in range(weight.shape[0])])
-    return grad_x, grad_weight, grad_bias
+        x, *weights = ctx.saved_tensors
+        ranges, needs = ctx.ranges, ctx.needs_input_grad
+        grad_x = grad_bias = None
+        grad_weights = [None] * len(weights)
+        if needs[0]:
+            if torch.is_grad_enabled():  # create_graph=True: out= is not differentiable
+                parts = [grad[s:e] @ weights[d].t() for d, s, e in ranges]
+                grad_x = torch.cat(parts) if parts else x.new_zeros(x.shape)
+            else:
+                grad_x = x.new_empty(x.shape)
+                for d, start, end in ranges:
+                    torch.mm(grad[start:end], weights[d].t(), out=grad_x[start:end])
+        for d, start, end in ranges:
+            if needs[3 + d]:
+                grad_weights[d] = x[start:end].t() @ grad[start:end]
+        if needs[1]:
+            sums = {d: grad[s:e].sum(0) for d, s, e in ranges}
+            zeros = grad.new_zeros(grad.shape[1])
+            grad_bias = torch.stack([sums.get(d, zeros) for d in range(len(weights))])
+        return (grad_x, grad_bias, None, *grad_weights)
 
 
 class _PermuteRows(torch.autograd.Function):
