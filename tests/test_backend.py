@@ -61,3 +61,17 @@ def test_rpfast_simd_selects_the_kernel_module():
     env["RPFAST_SIMD"] = "fastest"
     bad = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert bad.returncode != 0 and "RPFAST_SIMD must be 'auto' or 'baseline'" in bad.stderr
+
+
+def test_prepare_converts_nested_lists_tuples_and_namedtuples():
+    from collections import namedtuple
+
+    Pair = namedtuple("Pair", "a b")
+    a, b = torch.zeros(2), torch.ones(3)
+    prepared = _backend.prepare([Pair(a, (b, 1.5)), [a]], "nested")
+    pair, (inner,) = prepared.value
+    assert isinstance(pair, Pair) and pair.b[1] == 1.5
+    assert pair.a.ctypes.data == a.data_ptr() and pair.b[0].ctypes.data == b.data_ptr()
+    assert inner.ctypes.data == a.data_ptr() and prepared.device == torch.device("cpu")
+    with pytest.raises(ValueError, match="arguments are on cpu and meta"):
+        _backend.prepare([a, (torch.zeros(1, device=META),)], "nested")

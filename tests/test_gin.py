@@ -185,3 +185,18 @@ def test_one_element_eps_keeps_its_shape_and_graph_buffers_are_made_once():
     assert _backend.graph_csr_buffers(batch, incoming=True) is incoming
     assert incoming[0].value.ctypes.data == batch.t_rowptr.data_ptr()
     assert _backend.graph_csr_buffers(batch, incoming=False)[1].value.ctypes.data == batch.col.data_ptr()
+
+
+def test_a_used_batch_pickles_and_copies_without_its_kernel_buffers():
+    """The CSR buffers a kernel call keeps in a batch are NumPy views of its tensors: a pickled
+    or copied batch drops them and makes its own on first use."""
+    import copy
+    import pickle
+
+    batch = GraphBatch(torch.tensor([[0, 1, 2], [1, 2, 0]]), num_nodes=3)
+    x = torch.randn(3, 2)
+    expected = gin_aggregate(x, batch, 0.5)
+    assert any(key.startswith("_kernel_") for key in vars(batch))
+    for clone in (pickle.loads(pickle.dumps(batch)), copy.deepcopy(batch), copy.copy(batch)):
+        assert not any(key.startswith("_kernel_") for key in vars(clone))
+        torch.testing.assert_close(gin_aggregate(x, clone, 0.5), expected)

@@ -136,7 +136,7 @@ def test_duvenaud_conv_matches_a_per_atom_reference():
     neighbours = torch.zeros_like(ref_x).index_add(0, target, ref_x[graph.edge_index[0]])
     degree = torch.bincount(target, minlength=30).clamp(max=3)
     both = torch.cat([ref_x, neighbours], dim=1)
-    ref = torch.bmm(both.unsqueeze(1), conv.weight[degree]).squeeze(1) + conv.bias[degree]
+    ref = torch.bmm(both.unsqueeze(1), conv.stacked_weight()[degree]).squeeze(1) + conv.bias[degree]
     torch.testing.assert_close(out, ref)
     g = torch.randn_like(out)
     present = sorted(set(degree.tolist()))
@@ -164,7 +164,7 @@ def test_duvenaud_conv_double_backward_and_absent_degrees():
     weights = list(conv.weights[:3])
     out = conv(x, graph)
     grad_w = torch.autograd.grad(out.square().sum(), weights, create_graph=True)
-    ref_w = torch.autograd.grad(_degree_reference(x, conv.weight, conv.bias, graph).square().sum(), weights,
+    ref_w = torch.autograd.grad(_degree_reference(x, conv.stacked_weight(), conv.bias, graph).square().sum(), weights,
                                 create_graph=True)
     for a, b in zip(grad_w, ref_w):
         torch.testing.assert_close(a, b)
@@ -180,9 +180,27 @@ def test_duvenaud_conv_loads_a_stacked_weight_state_dict():
     conv = DuvenaudConv(3, 2, max_degree=2)
     stacked = torch.randn(3, 6, 2)
     conv.load_state_dict({"weight": stacked, "bias": torch.ones(3, 2)})
-    assert torch.equal(conv.weight, stacked) and torch.equal(conv.bias, torch.ones(3, 2))
+    assert torch.equal(conv.stacked_weight(), stacked) and torch.equal(conv.bias, torch.ones(3, 2))
     with pytest.raises(RuntimeError, match="weights.2"):
         conv.load_state_dict({"weight": stacked[:2], "bias": torch.ones(3, 2)})
+    with pytest.raises(RuntimeError, match="both a stacked 'weight'"):
+        conv.load_state_dict({**conv.state_dict(), "weight": stacked})
+    assert not hasattr(conv, "weight")  # writes through a stacked copy would be lost
+
+
+def test_duvenaud_conv_checks_caller_given_degree_groups():
+    from rpfast.data import GraphBatch
+    from rpfast.nn import DuvenaudConv
+    from rpfast.nn.duvenaud import DegreeGroups, degree_groups
+
+    graph = GraphBatch(torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), num_nodes=4)
+    conv = DuvenaudConv(3, 2, max_degree=4)
+    x = torch.randn(4, 3)
+    good = degree_groups(graph, 4)
+    torch.testing.assert_close(conv(x, graph, good), conv(x, graph))
+    for ranges in ([(0, 0, 1), (1, 1, 3)], [(0, 0, 1), (1, 2, 4)], [(0, 0, 2), (0, 2, 4)], [(9, 0, 4)]):
+        with pytest.raises(ValueError, match="groups"):
+            conv(x, graph, DegreeGroups(good.order, ranges, good.inverse))
 
 
 def _degree_reference(x, weight, bias, graph):

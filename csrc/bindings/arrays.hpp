@@ -15,7 +15,7 @@ namespace py = pybind11;
 
 template <class T>
 const T* in_ptr(const py::array& a, const char* name, py::ssize_t ndim) {
-  if (!a.dtype().is(py::dtype::of<T>()))
+  if (!a.dtype().equal(py::dtype::of<T>()))  // by value: an unpickled array has its own dtype object
     throw py::type_error(std::string(name) + ": expected dtype " +
                          std::string(py::str(py::dtype::of<T>())) + ", got " +
                          std::string(py::str(a.dtype())));
@@ -47,6 +47,6 @@ inline void expect_leading(const py::array& a, const char* name, std::initialize
   for (int64_t value : dims) expect_dim(a, name, axis++, value);
 }
 
-inline bool is_float64(const py::array& a) { return a.dtype().is(py::dtype::of<double>()); }
+inline bool is_float64(const py::array& a) { return a.dtype().equal(py::dtype::of<double>()); }
 
 }  // namespace rpfast_bindings

@@ -12,15 +12,17 @@ struct NodeShape {
   py::ssize_t ndim;
 };
 
-NodeShape node_shape(const py::array& x) {
+NodeShape node_shape(const py::array& x, const char* name) {
   if (x.ndim() == 2) return {1, x.shape(0), x.shape(1), 2};
   if (x.ndim() == 3) return {x.shape(0), x.shape(1), x.shape(2), 3};
-  throw std::invalid_argument("x: expected [N, F] or [R, N, F]");
+  throw std::invalid_argument(std::string(name) + ": expected [N, F] or [R, N, F]");
 }
 
-void expect_same_shape(const py::array& a, const char* name, const py::array& x) {
-  if (a.ndim() != x.ndim()) throw std::invalid_argument(std::string(name) + ": differs in rank from x");
-  for (py::ssize_t d = 0; d < x.ndim(); ++d) expect_dim(a, name, d, x.shape(d));
+// a must have the shape of `like` (named like_name in the message)
+void expect_same_shape(const py::array& a, const char* name, const py::array& like, const char* like_name) {
+  if (a.ndim() != like.ndim())
+    throw std::invalid_argument(std::string(name) + ": differs in rank from " + like_name);
+  for (py::ssize_t d = 0; d < like.ndim(); ++d) expect_dim(a, name, d, like.shape(d));
 }
 
 const int64_t* checked_csr(const py::array& rowptr, const py::array& col, int64_t N, const int64_t** cl) {
@@ -35,8 +37,8 @@ const int64_t* checked_csr(const py::array& rowptr, const py::array& col, int64_
 // x, out: [N, F] or [R, N, F]; rowptr [N + 1]; col [E]. out = (1 + eps) x + A x over the CSR.
 void gin_aggregate(const py::array& x, const py::array& rowptr, const py::array& col, double eps,
                    py::array& out, int threads) {
-  const NodeShape s = node_shape(x);
-  expect_same_shape(out, "out", x);
+  const NodeShape s = node_shape(x, "x");
+  expect_same_shape(out, "out", x, "x");
   const int64_t* cl = nullptr;
   const int64_t* rp = checked_csr(rowptr, col, s.N, &cl);
   auto run = [&](auto tag) {
@@ -53,9 +55,9 @@ void gin_aggregate(const py::array& x, const py::array& rowptr, const py::array&
 // (rowptr, col); returns sum(g * z). g, z, grad_z: [N, F] or [R, N, F].
 double gin_aggregate_adjoint(const py::array& g, const py::array& rowptr, const py::array& col, double eps,
                              const py::array& z, py::array& grad_z, int threads) {
-  const NodeShape s = node_shape(g);
-  expect_same_shape(z, "z", g);
-  expect_same_shape(grad_z, "grad_z", g);
+  const NodeShape s = node_shape(g, "g");
+  expect_same_shape(z, "z", g, "g");
+  expect_same_shape(grad_z, "grad_z", g, "g");
   const int64_t* cl = nullptr;
   const int64_t* rp = checked_csr(rowptr, col, s.N, &cl);
   auto run = [&](auto tag) {
@@ -91,7 +93,8 @@ void bind_gin(py::module_& m) {
         "out[r, i] = (1 + eps) x[r, i] + sum over CSR row i of x[r, col]; x [N, F] or [R, N, F]");
   m.def("gin_aggregate_adjoint", &gin_aggregate_adjoint, py::arg("g"), py::arg("rowptr"), py::arg("col"),
         py::arg("eps"), py::arg("z"), py::arg("grad_z"), py::arg("threads"),
-        "grad_z = (1 + eps) g + A^T g over the outgoing CSR; returns sum(g * z) (float64, any thread count)");
+        "grad_z = (1 + eps) g + A^T g over the outgoing CSR; returns sum(g * z) (chunks of rows summed in "
+        "the input's dtype, then in float64; the same for any thread count)");
   m.def("sum_product", &sum_product, py::arg("a"), py::arg("b"), py::arg("threads"),
         "sum(a * b) accumulated in float64, identical for any thread count.");
 }

@@ -562,6 +562,12 @@ class GraphBatch:
         """``[B, n_max, F]`` node features, zero rows at padding."""
         return self._dense_x
 
+    def __getstate__(self) -> dict:
+        """Pickled (and copied) without the kernel buffers that ``rpfast.ops`` keeps in the batch
+        (NumPy views of its CSR tensors, ``_kernel_*``): they would not view the copy's tensors.
+        They are made again on first use."""
+        return {key: value for key, value in self.__dict__.items() if not key.startswith("_kernel_")}
+
     def __repr__(self) -> str:
         f = None if self.x is None else self.x.shape[1]
         d = None if self.edge_attr is None else self.edge_attr.shape[1]

@@ -37,8 +37,9 @@ class DuvenaudConv(nn.Module):
 
     Parameters: ``weights[d]`` ``[2 in_dim, out_dim]`` (:math:`[W^{self}_d; W^{nbr}_d]`), one
     tensor per degree as PyG's ``MFConv`` has, so a degree absent from a batch gets no gradient
-    and the optimizer skips it; ``bias [max_degree + 1, out_dim]``. State dicts with the
-    stacked ``weight [max_degree + 1, 2 in_dim, out_dim]`` of earlier versions still load.
+    and the optimizer skips it; ``bias [max_degree + 1, out_dim]``. Earlier versions had one
+    stacked ``weight [max_degree + 1, 2 in_dim, out_dim]``: their state dicts still load, and
+    :meth:`stacked_weight` returns that stack (a copy: initialise or edit ``weights[d]``).
 
     Shapes: ``x [N, in_dim]``, ``graph`` with N nodes -> ``[N, out_dim]``.
     """
@@ -54,9 +55,9 @@ class DuvenaudConv(nn.Module):
         self.bias = nn.Parameter(torch.zeros(self.max_degree + 1, out_dim))
         self.register_load_state_dict_pre_hook(_split_stacked_weight)
 
-    @property
-    def weight(self) -> Tensor:
-        """The per-degree weights stacked, ``[max_degree + 1, 2 in_dim, out_dim]`` (a new tensor)."""
+    def stacked_weight(self) -> Tensor:
+        """The per-degree weights stacked, ``[max_degree + 1, 2 in_dim, out_dim]`` (a new tensor,
+        differentiable with respect to ``weights``)."""
         return torch.stack(list(self.weights))
 
     def forward(self, x: Tensor, graph: GraphBatch, groups: Optional["DegreeGroups"] = None) -> Tensor:
@@ -64,8 +65,11 @@ class DuvenaudConv(nn.Module):
         given (:class:`Duvenaud` computes them once for all its convolutions)."""
         if x.dim() != 2 or x.shape != (graph.total_nodes, self.in_dim):
             raise ValueError(f"x must have shape [N={graph.total_nodes}, {self.in_dim}], got {tuple(x.shape)}")
-        groups = degree_groups(graph, self.max_degree) if groups is None else groups
-        neighbours = gin_aggregate(x.unsqueeze(0), graph, -1.0)[0]  # (1 + eps) x_i + sum_j x_j with eps = -1
+        if groups is None:
+            groups = degree_groups(graph, self.max_degree)
+        else:
+            _check_groups(groups, graph.total_nodes, self.max_degree)
+        neighbours = gin_aggregate(x, graph, -1.0)  # (1 + eps) x_i + sum_j x_j with eps = -1
         inverse = groups.inverse if groups.inverse is not None else _inverse(groups.order)
         both = _PermuteRows.apply(torch.cat([x, neighbours], dim=1), groups.order, inverse)  # by degree
         sorted_out = _DegreeLinear.apply(both, self.bias, groups.ranges, *self.weights)
@@ -76,9 +80,28 @@ def _split_stacked_weight(module, state_dict, prefix, *args) -> None:
     """Load-state-dict pre-hook: an earlier version's stacked ``weight [D, 2 in, out]`` becomes
     the per-degree ``weights.d``."""
     stacked = state_dict.pop(prefix + "weight", None)
-    if stacked is not None:
-        for d in range(stacked.shape[0]):
-            state_dict[f"{prefix}weights.{d}"] = stacked[d]
+    if stacked is None:
+        return
+    if any(key.startswith(prefix + "weights.") for key in state_dict):
+        raise RuntimeError(f"the state dict holds both a stacked '{prefix}weight' (earlier versions) and "
+                           f"per-degree '{prefix}weights.d'; keep one of them")
+    for d in range(stacked.shape[0]):
+        state_dict[f"{prefix}weights.{d}"] = stacked[d]
+
+
+def _check_groups(groups: "DegreeGroups", num_nodes: int, max_degree: int) -> None:
+    """Caller-given degree groups must cover the rows 0..N in order, one degree each."""
+    end, seen = 0, set()
+    for d, start, stop in groups.ranges:
+        if start != end or stop <= start or not 0 <= d <= max_degree or d in seen:
+            raise ValueError(f"groups.ranges must be (degree, start, end) blocks covering rows 0..{num_nodes} in "
+                             f"order, one per degree in 0..{max_degree}, as degree_groups makes them; got "
+                             f"{groups.ranges}")
+        end = stop
+        seen.add(d)
+    if end != num_nodes or groups.order.numel() != num_nodes:
+        raise ValueError(f"groups cover {end} rows and order {groups.order.numel()} nodes, but the graph has "
+                         f"{num_nodes} nodes")
 
 
 class _DegreeLinear(torch.autograd.Function):

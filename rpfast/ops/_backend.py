@@ -196,7 +196,8 @@ def _convert_checked(value, what: str, seen: list):
     if isinstance(value, KernelObject):
         return value._instance
     if isinstance(value, (list, tuple)):
-        return type(value)([_convert_checked(v, what, seen) for v in value])
+        items = [_convert_checked(v, what, seen) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)  # namedtuples
     return value
 
 
