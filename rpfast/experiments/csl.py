@@ -83,11 +83,15 @@ class CSLConfig:
 
 
 def build_model(name: str, config: CSLConfig, generator: torch.Generator) -> torch.nn.Module:
+    """GIN or RP-GIN with all parameters in one flat tensor (one gradient accumulation and one
+    optimizer tensor per step; the same values and results as the default layout), except
+    with ``sync_bn`` (SyncBatchNorm needs the per-tensor layout)."""
     num_classes = len(PAPER_SKIPS)
+    flat = not config.sync_bn
     if name == "GIN":
-        return GIN(1, config.hidden, config.num_layers, num_classes)
+        return GIN(1, config.hidden, config.num_layers, num_classes, flat_parameters=flat)
     return RPGIN(1, config.hidden, config.num_layers, num_classes, id_dim=config.id_dim,
-                 eval_samples=config.eval_samples, generator=generator)
+                 eval_samples=config.eval_samples, generator=generator, flat_parameters=flat)
 
 
 @functools.lru_cache(maxsize=2)

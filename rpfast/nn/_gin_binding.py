@@ -12,7 +12,8 @@ from torch import Tensor
 
 from rpfast.data import GraphBatch
 from rpfast.nn._snapshot import TreeSnapshot
-from rpfast.ops.gin_network import FUSED_MAX_WIDTH, GINLayerParams, NetworkWeights, gin_model, runs_compiled
+from rpfast.ops.gin_network import (FUSED_MAX_WIDTH, FlatGradient, GINLayerParams, NetworkWeights, gin_model,
+                                   runs_compiled)
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only
     from rpfast.nn.gin import GIN
@@ -25,11 +26,16 @@ class BoundGIN:
     classifier run in one call (:func:`rpfast.ops.gin_network.gin_model`), and the BatchNorm step counters
     are counted there. The snapshot tells when the module changed and the binding is stale."""
 
-    def __init__(self, snapshot: TreeSnapshot, layers, classifier, in_dim: int, id_dim: int):
+    def __init__(self, snapshot: TreeSnapshot, layers, classifier, in_dim: int, id_dim: int,
+                 flat: Optional[Tensor] = None):
+        """``flat``: the model's flat parameter (``GIN(flat_parameters=True)``), whose views
+        the layers and classifier are; gradients then go to it alone."""
         self.snapshot = snapshot
         self._layers, self._classifier = layers, classifier
         self._in_dim, self._id_dim = in_dim, id_dim
+        self._flat = flat
         self._weights = {}
+        self._flat_gradients = {}
 
     @staticmethod
     def bind(gin: "GIN") -> Optional["BoundGIN"]:
@@ -54,6 +60,8 @@ class BoundGIN:
             paths += [f"{at}norms.{s}.{name}" for s in range(len(layer.norms))
                       for name in ("weight", "bias", "running_mean", "running_var", "num_batches_tracked")]
         paths += ["classifier.weight", "classifier.bias"]
+        flat = gin.flat_parameter if gin.flat_parameters else None
+        paths += ["flat_parameter"] if flat is not None else []
         containers = [gin.layers] + [c for layer in layers for c in (layer.linears, layer.norms)]
 
         def scalars():  # references the children only (see TreeSnapshot)
@@ -82,7 +90,9 @@ class BoundGIN:
                 id(t) not in known or t.grad_fn is not None or t.dtype != dtype for t in floats) or any(
                 id(c) not in known or c.dtype != torch.int64 for c in counters):
             return None
-        return BoundGIN(snapshot, params, classifier, gin.in_dim, gin.id_dim)
+        if flat is not None and (flat.grad_fn is not None or flat.dtype != dtype):
+            return None
+        return BoundGIN(snapshot, params, classifier, gin.in_dim, gin.id_dim, flat)
 
     def weights(self, classify: bool) -> NetworkWeights:
         weights = self._weights.get(classify)
@@ -95,7 +105,13 @@ class BoundGIN:
     def run(self, gin: "GIN", x, graph: GraphBatch, ids, classify: bool) -> Tensor:
         """``[R, B, out_dim]`` logits (``classify``) or ``[R, B, embedding_dim]`` embeddings."""
         h, ids, replicas = gin._inputs(x, graph, ids, check_ids=False)
-        return gin_model(h, ids, graph, self.weights(classify), gin.training, replicas)
+        weights = self.weights(classify)
+        if self._flat is None:
+            return gin_model(h, ids, graph, weights, gin.training, replicas)
+        mapping = self._flat_gradients.get(classify)
+        if mapping is None:
+            mapping = self._flat_gradients[classify] = FlatGradient(weights, self._flat)
+        return gin_model(h, ids, graph, weights, gin.training, replicas, flat=(self._flat, mapping))
 
 
 # model -> its binding; weak keys, so a binding never keeps its model alive

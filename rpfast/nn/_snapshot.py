@@ -16,7 +16,8 @@ __all__ = ["TreeSnapshot"]
 
 class TreeSnapshot:
     """The parameters, buffers or submodules at dotted ``paths`` below ``root``
-    (``"layers.0.norms.1.weight"``; a path to an absent attribute holds None) plus the value
+    (``"layers.0.norms.1.weight"``; a path to an absent attribute holds None; a plain tensor
+    attribute counts as well, as the views of a flat parameter are) plus the value
     ``scalars()`` returns, as they were when the snapshot was taken. ``scalars`` must not
     reference ``root`` itself (a cache keyed weakly by the root would never be freed).
 
@@ -35,9 +36,13 @@ class TreeSnapshot:
                 child = module._modules[name]
                 links[(id(module._modules), name)] = (module._modules, name, child)
                 module = child
-            holders = [h for h in (module._parameters, module._buffers, module._modules) if leaf in h]
-            if not holders:  # absent (a plain None attribute): must not become a parameter, buffer or module
-                holders = [module._parameters, module._buffers, module._modules]
+            registered = [module._parameters, module._buffers, module._modules]
+            holders = [h for h in registered if leaf in h]
+            if not holders and isinstance(module.__dict__.get(leaf), Tensor):
+                # a plain tensor attribute (a view of a flat parameter): must stay, and not become registered
+                holders = [module.__dict__] + registered
+            elif not holders:  # absent (a plain None attribute): must not become a parameter, buffer or module
+                holders = registered
             for holder in holders:
                 links[(id(holder), leaf)] = (holder, leaf, holder.get(leaf))
             self.values.append(holders[0].get(leaf))

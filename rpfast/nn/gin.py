@@ -1,4 +1,5 @@
 """GIN (Xu et al., ICLR 2019) as used by the RP paper, with optional one-hot node IDs."""
+import contextlib
 from typing import Optional, Tuple
 
 import torch
@@ -6,6 +7,7 @@ from torch import Tensor, nn
 
 from rpfast._validation import check_memory, require_flag
 from rpfast.data import GraphBatch
+from rpfast.nn._flat_parameters import FlatLayout
 from rpfast.nn._gin_binding import BOUND, BoundGIN
 from rpfast.nn.pooling import sum_pool
 from rpfast.ops import gin_aggregate, library
@@ -188,13 +190,25 @@ class GIN(nn.Module):
     norm modules themselves for ``SyncBatchNorm``). Not twice differentiable: a second
     derivative raises ``RuntimeError``.
 
+    ``flat_parameters=True`` stores every parameter in one tensor, ``flat_parameter`` (as
+    FSDP's ``FlatParameter`` does): the model then has a single parameter, so autograd's
+    gradient accumulation, ``zero_grad`` and the optimizer's per-tensor work run once instead
+    of ~40 times, which on a small GIN costs more than the network itself. Same initial
+    values, same results. The submodules' attributes (``layers[0].first.weight``, ...) stay
+    readable and writable under ``torch.no_grad()`` as views of ``flat_parameter``, but carry
+    no ``.grad``; ``state_dict()`` has the same per-parameter entries as the default layout,
+    so checkpoints load either way. Use the default layout for per-tensor optimizer groups
+    or :func:`~rpfast.nn.convert_sync_batch_norm`.
+
     Shapes: ``x [N, in_dim]`` or ``[R, N, in_dim]`` (or None if ``in_dim == 0``),
     ``ids [R, N]`` -> logits ``[R, B, out_dim]`` (``[B, out_dim]`` for 2-D ``x`` without ids).
     """
 
     def __init__(self, in_dim: int, hidden: int, num_layers: int, out_dim: int, mlp_layers: int = 2,
-                 train_eps: bool = True, dropout: float = 0.0, id_dim: int = 0, edge_dim: int = 0):
+                 train_eps: bool = True, dropout: float = 0.0, id_dim: int = 0, edge_dim: int = 0,
+                 flat_parameters: bool = False):
         super().__init__()
+        flat_parameters = require_flag(flat_parameters, "flat_parameters")
         for name, value, low in (("in_dim", in_dim, 0), ("hidden", hidden, 1), ("num_layers", num_layers, 1),
                                  ("out_dim", out_dim, 1), ("id_dim", id_dim, 0), ("edge_dim", edge_dim, 0)):
             if not isinstance(value, int) or value < low:
@@ -213,30 +227,84 @@ class GIN(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(self.embedding_dim, out_dim)
         self.fused = True
+        self._flat_layout: Optional[FlatLayout] = None
+        if flat_parameters:
+            self._flatten()
+
+    def _flatten(self) -> None:
+        """Moves every parameter into ``flat_parameter``, in the order the C++ network returns
+        their gradients (per layer :meth:`GINLayerParams.differentiable`, then the classifier),
+        so its flat gradient is the parameter's gradient as it is."""
+        paths = []
+        for l, layer in enumerate(self.layers):
+            at = f"layers.{l}."
+            paths += [at + "first.weight"] if layer.first is not None else []
+            paths += [at + "id_weight"] if layer.id_weight is not None else []
+            paths += [at + "eps"] if layer.eps is not None else []
+            paths += [f"{at}linears.{s}.weight" for s in range(len(layer.linears))]
+            paths += [f"{at}norms.{s}.{name}" for name in ("weight", "bias") for s in range(len(layer.norms))]
+        paths += ["classifier.weight", "classifier.bias"]
+        paths += [f"layers.{l}.edge.{name}" for l, layer in enumerate(self.layers) if layer.edge is not None
+                  for name in ("weight", "bias")]
+        self._flat_layout = FlatLayout.flatten(self, paths, "flat_parameter")
+
+    @property
+    def flat_parameters(self) -> bool:
+        """Whether every parameter lives in ``flat_parameter`` (see the class docstring)."""
+        return self._flat_layout is not None
+
+    def _apply(self, fn, recurse: bool = True):
+        module = super()._apply(fn, recurse)
+        if self._flat_layout is not None:  # .to() / .double() made a new flat tensor: point the views at it
+            self._flat_layout.install(self.flat_parameter)
+        return module
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if state.get("_flat_layout") is not None:  # a copy's views must share its own flat storage
+            self._flat_layout.install(self.flat_parameter)
 
     def graph_embedding(self, x: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor] = None) -> Tensor:
         """``[R, B, embedding_dim]`` (``[B, embedding_dim]`` for 2-D ``x`` without ids):
         the concatenated sum-pooled states of all layers."""
-        embedding = self._whole_model(x, graph, ids, classify=False)
-        if embedding is None:
-            embedding = self._embed(x, graph, ids)
+        bound = self._bound()
+        if bound is not None:
+            embedding = bound.run(self, x, graph, ids, classify=False)
+        else:
+            with self._parameters_in_graph():
+                embedding = self._whole_model(x, graph, ids, classify=False)
+                if embedding is None:
+                    embedding = self._embed(x, graph, ids)
         return embedding.squeeze(0) if self._single(x, ids) else embedding
 
     def forward(self, x: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor] = None) -> Tensor:
         classify = not (self.training and self.dropout.p > 0)  # else dropout runs between embedding and classifier
-        logits = self._whole_model(x, graph, ids, classify)
-        if logits is None or not classify:
-            embedding = self._embed(x, graph, ids) if logits is None else logits
-            logits = linear(self.dropout(embedding), self.classifier.weight, self.classifier.bias)
+        bound = self._bound()
+        if bound is not None and classify:
+            logits = bound.run(self, x, graph, ids, classify)
+        else:
+            with self._parameters_in_graph():
+                logits = bound.run(self, x, graph, ids, classify) if bound is not None else \
+                    self._whole_model(x, graph, ids, classify)
+                if logits is None or not classify:
+                    embedding = self._embed(x, graph, ids) if logits is None else logits
+                    logits = linear(self.dropout(embedding), self.classifier.weight, self.classifier.bias)
         return logits.squeeze(0) if self._single(x, ids) else logits
 
+    def _parameters_in_graph(self):
+        """With flat parameters, a context in which the submodules' attributes are views of
+        ``flat_parameter`` in the autograd graph (the layer-by-layer and compiled paths read
+        the parameters through them); otherwise a no-op."""
+        if self._flat_layout is None:
+            return contextlib.nullcontext()
+        return self._flat_layout.connected(self.flat_parameter)
+
     def _whole_model(self, x, graph: GraphBatch, ids, classify: bool) -> Optional[Tensor]:
-        """Logits (``classify``) or embeddings from one C++ call for the whole model: in eager
-        mode through the cached binding (:meth:`_bound`, ``rpfast/nn/_gin_binding.py``), compiled through one custom op
-        (:func:`rpfast.ops.library.gin_model`); None where the model cannot run that way."""
+        """Logits (``classify``) or embeddings from one custom op for the whole model under
+        ``torch.compile`` (:func:`rpfast.ops.library.gin_model`; eager mode runs the cached
+        binding, :meth:`_bound`); None where the model cannot run that way."""
         if not torch.compiler.is_compiling():
-            bound = self._bound()
-            return None if bound is None else bound.run(self, x, graph, ids, classify)
+            return None
         if not self.fused or not all(layer.fusable() for layer in self.layers):
             return None
         widths = [w for layer in self.layers for w in (layer.norms[0].num_features, layer.in_dim)]
@@ -259,6 +327,8 @@ class GIN(nn.Module):
         bound = BOUND.get(self)
         if bound is not None and bound.snapshot.current():
             return bound
+        if self._flat_layout is not None:  # the flat tensor may have moved (param.data = ...): views follow it
+            self._flat_layout.install(self.flat_parameter)
         bound = BoundGIN.bind(self)
         if bound is None:
             BOUND.pop(self, None)

@@ -63,7 +63,13 @@ class SyncBatchNorm(nn.BatchNorm1d):
 
 def convert_sync_batch_norm(module: nn.Module) -> nn.Module:
     """``module`` with every ``BatchNorm1d`` replaced by a :class:`SyncBatchNorm` holding the same
-    parameters and statistics (in place; returns ``module``, or the replacement if it is one)."""
+    parameters and statistics (in place; returns ``module``, or the replacement if it is one).
+    A GIN built with ``flat_parameters=True`` is refused: its BatchNorm parameters are views of
+    one flat tensor that a new module cannot take over."""
+    if getattr(module, "flat_parameters", False) is True:
+        raise ValueError(f"convert_sync_batch_norm cannot convert a {type(module).__name__} built with "
+                         f"flat_parameters=True (its BatchNorm parameters are views of one flat tensor); "
+                         f"build it with flat_parameters=False to synchronise BatchNorm")
     if type(module) is nn.BatchNorm1d:
         if not (module.affine and module.track_running_stats):
             raise ValueError("convert_sync_batch_norm needs affine BatchNorm1d with running statistics")

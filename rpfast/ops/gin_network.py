@@ -8,7 +8,7 @@ kernels layer by layer from Python, where the per-call cost no longer matters), 
 autograd graph holds one node for the whole network.
 """
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -20,7 +20,7 @@ from rpfast.ops.dense import rows_product
 from rpfast.ops.norm import bn_relu_backward, bn_relu_forward
 from rpfast._validation import check_count, require_flag
 
-__all__ = ["GINLayerParams", "NetworkWeights", "gin_network", "gin_model"]
+__all__ = ["GINLayerParams", "NetworkWeights", "FlatGradient", "gin_network", "gin_model"]
 
 
 @dataclass
@@ -292,6 +292,60 @@ def compiled_backward_flat(plan: _Plan, workspace: "_Workspace", grad: Tensor, x
     return grad_x, flat
 
 
+class FlatGradient:
+    """How the C++ network's flat gradient (the slots of :attr:`NetworkWeights.slots`) maps onto
+    a model's flat parameter when the bound tensors are views of it (``GIN(flat_parameters=True)``).
+
+    ``needs``: per bound tensor, whether it lies in ``flat`` (a fixed eps buffer does not);
+    ``index``: ``[P]`` for every element of ``flat`` its position in the network's gradient with
+    one zero appended (elements the network does not produce, say a classifier applied outside
+    it, read the zero), or None where the two layouts are the same.
+    """
+
+    def __init__(self, weights: "NetworkWeights", flat: Tensor):
+        base, size, item = flat.data_ptr(), flat.numel(), flat.element_size()
+        index = torch.full((size,), weights.total, dtype=torch.int64)
+        self.needs, slot = [], 0
+        for tensor, width in zip(weights.tensors, weights.slots):
+            offset = (tensor.data_ptr() - base) // item if tensor is not None else -1
+            inside = tensor is not None and tensor.is_contiguous() and 0 <= offset and offset + width <= size \
+                and tensor.untyped_storage().data_ptr() == flat.untyped_storage().data_ptr()
+            self.needs.append(inside)
+            if inside:
+                index[offset:offset + width] = torch.arange(slot, slot + width)
+            slot += width
+        same = size == weights.total and bool((index == torch.arange(size)).all())
+        self.index = None if same else index
+
+    def __call__(self, network_gradient: Tensor) -> Tensor:
+        """The flat parameter's gradient from the network's."""
+        if self.index is None:
+            return network_gradient
+        return torch.cat([network_gradient, network_gradient.new_zeros(1)])[self.index]
+
+
+class _GINNetworkFlat(torch.autograd.Function):
+    """:class:`_GINNetworkCompiled` for a model whose tensors are views of one flat parameter:
+    that parameter is the node's only weight input and receives the one flat gradient."""
+
+    @staticmethod
+    def forward(ctx, plan: _Plan, x: Optional[Tensor], ids: Optional[Tensor], flat: Tensor, mapping: FlatGradient):
+        out, workspace = _compiled_forward(plan, x, ids, save=True)
+        ctx.plan, ctx.workspace, ctx.x, ctx.mapping = plan, workspace, x, mapping
+        ctx.save_for_backward(*[t for t in (x, ids) if t is not None], flat)  # flat: autograd's in-place check
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor):
+        ctx.saved_tensors  # raises if x, ids or the parameters were modified in place since the forward
+        x_needs_grad = ctx.x is not None and ctx.needs_input_grad[1]
+        grad_x, network = compiled_backward_flat(ctx.plan, ctx.workspace, grad, ctx.x, x_needs_grad,
+                                                 ctx.mapping.needs if ctx.needs_input_grad[3] else
+                                                 [False] * len(ctx.mapping.needs))
+        return None, grad_x, None, ctx.mapping(network) if ctx.needs_input_grad[3] else None, None
+
+
 def runs_compiled(layers: Sequence[GINLayerParams]) -> bool:
     """Whether the network runs in C++ end to end (every width up to FUSED_MAX_WIDTH)."""
     return max(max(layer.gammas[0].shape[0], 0 if layer.first is None else layer.first.shape[1])
@@ -438,7 +492,7 @@ def gin_network(x: Optional[Tensor], ids: Optional[Tensor], graph: GraphBatch, l
 
 
 def gin_model(x: Optional[Tensor], ids: Optional[Tensor], graph: GraphBatch, weights: NetworkWeights,
-              training: bool, replicas: int) -> Tensor:
+              training: bool, replicas: int, flat: Optional[Tuple[Tensor, FlatGradient]] = None) -> Tensor:
     r"""A whole GIN model as one C++ call and one autograd node: :func:`gin_network`'s layers
     plus, as :class:`NetworkWeights` binds them, the input readouts before the layers' pooled
     states and the classifier after them,
@@ -451,6 +505,9 @@ def gin_model(x: Optional[Tensor], ids: Optional[Tensor], graph: GraphBatch, wei
     their inputs (:class:`rpfast.nn.GIN`): ``x [1 or R, N, F]`` or None, ``ids [R, N]`` int64
     (the kernel checks their range) or None. Returns ``[R, B, C]`` (or ``[R, B, D]`` without a
     classifier). Not twice differentiable.
+
+    ``flat = (parameter, FlatGradient(weights, parameter))`` where the bound tensors are views
+    of one flat parameter: the gradient goes to that parameter.
     """
     training = require_flag(training, "training")
     replicas = check_count(replicas, "replicas", minimum=1)
@@ -465,7 +522,10 @@ def gin_model(x: Optional[Tensor], ids: Optional[Tensor], graph: GraphBatch, wei
         x = x.contiguous()
     if ids is not None:
         ids = ids.contiguous()
-    if torch.is_grad_enabled() and (any(t is not None and t.requires_grad for t in weights.tensors)
-                                    or (x is not None and x.requires_grad)):
+    if flat is not None:
+        if torch.is_grad_enabled() and (flat[0].requires_grad or (x is not None and x.requires_grad)):
+            return _GINNetworkFlat.apply(plan, x, ids, flat[0], flat[1])
+    elif torch.is_grad_enabled() and (any(t is not None and t.requires_grad for t in weights.tensors)
+                                      or (x is not None and x.requires_grad)):
         return _GINNetworkCompiled.apply(plan, x, ids, *weights.tensors)
     return _compiled_forward(plan, x, ids, save=False)[0]

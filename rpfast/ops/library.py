@@ -419,11 +419,11 @@ def gin_network(x: Optional[Tensor], ids: Optional[Tensor], graph_tensors: Seque
 
 # ------------------------------------------------------------------ a whole GIN model
 # The model's tensors are bound to C++ once (NetworkWeights) and found again by their
-# identities, checked against their storage addresses and shapes; the BatchNorm statistics
+# addresses, shapes and strides; the BatchNorm statistics
 # (fresh copies: the op is functional) are pointed at on every call. Bindings keep their
 # tensors' storage alive, so only the most recent _MAX_BINDINGS are kept.
 _MAX_BINDINGS = 8
-_bindings: "OrderedDict[tuple, tuple]" = OrderedDict()  # key -> (NetworkWeights, [(tensor, data_ptr, shape)])
+_bindings: "OrderedDict[tuple, tuple]" = OrderedDict()  # key -> (NetworkWeights, the tensors it points into)
 
 
 def _model_parts(params: Sequence[Tensor], present: Sequence[bool], running: Sequence[Tensor],
@@ -440,21 +440,24 @@ def _model_parts(params: Sequence[Tensor], present: Sequence[bool], running: Seq
 
 def _model_weights(params: Sequence[Tensor], present: Sequence[bool], running: Sequence[Tensor],
                    stages: Sequence[int], numbers: Sequence[float], head: Sequence[int]) -> NetworkWeights:
-    """The binding of these tensors: found by their identities (a binding keeps its tensors, so
-    an id cannot be reused while it lives) and checked against their storage and shape."""
+    """The binding of these tensors, found by the memory they occupy: a binding holds pointers
+    and keeps its tensors (so their storage) alive, so a tensor at the same address, shape and
+    strides is the same memory, whether it is the same tensor object or a fresh view of it
+    (compiled code passes fresh views of a flat parameter at every call)."""
     bn_eps, n = [], 0
     for S in stages:  # numbers: per layer the S momenta, then the S BatchNorm epsilons (bound)
         bn_eps += numbers[n + S:n + 2 * S]
         n += 2 * S
-    key = (tuple(head), tuple(stages), tuple(present), tuple(bn_eps), tuple(map(id, params)))
+    key = (tuple(head), tuple(stages), tuple(present), tuple(bn_eps),
+           tuple((t.data_ptr(), t.dtype, tuple(t.shape), t.stride()) for t in params))
     entry = _bindings.get(key)
-    if entry is not None and all(t.data_ptr() == ptr and t.shape == shape for t, ptr, shape in entry[1]):
+    if entry is not None:
         _bindings.move_to_end(key)
         return entry[0]
     layers, classifier = _model_parts(params, present, running, stages, numbers, head)
     weights = NetworkWeights(layers, head[0], input_readouts=True, id_dim=head[1], classifier=classifier,
                              cached_views=False)
-    _bindings[key] = (weights, [(t, t.data_ptr(), t.shape) for t in params])
+    _bindings[key] = (weights, list(params))
     while len(_bindings) > _MAX_BINDINGS:
         _bindings.popitem(last=False)
     return weights
