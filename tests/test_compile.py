@@ -36,10 +36,11 @@ def _train_steps(model, graph, steps=3):
     return history
 
 
+@pytest.mark.parametrize("flat", [False, True])  # GIN(flat_parameters=...)
 @pytest.mark.parametrize("hidden", [16, 80])  # the C++ network and the BLAS-loop network
-def test_compiled_gin_trains_like_eager(graph, hidden):
+def test_compiled_gin_trains_like_eager(graph, hidden, flat):
     torch.manual_seed(0)
-    eager = GIN(1, hidden, 3, 4)
+    eager = GIN(1, hidden, 3, 4, flat_parameters=flat)
     compiled_model = copy.deepcopy(eager)
     assert _graph_breaks(copy.deepcopy(eager), graph.x, graph) == 0
     compiled = torch.compile(compiled_model, fullgraph=True)

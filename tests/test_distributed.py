@@ -74,6 +74,10 @@ def test_csl_command_with_two_processes_and_with_parallel_runs(tmp_path, capsys)
     assert main([*common, "--nproc", "2", "--sync-bn", "--out", str(tmp_path / "ddp")]) == 0
     runs = json.loads((tmp_path / "ddp" / "results.json").read_text())["runs"]
     assert len(runs) == 4 and all(0 <= r["accuracy"] <= 100 for r in runs)
+    # without --sync-bn the models keep flat parameters: one tensor for DDP to all-reduce
+    assert main([*common, "--nproc", "2", "--out", str(tmp_path / "flat")]) == 0
+    flat_runs = json.loads((tmp_path / "flat" / "results.json").read_text())["runs"]
+    assert len(flat_runs) == 4 and all(0 <= r["accuracy"] <= 100 for r in flat_runs)
     assert main([*common, "--jobs", "1", "--out", str(tmp_path / "one")]) == 0
     assert main([*common, "--jobs", "2", "--out", str(tmp_path / "two")]) == 0
     one = json.loads((tmp_path / "one" / "results.json").read_text())["runs"]

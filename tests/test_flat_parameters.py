@@ -1,0 +1,194 @@
+"""GIN(flat_parameters=True) (rpfast/nn/_flat_parameters.py): one flat parameter, the same model."""
+import copy
+import io
+import pickle
+
+import pytest
+import torch
+
+from rpfast.data import GraphBatch, csl_batch, csl_dataset
+from rpfast.nn import GIN, RPGIN, convert_sync_batch_norm
+
+
+@pytest.fixture(scope="module")
+def data():
+    graphs, labels = csl_dataset()
+    return csl_batch(graphs, range(150)), labels
+
+
+def _pair(in_dim=1, hidden=16, layers=3, id_dim=10, **kwargs):
+    """The same GIN (seed 0) in the default and the flat layout."""
+    models = []
+    for flat in (False, True):
+        torch.manual_seed(0)
+        models.append(GIN(in_dim, hidden, layers, 10, id_dim=id_dim, flat_parameters=flat, **kwargs))
+    return models
+
+
+def _grad_by_path(model: GIN, path: str):
+    if model.flat_parameters:
+        layout = model._flat_layout
+        i = layout.paths.index(path)
+        start = sum(layout.numels[:i])
+        return model.flat_parameter.grad[start:start + layout.numels[i]].view(layout.shapes[i])
+    return model.get_parameter(path).grad
+
+
+def _train(model, full, labels, steps=6, graph_fn=None, dtype=torch.float32):
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    losses = []
+    for step in range(steps):
+        chosen = torch.randperm(150, generator=torch.Generator().manual_seed(step))[:16].tolist()
+        graph = full.select(chosen) if graph_fn is None else graph_fn(full.select(chosen))
+        ids = torch.randint(0, 10, (2, graph.total_nodes), generator=torch.Generator().manual_seed(step))
+        torch.manual_seed(step)  # dropout masks
+        out = model(graph.x.to(dtype), graph, ids).mean(0)
+        loss = torch.nn.functional.cross_entropy(out, labels[chosen])
+        optimizer.zero_grad()
+        loss.backward()
+        if step == 0:
+            first_grads = {path: _grad_by_path(model, path).clone() for path in _paths(model)}
+        optimizer.step()
+        losses.append(loss.item())
+    return losses, first_grads
+
+
+def _paths(model: GIN):
+    return model._flat_layout.paths if model.flat_parameters else [n for n, _ in model.named_parameters()]
+
+
+def _with_edge_attr(graph: GraphBatch) -> GraphBatch:
+    edge_attr = torch.arange(graph.num_edges, dtype=torch.float32).remainder(3).unsqueeze(1) / 3
+    return GraphBatch(graph.edge_index, x=graph.x, ptr=graph.ptr, edge_attr=edge_attr)
+
+
+# the C++ network (default), its embedding with the classifier outside (dropout), a fixed eps
+# (gradient slots the parameter lacks), the layer-by-layer paths (wider than the C++ network,
+# fused off, GINE edge features), float64
+CASES = [{}, {"dropout": 0.5}, {"train_eps": False}, {"hidden": 80}, {"fused": False}, {"edge_dim": 1},
+         {"dtype": torch.float64}]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "default")
+def test_flat_model_trains_exactly_like_the_default_layout(data, case):
+    full, labels = data
+    case = dict(case)
+    fused, dtype = case.pop("fused", True), case.pop("dtype", torch.float32)
+    default, flat = _pair(**case)
+    for model in (default, flat):
+        model.fused = fused
+        model.to(dtype)
+    assert len(list(flat.parameters())) == 1 and flat.flat_parameter.numel() == sum(
+        p.numel() for p in default.parameters())
+    graph_fn = _with_edge_attr if case.get("edge_dim") else None
+    losses_default, grads_default = _train(default, full, labels, graph_fn=graph_fn, dtype=dtype)
+    losses_flat, grads_flat = _train(flat, full, labels, graph_fn=graph_fn, dtype=dtype)
+    assert set(grads_flat) == set(grads_default)
+    for path, grad in grads_default.items():
+        torch.testing.assert_close(grads_flat[path], grad, rtol=0, atol=0, msg=lambda m: f"{path}: {m}")
+    assert losses_flat == losses_default
+    state_default, state_flat = default.state_dict(), flat.state_dict()
+    assert set(state_flat) == set(state_default)
+    for key, value in state_default.items():
+        assert torch.equal(state_flat[key], value), key
+
+
+def test_attributes_are_views_that_read_and_write_the_flat_parameter():
+    _, model = _pair()
+    weight = model.layers[0].first.weight
+    assert weight.shape == (16, 1) and not weight.requires_grad and weight.grad_fn is None
+    assert weight.untyped_storage().data_ptr() == model.flat_parameter.untyped_storage().data_ptr()
+    with torch.no_grad():
+        model.layers[0].first.weight.fill_(2.5)
+        model.classifier.bias.zero_()
+    assert model.state_dict()["layers.0.first.weight"].eq(2.5).all()
+    assert model.flat_parameter[:16].eq(2.5).all()
+    assert model.flat_parameter[-10:].eq(0).all()  # the classifier's bias comes last
+
+
+def test_state_dicts_load_across_layouts_and_report_missing_and_mismatched_keys(data):
+    full, _ = data
+    default, flat = _pair()
+    ids = torch.randint(0, 10, (2, full.total_nodes))
+    with torch.no_grad():
+        for p in default.parameters():
+            p.uniform_(-1, 1)
+    flat.load_state_dict(default.state_dict())
+    default.eval(), flat.eval()
+    assert torch.equal(flat(full.x, full, ids), default(full.x, full, ids))
+    torch.manual_seed(5)
+    other = GIN(1, 16, 3, 10, id_dim=10)
+    other.load_state_dict(flat.state_dict())
+    other.eval()
+    assert torch.equal(other(full.x, full, ids), flat(full.x, full, ids))
+
+    partial = default.state_dict()
+    del partial["classifier.bias"]
+    with pytest.raises(RuntimeError, match="Missing key.*classifier.bias"):
+        flat.load_state_dict(partial)
+    assert flat.load_state_dict(partial, strict=False).missing_keys == ["classifier.bias"]
+    wrong = default.state_dict()
+    wrong["classifier.weight"] = torch.zeros(3, 3)
+    with pytest.raises(RuntimeError, match="size mismatch for classifier.weight"):
+        flat.load_state_dict(wrong)
+
+
+def test_copies_pickles_and_conversions_keep_their_own_flat_storage(data):
+    full, labels = data
+    _, model = _pair()
+    ids = torch.randint(0, 10, (2, full.total_nodes))
+    model.eval()
+    reference = model(full.x, full, ids)
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    copies = [copy.deepcopy(model), pickle.loads(pickle.dumps(model)), torch.load(buffer, weights_only=False)]
+    for twin in copies:
+        assert torch.equal(twin(full.x, full, ids), reference)
+        view = twin.layers[1].linears[0].weight
+        assert view.untyped_storage().data_ptr() == twin.flat_parameter.untyped_storage().data_ptr()
+        with torch.no_grad():
+            twin.flat_parameter.zero_()  # the copy's views follow its own storage, not the original's
+        assert view.eq(0).all() and not torch.equal(twin(full.x, full, ids), reference)
+    assert torch.equal(model(full.x, full, ids), reference)
+
+    double = copy.deepcopy(model).double()
+    assert double.layers[0].first.weight.dtype == torch.float64
+    torch.testing.assert_close(double(full.x.double(), full, ids), reference.double(), rtol=1e-5, atol=1e-5)
+    model.flat_parameter.data = model.flat_parameter.data * 0  # a new storage: the binding follows it
+    assert not torch.equal(model(full.x, full, ids), reference)
+    assert model.layers[0].first.weight.eq(0).all()  # and so do the views, from that forward on
+
+
+def test_rpgin_with_flat_parameters_is_one_parameter_and_learns(data):
+    full, labels = data
+    torch.manual_seed(0)
+    model = RPGIN(1, 16, 3, 10, id_dim=10, generator=torch.Generator().manual_seed(0), flat_parameters=True)
+    assert [name for name, _ in model.named_parameters()] == ["gnn.flat_parameter"]
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    losses = []
+    for _ in range(30):
+        loss = torch.nn.functional.cross_entropy(model(full.x, full), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.7 * losses[0]
+
+
+def test_misuse_fails_with_clear_errors(data):
+    full, labels = data
+    _, model = _pair()
+    ids = torch.randint(0, 10, (1, full.total_nodes))
+    with pytest.raises(ValueError, match="flat_parameters=True"):
+        convert_sync_batch_norm(RPGIN(1, 8, 2, 3, id_dim=4, flat_parameters=True))
+    with pytest.raises(TypeError, match="flat_parameters"):
+        GIN(1, 8, 2, 3, flat_parameters="yes")
+    loss = model(full.x, full, ids).sum()
+    with torch.no_grad():
+        model.flat_parameter.add_(1)  # an optimizer step between forward and backward
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+    model.layers[0].first.weight = torch.nn.Parameter(torch.zeros(16, 1))
+    with pytest.raises(ValueError, match="keeps its parameters in one flat tensor"):
+        model(full.x, full, ids)
