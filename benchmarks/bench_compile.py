@@ -10,12 +10,14 @@ from paired import paired
 
 
 def _training_step(model_name: str, compiled: bool):
-    """One training step of a fresh GIN or RP-GIN (seed 0), eager or under torch.compile."""
+    """One training step of a fresh GIN or RP-GIN (seed 0; "RP-GIN (flat parameters)": built
+    with ``flat_parameters=True``), eager or under torch.compile."""
     graphs, labels = csl_dataset()
     batch = list(range(0, 150, 10))[:16]
     graph, target = csl_batch(graphs, batch), labels[batch]
     torch.manual_seed(0)
-    model = GIN(1, 16, 5, 10) if model_name == "GIN" else RPGIN(1, 16, 5, 10, id_dim=10)
+    flat = model_name.endswith("(flat parameters)")
+    model = GIN(1, 16, 5, 10) if model_name == "GIN" else RPGIN(1, 16, 5, 10, id_dim=10, flat_parameters=flat)
     optimizer = adam(model.parameters(), 0.01)
     forward = torch.compile(model, fullgraph=True) if compiled else model
 
@@ -28,7 +30,7 @@ def _training_step(model_name: str, compiled: bool):
 
 
 @pytest.mark.parametrize("impl", ["rpfast", "torch.compile(rpfast)"])
-@pytest.mark.parametrize("model_name", ["GIN", "RP-GIN"])
+@pytest.mark.parametrize("model_name", ["GIN", "RP-GIN", "RP-GIN (flat parameters)"])
 def test_training_step_compiled(benchmark, impl, model_name):
     step = _training_step(model_name, impl != "rpfast")
     benchmark.group = f"{model_name} training step, CSL batch 16: eager vs compiled"
@@ -36,7 +38,7 @@ def test_training_step_compiled(benchmark, impl, model_name):
     benchmark.pedantic(step, rounds=100, warmup_rounds=10, iterations=1)
 
 
-@pytest.mark.parametrize("model_name", ["GIN", "RP-GIN"])
+@pytest.mark.parametrize("model_name", ["GIN", "RP-GIN", "RP-GIN (flat parameters)"])
 def test_training_step_compiled_alternating(benchmark, model_name):
     """Eager and compiled steps in alternating rounds (paired.py); the "speed-up" is eager's
     lead, so < 1 means compiled is faster."""

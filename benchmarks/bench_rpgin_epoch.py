@@ -1,9 +1,11 @@
 """One RP-GIN training epoch on CSL (120 graphs, batches of 16, Adam) against PyG + plain torch.
 
 Both sides use the same optimizer, in two variants: ``torch.optim.Adam`` as most scripts
-write it (on CPU a Python loop over the ~40 parameter tensors, ~1.5 ms a step here, the same
-for both models) and ``Adam(fused=True)`` (one kernel for all tensors, what rpfast's
-commands use)."""
+write it (on CPU a Python loop over the parameter tensors) and ``Adam(fused=True)`` (one
+kernel for all tensors, what rpfast's commands use). rpfast's model runs in both parameter
+layouts: ``flat`` (``flat_parameters=True``, as ``rpfast csl`` builds it: one tensor for
+autograd and the optimizer) and ``per-tensor`` (the default, the ~40 tensors PyG's model has
+too, each paying torch's per-tensor costs)."""
 import pytest
 import torch
 
@@ -15,14 +17,15 @@ from paired import paired
 HIDDEN, LAYERS, ID_DIM, BATCH = 16, 5, 10, 16
 
 
-def training_epoch(impl: str, optimizer_kind: str = "Adam"):
-    """A function running one training epoch of ``impl`` ("rpfast" or "pyg+torch")."""
+def training_epoch(impl: str, optimizer_kind: str = "Adam", layout: str = "flat"):
+    """A function running one training epoch of ``impl`` ("rpfast" or "pyg+torch"; ``layout``:
+    rpfast's parameters, "flat" or "per-tensor")."""
     graphs, labels = csl_dataset()
     train = torch.arange(120)
     gen = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
     if impl == "rpfast":
-        model = RPGIN(1, HIDDEN, LAYERS, 10, id_dim=ID_DIM, generator=gen)
+        model = RPGIN(1, HIDDEN, LAYERS, 10, id_dim=ID_DIM, generator=gen, flat_parameters=layout == "flat")
         dataset = csl_batch(graphs, range(len(graphs)))  # the dataset as one batch, sliced per step
 
         def make_batch(indices):
@@ -50,19 +53,22 @@ def training_epoch(impl: str, optimizer_kind: str = "Adam"):
     return lambda: train_epoch(model, make_batch, labels, train, optimizer, BATCH, gen)
 
 
+@pytest.mark.parametrize("layout", ["flat", "per-tensor"])
 @pytest.mark.parametrize("optimizer_kind", ["Adam", "Adam(fused=True)"])
 @pytest.mark.parametrize("impl", ["rpfast", "pyg+torch"])
-def test_rpgin_training_epoch(benchmark, impl, optimizer_kind):
-    epoch = training_epoch(impl, optimizer_kind)
-    benchmark.group = f"RP-GIN training epoch: CSL 120 graphs, batch 16, {optimizer_kind}"
+def test_rpgin_training_epoch(benchmark, impl, optimizer_kind, layout):
+    epoch = training_epoch(impl, optimizer_kind, layout)
+    benchmark.group = f"RP-GIN training epoch: CSL 120 graphs, batch 16, {optimizer_kind}, rpfast {layout} parameters"
     benchmark.extra_info["impl"] = impl
     benchmark.pedantic(epoch, rounds=10, warmup_rounds=2, iterations=1)
 
 
+@pytest.mark.parametrize("layout", ["flat", "per-tensor"])
 @pytest.mark.parametrize("optimizer_kind", ["Adam", "Adam(fused=True)"])
-def test_rpgin_training_epoch_alternating(benchmark, optimizer_kind):
+def test_rpgin_training_epoch_alternating(benchmark, optimizer_kind, layout):
     """The same epochs, rpfast's and PyG's in alternating rounds (paired.py)."""
-    ours, pyg = training_epoch("rpfast", optimizer_kind), training_epoch("pyg+torch", optimizer_kind)
-    benchmark.group = f"RP-GIN training epoch: CSL 120 graphs, batch 16, {optimizer_kind} (alternating rounds)"
+    ours, pyg = training_epoch("rpfast", optimizer_kind, layout), training_epoch("pyg+torch", optimizer_kind)
+    benchmark.group = (f"RP-GIN training epoch: CSL 120 graphs, batch 16, {optimizer_kind}, rpfast {layout} "
+                       f"parameters (alternating rounds)")
     benchmark.extra_info["impl"] = "rpfast"
     paired(benchmark, ours, pyg, "pyg+torch", rounds=30, warmup_rounds=3)

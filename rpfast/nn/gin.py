@@ -194,10 +194,13 @@ class GIN(nn.Module):
     FSDP's ``FlatParameter`` does): the model then has a single parameter, so autograd's
     gradient accumulation, ``zero_grad`` and the optimizer's per-tensor work run once instead
     of ~40 times, which on a small GIN costs more than the network itself. Same initial
-    values, same results. The submodules' attributes (``layers[0].first.weight``, ...) stay
+    values and the same gradients, bit for bit (an optimizer whose rounding depends on where
+    tensors end, such as fused Adam's vector body and scalar tail, may then round a few
+    elements differently, as it would for any other split). The submodules' attributes (``layers[0].first.weight``, ...) stay
     readable and writable under ``torch.no_grad()`` as views of ``flat_parameter``, but carry
     no ``.grad``; ``state_dict()`` has the same per-parameter entries as the default layout,
-    so checkpoints load either way. Use the default layout for per-tensor optimizer groups
+    so checkpoints load either way (after ``flat_parameter.data = ...`` the attributes follow
+    at the next forward or ``.to()``). Use the default layout for per-tensor optimizer groups
     or :func:`~rpfast.nn.convert_sync_batch_norm`.
 
     Shapes: ``x [N, in_dim]`` or ``[R, N, in_dim]`` (or None if ``in_dim == 0``),
