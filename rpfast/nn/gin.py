@@ -1,5 +1,6 @@
 """GIN (Xu et al., ICLR 2019) as used by the RP paper, with optional one-hot node IDs."""
 import contextlib
+import dataclasses
 from typing import Optional, Tuple
 
 import torch
@@ -271,55 +272,75 @@ class GIN(nn.Module):
         """``[R, B, embedding_dim]`` (``[B, embedding_dim]`` for 2-D ``x`` without ids):
         the concatenated sum-pooled states of all layers."""
         bound = self._bound()
-        if bound is not None:
-            embedding = bound.run(self, x, graph, ids, classify=False)
+        if bound is not None or self._compiles_whole():
+            embedding = self._whole_model(bound, x, graph, ids, classify=False)
         else:
             with self._parameters_in_graph():
-                embedding = self._whole_model(x, graph, ids, classify=False)
-                if embedding is None:
-                    embedding = self._embed(x, graph, ids)
+                embedding = self._embed(x, graph, ids)
         return embedding.squeeze(0) if self._single(x, ids) else embedding
 
     def forward(self, x: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor] = None) -> Tensor:
         classify = not (self.training and self.dropout.p > 0)  # else dropout runs between embedding and classifier
         bound = self._bound()
-        if bound is not None and classify:
-            logits = bound.run(self, x, graph, ids, classify)
-        else:
+        whole = bound is not None or self._compiles_whole()
+        if whole and classify:
+            logits = self._whole_model(bound, x, graph, ids, classify)
+        else:  # the embedding first: inside the context a binding's snapshot would see the swapped attributes
+            embedding = self._whole_model(bound, x, graph, ids, classify=False) if whole else None
             with self._parameters_in_graph():
-                logits = bound.run(self, x, graph, ids, classify) if bound is not None else \
-                    self._whole_model(x, graph, ids, classify)
-                if logits is None or not classify:
-                    embedding = self._embed(x, graph, ids) if logits is None else logits
-                    logits = linear(self.dropout(embedding), self.classifier.weight, self.classifier.bias)
+                if embedding is None:
+                    embedding = self._embed(x, graph, ids)
+                logits = linear(self.dropout(embedding), self.classifier.weight, self.classifier.bias)
         return logits.squeeze(0) if self._single(x, ids) else logits
 
     def _parameters_in_graph(self):
         """With flat parameters, a context in which the submodules' attributes are views of
-        ``flat_parameter`` in the autograd graph (the layer-by-layer and compiled paths read
-        the parameters through them); otherwise a no-op."""
+        ``flat_parameter`` in the autograd graph (the layer-by-layer paths and the classifier
+        after dropout read the parameters through them); otherwise a no-op."""
         if self._flat_layout is None:
             return contextlib.nullcontext()
         return self._flat_layout.connected(self.flat_parameter)
 
-    def _whole_model(self, x, graph: GraphBatch, ids, classify: bool) -> Optional[Tensor]:
-        """Logits (``classify``) or embeddings from one custom op for the whole model under
-        ``torch.compile`` (:func:`rpfast.ops.library.gin_model`; eager mode runs the cached
-        binding, :meth:`_bound`); None where the model cannot run that way."""
-        if not torch.compiler.is_compiling():
-            return None
-        if not self.fused or not all(layer.fusable() for layer in self.layers):
-            return None
+    def _compiles_whole(self) -> bool:
+        """Whether compiled code runs the model as one custom op (:func:`rpfast.ops.library.gin_model`):
+        under ``torch.compile``, fused, every layer fusable and at most ``FUSED_MAX_WIDTH`` wide,
+        float32/float64."""
+        if not torch.compiler.is_compiling() or not self.fused or not all(layer.fusable() for layer in self.layers):
+            return False
         widths = [w for layer in self.layers for w in (layer.norms[0].num_features, layer.in_dim)]
-        if max(widths) > FUSED_MAX_WIDTH or self.classifier.weight.dtype not in (torch.float32, torch.float64):
-            return None
+        return max(widths) <= FUSED_MAX_WIDTH and self.classifier.weight.dtype in (torch.float32, torch.float64)
+
+    def _whole_model(self, bound: Optional[BoundGIN], x, graph: GraphBatch, ids, classify: bool) -> Tensor:
+        """Logits (``classify``) or embeddings from one C++ call for the whole model: in eager mode
+        through the cached binding ``bound`` (:meth:`_bound`), compiled (``bound`` None, where
+        :meth:`_compiles_whole`) through one custom op (:func:`rpfast.ops.library.gin_model`)."""
+        if bound is not None:
+            return bound.run(self, x, graph, ids, classify)
         h, ids, replicas = self._inputs(x, graph, ids)
         if self.training:
             count_batches([bn for layer in self.layers for bn in layer.norms])
         params = [layer.params(self.training, count=False, with_counters=True) for layer in self.layers]
         classifier = (self.classifier.weight, self.classifier.bias) if classify else None
+        if self._flat_layout is not None:
+            params, classifier = self._flat_views(params, classifier)
         return library.gin_model(h, ids, (*graph_csr(graph), graph.ptr), params, classifier, self.in_dim,
                                  self.id_dim, self.training, replicas)
+
+    def _flat_views(self, params, classifier):
+        """``params`` and ``classifier`` with their parameters replaced by views of
+        ``flat_parameter`` taken in the autograd graph (compiled code: no attribute swaps)."""
+        view = dict(zip(self._flat_layout.paths, self._flat_layout.views(self.flat_parameter)))
+        layers = []
+        for l, p in enumerate(params):
+            at = f"layers.{l}."
+            stages = range(len(p.gammas))  # BatchNorm stages; the linear maps sit between them
+            layers.append(dataclasses.replace(
+                p, first=view.get(at + "first.weight"), id_weight=view.get(at + "id_weight"),
+                eps=view.get(at + "eps", p.eps), weights=[view[f"{at}linears.{s}.weight"] for s in range(len(p.weights))],
+                gammas=[view[f"{at}norms.{s}.weight"] for s in stages], betas=[view[f"{at}norms.{s}.bias"] for s in stages]))
+        if classifier is not None:
+            classifier = (view["classifier.weight"], view["classifier.bias"])
+        return layers, classifier
 
     def _bound(self) -> Optional[BoundGIN]:
         """The whole model bound to the C++ network (cached, re-checked each call), or None when
