@@ -192,3 +192,69 @@ def test_misuse_fails_with_clear_errors(data):
     model.layers[0].first.weight = torch.nn.Parameter(torch.zeros(16, 1))
     with pytest.raises(ValueError, match="keeps its parameters in one flat tensor"):
         model(full.x, full, ids)
+
+
+def test_replaced_modules_and_reassigned_attributes_fail_clearly_on_every_path(data):
+    """A new head or a reassigned weight would be silently cut off from the gradient or undone."""
+    full, _ = data
+    for hidden in (16, 80):  # the C++ network, layer by layer
+        _, model = _pair(hidden=hidden)
+        model.classifier = torch.nn.Linear(model.embedding_dim, 3)
+        with pytest.raises(ValueError, match="classifier was replaced.*flat_parameters=False"):
+            model(full.x, full, torch.zeros(1, full.total_nodes, dtype=torch.int64))
+        _, model = _pair(hidden=hidden)
+        model.layers[1].norms[0].weight = torch.zeros(hidden)  # a plain tensor, not a Parameter
+        with pytest.raises(ValueError, match="layers.1.norms.0.weight was reassigned"):
+            model(full.x, full, torch.zeros(1, full.total_nodes, dtype=torch.int64))
+    _, model = _pair()
+    ids = torch.zeros(1, full.total_nodes, dtype=torch.int64)
+    with pytest.raises(ValueError, match="classifier.weight was reassigned"):
+        torch.func.functional_call(model, {"classifier.weight": torch.zeros(10, model.embedding_dim)},
+                                   (full.x, full, ids))
+
+
+def test_concurrent_forwards_on_the_layer_by_layer_path_get_their_own_gradients(data):
+    from concurrent.futures import ThreadPoolExecutor
+
+    full, _ = data
+    _, model = _pair(hidden=80)  # wider than the C++ network: the attributes are swapped per forward
+    model.eval()
+    ids = torch.zeros(1, full.total_nodes, dtype=torch.int64)
+
+    def gradient(_):
+        return torch.autograd.grad(model(full.x, full, ids).square().sum(), model.flat_parameter)[0]
+
+    expected = gradient(None)
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(gradient, range(24)))
+    assert all(torch.equal(g, expected) for g in results)
+
+
+def test_state_dict_entries_own_their_storage_in_the_default_order_and_missing_keys_are_named():
+    default, flat = _pair()
+    state = flat.state_dict()
+    assert list(state) == list(default.state_dict())
+    assert all(v.untyped_storage().nbytes() == v.numel() * v.element_size() for v in state.values())
+    result = flat.load_state_dict({}, strict=False)
+    assert "classifier.weight" in result.missing_keys and "flat_parameter" not in result.missing_keys
+
+
+def test_unused_parameters_get_zero_gradients_and_old_pickles_run(data):
+    full, _ = data
+    default, flat = _pair()
+    ids = torch.zeros(1, full.total_nodes, dtype=torch.int64)
+    flat.graph_embedding(full.x, full, ids).sum().backward()  # the classifier is not used
+    classifier_bias = flat.flat_parameter.grad[-10:]
+    assert torch.equal(classifier_bias, torch.zeros(10))  # zero, not None (documented)
+    del default.__dict__["_flat_layout"]  # a GIN pickled before flat parameters existed
+    default.eval()
+    assert default(full.x, full, ids).shape == (1, 150, 10) and not default.flat_parameters
+
+
+def test_sync_batch_norm_conversion_refuses_flat_models_before_converting_anything():
+    _, model = _pair()
+    wrapper = torch.nn.Sequential(torch.nn.BatchNorm1d(4), model)
+    for target in (model, model.layers, wrapper):
+        with pytest.raises(ValueError, match="flat_parameters=True"):
+            convert_sync_batch_norm(target)
+    assert type(wrapper[0]) is torch.nn.BatchNorm1d  # untouched

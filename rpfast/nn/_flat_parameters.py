@@ -10,9 +10,11 @@ viewed as ``shapes[i]``. The original attributes keep *detached* views of the fl
 (reading, printing and in-place writes under ``torch.no_grad`` work and write through), so
 code that reads them sees the current values but builds no autograd edge. Code that needs
 gradients to reach the flat parameter through the attributes runs under :meth:`connected`,
-which installs views taken in the autograd graph and puts the detached ones back after.
+which installs views taken in the autograd graph and puts the detached ones back after
+(holding a lock meanwhile, so concurrent forwards of one model cannot see each other's views).
 """
 import functools
+import threading
 from contextlib import contextmanager
 from typing import Iterator, List, Sequence, Tuple
 
@@ -22,12 +24,11 @@ from torch import Tensor, nn
 __all__ = ["FlatLayout"]
 
 
-def _owner(root: nn.Module, path: str) -> Tuple[nn.Module, str]:
+def _module_at(root: nn.Module, names: Sequence[str]) -> nn.Module:
     module = root
-    *names, leaf = path.split(".")
     for name in names:
         module = module._modules[name]
-    return module, leaf
+    return module
 
 
 class FlatLayout:
@@ -35,15 +36,27 @@ class FlatLayout:
     docstring). Holds the submodules that own the attributes, never the root."""
 
     def __init__(self, owners: Sequence[Tuple[nn.Module, str]], paths: Sequence[str],
-                 shapes: Sequence[torch.Size], name: str):
-        """``name``: the flat parameter's attribute on the root (its state-dict key)."""
+                 shapes: Sequence[torch.Size], name: str, key_order: Sequence[str]):
+        """``name``: the flat parameter's attribute on the root (its state-dict key);
+        ``key_order``: the root's state-dict keys before flattening (kept in that order)."""
         self.name = name
         self.owners = list(owners)
         self.paths = list(paths)
         self.shapes = [torch.Size(s) for s in shapes]
         self.numels = [s.numel() for s in self.shapes]
         self.size = sum(self.numels)
+        self.key_order = list(key_order)
         self._detached = None  # (which flat tensor, its detached views)
+        self._lock = threading.RLock()
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        del state["_lock"]  # locks do not copy or pickle
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
 
     @staticmethod
     def flatten(root: nn.Module, paths: Sequence[str], name: str) -> "FlatLayout":
@@ -52,7 +65,8 @@ class FlatLayout:
         and ``root``'s state dict keeps one entry per original parameter."""
         owners, params = [], []
         for path in paths:
-            owner, leaf = _owner(root, path)
+            *names, leaf = path.split(".")
+            owner = _module_at(root, names)
             param = owner._parameters.get(leaf)
             if not isinstance(param, nn.Parameter):
                 raise ValueError(f"{path} is not a parameter of this module")
@@ -63,7 +77,7 @@ class FlatLayout:
             raise ValueError(f"flat parameters need one dtype and device, got {sorted(map(str, kinds))}")
         flat = nn.Parameter(torch.cat([p.detach().reshape(-1) for p in params]),
                             requires_grad=any(p.requires_grad for p in params))
-        layout = FlatLayout(owners, paths, [p.shape for p in params], name)
+        layout = FlatLayout(owners, paths, [p.shape for p in params], name, root.state_dict().keys())
         for owner, leaf in owners:
             del owner._parameters[leaf]
         root.register_parameter(name, flat)
@@ -77,6 +91,29 @@ class FlatLayout:
         """``flat``'s pieces shaped as the original parameters (views: gradients reach ``flat``
         where ``flat`` is in the autograd graph)."""
         return [piece.view(shape) for piece, shape in zip(flat.split(self.numels), self.shapes)]
+
+    def check(self, root: nn.Module) -> None:
+        """Raises ValueError if the tree no longer holds this layout: a module on a parameter's
+        path was replaced (a new classifier head, say), or a parameter attribute was reassigned
+        or registered anew. Such changes would otherwise be silently undone or cut off from
+        the gradient."""
+        installed = self._detached[1] if self._detached is not None else [None] * len(self.paths)
+        for (owner, leaf), path, view in zip(self.owners, self.paths, installed):
+            *names, _ = path.split(".")
+            try:
+                current = _module_at(root, names)
+            except KeyError:
+                current = None
+            if current is not owner:
+                raise ValueError(f"{'.'.join(names)} was replaced or removed, but this model keeps its parameters in "
+                                 f"one flat tensor ({self.name}) laid out for the original modules: build the model "
+                                 f"with flat_parameters=False to change its modules, or write new values into "
+                                 f"{path} under torch.no_grad()")
+            if leaf in owner._parameters or leaf in owner._buffers or leaf in owner._modules or (
+                    view is not None and owner.__dict__.get(leaf) is not view):
+                raise ValueError(f"{path} was reassigned, but this model keeps its parameters in one flat tensor "
+                                 f"({self.name}): write into {path} under torch.no_grad() instead (or build the "
+                                 f"model with flat_parameters=False)")
 
     def install(self, flat: Tensor, connected: bool = False) -> None:
         """Sets every attribute to its view of ``flat`` (detached unless ``connected``). The
@@ -93,39 +130,60 @@ class FlatLayout:
             if self._detached is None or self._detached[0] != key:
                 self._detached = (key, self.views(flat.detach()))
             views = self._detached[1]
-        for (owner, leaf), path, view in zip(self.owners, self.paths, views):
-            if leaf in owner._parameters or leaf in owner._buffers or leaf in owner._modules:
-                raise ValueError(f"{path} was replaced by a parameter, buffer or module, but this model keeps its "
-                                 f"parameters in one flat tensor: assign to the flat parameter (or write into "
-                                 f"{path} under torch.no_grad()) instead")
+        for (owner, leaf), view in zip(self.owners, views):
             setattr(owner, leaf, view)
 
-    @contextmanager
-    def connected(self, flat: Tensor) -> Iterator[None]:
-        """The attributes as views of ``flat`` in the autograd graph for the duration."""
-        self.install(flat, connected=True)
-        try:
-            yield
-        finally:
+    def refresh(self, root: nn.Module, flat: Tensor) -> None:
+        """:meth:`check`, then the detached views of ``flat`` (which may have moved: ``.data =
+        ...``), while no other thread has the attributes swapped (:meth:`connected`)."""
+        with self._lock:
+            self.check(root)
             self.install(flat)
 
+    @contextmanager
+    def connected(self, root: nn.Module, flat: Tensor) -> Iterator[None]:
+        """The attributes as views of ``flat`` in the autograd graph for the duration, after
+        :meth:`check`; one thread at a time (eager mode; compiled code cannot take a lock)."""
+        lock = None if torch.compiler.is_compiling() else self._lock
+        if lock is not None:
+            lock.acquire()
+        try:
+            self.check(root)
+            self.install(flat, connected=True)
+            try:
+                yield
+            finally:
+                self.install(flat)
+        finally:
+            if lock is not None:
+                lock.release()
+
     def state_dict_hook(self, module, state_dict, prefix, local_metadata) -> None:
-        """A state-dict post hook: the flat entry becomes one entry per original parameter, so
-        checkpoints load into the same model built either way. """
+        """A state-dict post hook: the flat entry becomes one entry per original parameter, in
+        the order the per-tensor layout gives them, so checkpoints load into the same model
+        built either way. The entries are copies: each owns its storage, as formats that refuse
+        shared memory (safetensors) need."""
         flat = state_dict.pop(prefix + self.name)
-        for path, view in zip(self.paths, self.views(flat)):
-            state_dict[prefix + path] = view
+        pieces = {prefix + path: view.clone() for path, view in zip(self.paths, self.views(flat.detach()))}
+        entries = {key: value for key, value in state_dict.items() if key.startswith(prefix)}
+        for key in entries:
+            del state_dict[key]
+        entries.update(pieces)
+        for key in self.key_order:
+            if prefix + key in entries:
+                state_dict[prefix + key] = entries.pop(prefix + key)
+        state_dict.update(entries)  # anything the original layout did not have
 
     def load_state_dict_pre_hook(self, module, state_dict, prefix, local_metadata, strict, missing_keys,
                                  unexpected_keys, error_msgs) -> None:
         """A load-state-dict pre hook: per-parameter entries are packed into the flat entry
         (missing ones are reported as missing, wrong shapes as size mismatches)."""
-        keys = [prefix + path for path in self.paths]
-        if prefix + self.name in state_dict or not any(key in state_dict for key in keys):
+        if prefix + self.name in state_dict:
             return
         flat = getattr(module, self.name)
         pieces = []
-        for key, shape, current in zip(keys, self.shapes, self.views(flat.detach())):
+        for path, shape, current in zip(self.paths, self.shapes, self.views(flat.detach())):
+            key = prefix + path
             value = state_dict.pop(key, None)
             if value is None:
                 missing_keys.append(key)
@@ -135,5 +193,5 @@ class FlatLayout:
                                   f"{tuple(getattr(value, 'shape', ()))} from checkpoint, the shape in "
                                   f"current model is {tuple(shape)}.")
                 value = current
-            pieces.append(value.detach().reshape(-1).to(flat.dtype))
+            pieces.append(value.detach().reshape(-1).to(device=flat.device, dtype=flat.dtype))
         state_dict[prefix + self.name] = torch.cat(pieces)

@@ -38,19 +38,26 @@ class BoundGIN:
         self._flat_gradients = {}
 
     @staticmethod
+    def eligible(gin: "GIN") -> bool:
+        """Whether the model's structure can run in the C++ network: every layer fusable, no
+        width above ``FUSED_MAX_WIDTH``, affine BatchNorm with running statistics."""
+        layers = list(gin.layers)
+        if not all(layer.fusable() for layer in layers):
+            return False
+        if max(w for layer in layers for w in (layer.norms[0].num_features, layer.in_dim)) > FUSED_MAX_WIDTH:
+            return False
+        return all(bn.affine and bn.track_running_stats for layer in layers for bn in layer.norms)
+
+    @staticmethod
     def bind(gin: "GIN") -> Optional["BoundGIN"]:
         """The binding, or None where the model must run layer by layer: a layer that is not
         fusable or wider than ``FUSED_MAX_WIDTH``, a dtype other than float32/float64 (the
         layer path raises the clear error), or tensors that are not the module's own leaves
         (``torch.nn.utils.parametrize`` computes its weights anew at every access)."""
+        if not BoundGIN.eligible(gin):
+            return None  # (the layer-by-layer path raises the clear error where there is one)
         layers = list(gin.layers)
-        if not all(layer.fusable() for layer in layers):
-            return None
-        if max(w for layer in layers for w in (layer.norms[0].num_features, layer.in_dim)) > FUSED_MAX_WIDTH:
-            return None
         norms = [bn for layer in layers for bn in layer.norms]
-        if not all(bn.affine and bn.track_running_stats for bn in norms):
-            return None  # the layer-by-layer path raises the clear error
         paths = []
         for l, layer in enumerate(layers):
             at = f"layers.{l}."

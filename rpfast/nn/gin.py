@@ -195,18 +195,29 @@ class GIN(nn.Module):
     FSDP's ``FlatParameter`` does): the model then has a single parameter, so autograd's
     gradient accumulation, ``zero_grad`` and the optimizer's per-tensor work run once instead
     of ~40 times, which on a small GIN costs more than the network itself. Same initial
-    values and the same gradients, bit for bit (an optimizer whose rounding depends on where
-    tensors end, such as fused Adam's vector body and scalar tail, may then round a few
-    elements differently, as it would for any other split). The submodules' attributes (``layers[0].first.weight``, ...) stay
-    readable and writable under ``torch.no_grad()`` as views of ``flat_parameter``, but carry
-    no ``.grad``; ``state_dict()`` has the same per-parameter entries as the default layout,
-    so checkpoints load either way (after ``flat_parameter.data = ...`` the attributes follow
-    at the next forward or ``.to()``). Use the default layout for per-tensor optimizer groups
-    or :func:`~rpfast.nn.convert_sync_batch_norm`.
+    values and the same gradients, bit for bit. What differs:
+
+    - The submodules own no parameters. Their attributes (``layers[0].first.weight``, ...)
+      are views of ``flat_parameter``, readable and writable under ``torch.no_grad()``, without
+      ``.grad``; ``model.classifier.parameters()`` is empty, so per-module optimizer groups,
+      freezing a submodule or a submodule's own ``state_dict`` need the default layout, as does
+      :func:`~rpfast.nn.convert_sync_batch_norm`. Replacing a submodule or reassigning a
+      parameter attribute raises a ValueError at the next forward.
+    - ``state_dict()`` has the per-parameter entries of the default layout (copies, in the
+      same order), so model checkpoints load into either layout; optimizer state dicts do not
+      (one tensor against ~40).
+    - A parameter the loss does not reach gets a zero gradient, not None (the classifier when
+      training on :meth:`graph_embedding` alone), so weight decay still shrinks it.
+    - Reductions over all gradients (``clip_grad_norm_``) and optimizers whose rounding depends
+      on where tensors end (fused Adam's vector body and scalar tail, LBFGS's flattening) may
+      round differently, as for any other split of the parameters.
+    - After ``flat_parameter.data = ...`` the attributes follow at the next forward or ``.to()``.
 
     Shapes: ``x [N, in_dim]`` or ``[R, N, in_dim]`` (or None if ``in_dim == 0``),
     ``ids [R, N]`` -> logits ``[R, B, out_dim]`` (``[B, out_dim]`` for 2-D ``x`` without ids).
     """
+
+    _flat_layout: Optional[FlatLayout] = None  # also for models pickled before flat parameters existed
 
     def __init__(self, in_dim: int, hidden: int, num_layers: int, out_dim: int, mlp_layers: int = 2,
                  train_eps: bool = True, dropout: float = 0.0, id_dim: int = 0, edge_dim: int = 0,
@@ -299,7 +310,7 @@ class GIN(nn.Module):
         after dropout read the parameters through them); otherwise a no-op."""
         if self._flat_layout is None:
             return contextlib.nullcontext()
-        return self._flat_layout.connected(self.flat_parameter)
+        return self._flat_layout.connected(self, self.flat_parameter)
 
     def _compiles_whole(self) -> bool:
         """Whether compiled code runs the model as one custom op (:func:`rpfast.ops.library.gin_model`):
@@ -329,6 +340,7 @@ class GIN(nn.Module):
     def _flat_views(self, params, classifier):
         """``params`` and ``classifier`` with their parameters replaced by views of
         ``flat_parameter`` taken in the autograd graph (compiled code: no attribute swaps)."""
+        self._flat_layout.check(self)  # evaluated while tracing (the modules are guarded)
         view = dict(zip(self._flat_layout.paths, self._flat_layout.views(self.flat_parameter)))
         layers = []
         for l, p in enumerate(params):
@@ -351,8 +363,11 @@ class GIN(nn.Module):
         bound = BOUND.get(self)
         if bound is not None and bound.snapshot.current():
             return bound
+        if not BoundGIN.eligible(self):
+            BOUND.pop(self, None)
+            return None
         if self._flat_layout is not None:  # the flat tensor may have moved (param.data = ...): views follow it
-            self._flat_layout.install(self.flat_parameter)
+            self._flat_layout.refresh(self, self.flat_parameter)
         bound = BoundGIN.bind(self)
         if bound is None:
             BOUND.pop(self, None)

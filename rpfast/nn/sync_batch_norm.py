@@ -64,12 +64,19 @@ class SyncBatchNorm(nn.BatchNorm1d):
 def convert_sync_batch_norm(module: nn.Module) -> nn.Module:
     """``module`` with every ``BatchNorm1d`` replaced by a :class:`SyncBatchNorm` holding the same
     parameters and statistics (in place; returns ``module``, or the replacement if it is one).
-    A GIN built with ``flat_parameters=True`` is refused: its BatchNorm parameters are views of
-    one flat tensor that a new module cannot take over."""
-    if getattr(module, "flat_parameters", False) is True:
-        raise ValueError(f"convert_sync_batch_norm cannot convert a {type(module).__name__} built with "
-                         f"flat_parameters=True (its BatchNorm parameters are views of one flat tensor); "
-                         f"build it with flat_parameters=False to synchronise BatchNorm")
+    Models with flat parameters (``GIN(flat_parameters=True)``) are refused before anything is
+    converted: their BatchNorm parameters are views of one flat tensor that a new module cannot
+    take over."""
+    for name, child in module.named_modules():
+        flat = getattr(child, "flat_parameters", False) is True
+        if flat or (type(child) is nn.BatchNorm1d and child.affine and not isinstance(child.weight, nn.Parameter)):
+            raise ValueError(f"convert_sync_batch_norm cannot convert {name or 'the module'}: it belongs to a model "
+                             f"built with flat_parameters=True (its BatchNorm parameters are views of one flat "
+                             f"tensor); build the model with flat_parameters=False to synchronise BatchNorm")
+    return _convert(module)
+
+
+def _convert(module: nn.Module) -> nn.Module:
     if type(module) is nn.BatchNorm1d:
         if not (module.affine and module.track_running_stats):
             raise ValueError("convert_sync_batch_norm needs affine BatchNorm1d with running statistics")
@@ -77,5 +84,5 @@ def convert_sync_batch_norm(module: nn.Module) -> nn.Module:
         sync.load_state_dict(module.state_dict())
         return sync.to(module.weight.dtype)
     for name, child in module.named_children():
-        setattr(module, name, convert_sync_batch_norm(child))
+        setattr(module, name, _convert(child))
     return module
