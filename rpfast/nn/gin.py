@@ -345,11 +345,13 @@ class GIN(nn.Module):
         layers = []
         for l, p in enumerate(params):
             at = f"layers.{l}."
-            stages = range(len(p.gammas))  # BatchNorm stages; the linear maps sit between them
+            stages = range(len(p.gammas))  # the BatchNorm stages (one more than the linear maps)
             layers.append(dataclasses.replace(
                 p, first=view.get(at + "first.weight"), id_weight=view.get(at + "id_weight"),
-                eps=view.get(at + "eps", p.eps), weights=[view[f"{at}linears.{s}.weight"] for s in range(len(p.weights))],
-                gammas=[view[f"{at}norms.{s}.weight"] for s in stages], betas=[view[f"{at}norms.{s}.bias"] for s in stages]))
+                eps=view.get(at + "eps", p.eps),
+                weights=[view[f"{at}linears.{s}.weight"] for s in range(len(p.weights))],
+                gammas=[view[f"{at}norms.{s}.weight"] for s in stages],
+                betas=[view[f"{at}norms.{s}.bias"] for s in stages]))
         if classifier is not None:
             classifier = (view["classifier.weight"], view["classifier.bias"])
         return layers, classifier
