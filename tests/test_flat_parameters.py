@@ -258,3 +258,22 @@ def test_sync_batch_norm_conversion_refuses_flat_models_before_converting_anythi
         with pytest.raises(ValueError, match="flat_parameters=True"):
             convert_sync_batch_norm(target)
     assert type(wrapper[0]) is torch.nn.BatchNorm1d  # untouched
+
+
+def test_the_flat_gradient_mapping_and_gin_model_reject_wrong_arguments(data):
+    from rpfast.ops.gin_network import FlatGradient, gin_model
+
+    full, _ = data
+    _, model = _pair()
+    bound = model._bound()
+    weights = bound.weights(True)
+    with pytest.raises(TypeError, match="NetworkWeights"):
+        FlatGradient("weights", model.flat_parameter)
+    with pytest.raises(ValueError, match="1-D torch.float32"):
+        FlatGradient(weights, model.flat_parameter.double())
+    mapping = FlatGradient(weights, model.flat_parameter)
+    assert mapping.index is None  # a default GIN: the network's gradient layout exactly
+    assert mapping.needs == [t is not None for t in weights.tensors]
+    ids = torch.zeros(1, full.total_nodes, dtype=torch.int64)
+    with pytest.raises(TypeError, match="flat must be"):
+        gin_model(full.x.unsqueeze(0), ids, full, weights, True, 1, flat=(model.flat_parameter, "mapping"))

@@ -84,7 +84,7 @@ class CSLConfig:
 
 def build_model(name: str, config: CSLConfig, generator: torch.Generator) -> torch.nn.Module:
     """GIN or RP-GIN with all parameters in one flat tensor (one gradient accumulation and one
-    optimizer tensor per step; the same values and results as the default layout), except
+    optimizer tensor per step; the same initial values and gradients as the default layout), except
     with ``sync_bn`` (SyncBatchNorm needs the per-tensor layout)."""
     num_classes = len(PAPER_SKIPS)
     flat = not config.sync_bn

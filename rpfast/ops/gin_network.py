@@ -303,6 +303,11 @@ class FlatGradient:
     """
 
     def __init__(self, weights: "NetworkWeights", flat: Tensor):
+        if not isinstance(weights, NetworkWeights):
+            raise TypeError(f"weights must be rpfast.ops.gin_network.NetworkWeights, got {type(weights).__name__}")
+        if not isinstance(flat, Tensor) or flat.dim() != 1 or flat.dtype != weights.dtype:
+            raise ValueError(f"flat must be a 1-D {weights.dtype} tensor holding the bound tensors, got "
+                             f"{tuple(flat.shape) if isinstance(flat, Tensor) else type(flat).__name__}")
         base, size, item = flat.data_ptr(), flat.numel(), flat.element_size()
         index = torch.full((size,), weights.total, dtype=torch.int64)
         self.needs, slot = [], 0
@@ -515,6 +520,9 @@ def gin_model(x: Optional[Tensor], ids: Optional[Tensor], graph: GraphBatch, wei
         raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")
     if not isinstance(weights, NetworkWeights):
         raise TypeError(f"weights must be rpfast.ops.gin_network.NetworkWeights, got {type(weights).__name__}")
+    if flat is not None and not (isinstance(flat, tuple) and len(flat) == 2 and isinstance(flat[0], Tensor)
+                                 and isinstance(flat[1], FlatGradient)):
+        raise TypeError("flat must be (parameter, FlatGradient(weights, parameter))")
     if training and replicas * graph.total_nodes < 2:
         raise ValueError("BatchNorm in training mode needs more than one node")
     plan = _Plan(graph, weights.layers, training, replicas, weights)
