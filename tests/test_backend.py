@@ -49,6 +49,26 @@ def test_threads_follow_torch():
     assert set(_backend.build_info()) >= {"compiler", "openmp", "cuda"}
 
 
+def test_kernels_back_off_only_when_late_starts_repeat():
+    """parallel.hpp: one thread starting its share late (a VM's vCPU descheduled once) keeps
+    the threads; two late starts among the last 16 parallel regions (a busy neighbour) make
+    mid-sized loops run serially for a while."""
+    record = _backend._C._record_region
+    threshold = _backend._C._serial_work(0)
+    try:
+        _backend._C._serial_work(threshold, adaptive=True)  # a fresh history
+        assert not record(late=True)
+        for _ in range(15):
+            assert not record(late=False)
+        assert not record(late=True)  # the first late start has left the window of 16
+        assert not record(late=False)
+        assert record(late=True)  # two within 16 regions
+        _backend._C._serial_work(threshold, adaptive=False)
+        assert not record(late=True) and not record(late=True)  # fixed threshold: never backs off
+    finally:
+        _backend._C._serial_work(threshold, adaptive=True)
+
+
 def test_rpfast_simd_selects_the_kernel_module():
     import os
     import subprocess

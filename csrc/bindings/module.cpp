@@ -30,12 +30,19 @@ PYBIND11_MODULE(RPFAST_MODULE_NAME, m) {
   m.def("_serial_work", [](int64_t threshold, bool adaptive) {
         auto& state = rpfast::serial_work_state();
         state.adaptive.store(adaptive);
-        state.contended_until_ns.store(0);  // a fresh start: forget a late start seen before
+        state.contended_until_ns.store(0);  // a fresh start: forget the late starts seen before
+        state.late_history.store(0);
         return threshold > 0 ? state.base.exchange(threshold) : state.base.load();
       }, py::arg("threshold"), py::arg("adaptive") = true,
         "Tests and benchmarks only: the operation count below which kernels run on one thread "
         "(a positive threshold replaces it; returns the previous one), and whether a late-starting "
         "thread makes them run mid-sized loops serially for a while (adaptive=False: never).");
+  m.def("_record_region", [](bool late) {
+        rpfast::note_region(late);
+        return rpfast::serial_work() > rpfast::serial_work_state().base.load();
+      }, py::arg("late"),
+        "Tests only: record a parallel region that started late (or on time), as parallel_for "
+        "does, and return whether kernels now back off to serial loops.");
   m.def("_set_interrupt_countdown", [](int64_t polls) { rpfast::interrupt_countdown().store(polls); },
         py::arg("polls"),
         "Testing only: raise the interrupt flag after `polls` further polls (<= 0: never), as a Ctrl-C would.");

@@ -57,19 +57,27 @@ __attribute__((noinline)) void run_range(Body& body, int64_t begin, int64_t end)
 // loops below kBaseSerialWork operations run on the calling thread. And when another process
 // holds a core, a woken thread waits for that core's time slice (milliseconds) and the join
 // waits for it: a 50 us region then takes 3 ms. parallel_for watches for that (a thread that
-// starts its share more than kLateStartNs after the region began) and, when it sees it, runs
-// loops below kContendedSerialWork serially for kContendedBackoffNs before trying again: fast
-// on an idle machine, graceful on a shared one (benchmarks/README.md, "Shared machines").
-// Start times, unlike the join wait, do not depend on how evenly the items split the work.
+// starts its share more than kLateStartNs after the region began) and, when kLateStartsToBackOff
+// of the last kLateHistory regions started late, runs loops below kContendedSerialWork serially
+// for kContendedBackoffNs before trying again: fast on an idle machine, graceful on a shared
+// one (benchmarks/README.md, "Shared machines"). Start times, unlike the join wait, do not
+// depend on how evenly the items split the work. One late start is not evidence: a virtual
+// machine's vCPU is descheduled now and then (about twice a second on this idle host), and
+// backing off on each of those ran mid-sized kernels serially a fifth of the time. Beside a
+// busy process most regions start late, so the back-off still begins within a few regions,
+// however far apart they are.
 constexpr int64_t kBaseSerialWork = int64_t{1} << 18;
 constexpr int64_t kContendedSerialWork = int64_t{1} << 24;
 constexpr int64_t kContendedBackoffNs = 250'000'000;
 constexpr int64_t kLateStartNs = 1'000'000;
+constexpr int kLateHistory = 16;  // regions remembered (bits of SerialWorkState::late_history)
+constexpr int kLateStartsToBackOff = 2;
 
 struct SerialWorkState {
   std::atomic<int64_t> base{kBaseSerialWork};
   std::atomic<bool> adaptive{true};            // false: base alone decides (tests, benchmarks)
-  std::atomic<int64_t> contended_until_ns{0};  // steady-clock time; 0: no late start seen
+  std::atomic<int64_t> contended_until_ns{0};  // steady-clock time; 0: no back-off yet
+  std::atomic<uint32_t> late_history{0};       // bit i: whether the i-th latest region started late
 };
 
 inline SerialWorkState& serial_work_state() {
@@ -92,8 +100,16 @@ inline int64_t serial_work() {
   return base;
 }
 
-inline void note_late_start() {
-  serial_work_state().contended_until_ns.store(steady_ns() + kContendedBackoffNs, std::memory_order_relaxed);
+// Records whether a parallel region's threads started late, and starts the back-off when
+// enough of the recent regions did. (Concurrent regions may drop each other's record: the
+// history is a hint, not a count.)
+inline void note_region(bool late) {
+  SerialWorkState& state = serial_work_state();
+  constexpr uint32_t kMask = (uint32_t{1} << kLateHistory) - 1;
+  const uint32_t history = ((state.late_history.load(std::memory_order_relaxed) << 1) | (late ? 1u : 0u)) & kMask;
+  state.late_history.store(history, std::memory_order_relaxed);
+  if (late && __builtin_popcount(history) >= kLateStartsToBackOff)
+    state.contended_until_ns.store(steady_ns() + kContendedBackoffNs, std::memory_order_relaxed);
 }
 
 // Calls body(i) for every i in [0, n) using up to `threads` threads. Work items must be
@@ -118,7 +134,7 @@ void parallel_for(int64_t n, int threads, int64_t cost_per_item, Body&& body) {
     const int64_t begin = n * t / size, end = n * (t + 1) / size;  // static contiguous blocks
     errors.run([&] { run_range(body, begin, end); });
   }
-  if (late.load(std::memory_order_relaxed)) note_late_start();
+  note_region(late.load(std::memory_order_relaxed));
   errors.rethrow();
 }
 
