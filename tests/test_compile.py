@@ -50,6 +50,33 @@ def test_compiled_gin_trains_like_eager(graph, hidden, flat):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, msg=lambda m: f"{name}: {m}")
 
 
+def test_compiled_flat_gin_with_a_fixed_eps_trains_like_eager(graph):
+    """A fixed eps is a buffer outside flat_parameter: the flat op takes it beside the flat tensor."""
+    torch.manual_seed(0)
+    eager = GIN(1, 16, 3, 4, train_eps=False, flat_parameters=True)
+    compiled_model = copy.deepcopy(eager)
+    compiled = torch.compile(compiled_model, fullgraph=True)
+    for a, b in zip(_train_steps(eager, graph), _train_steps(compiled, graph)):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(eager.flat_parameter, compiled_model.flat_parameter, rtol=1e-5, atol=1e-5)
+
+
+def test_compiled_flat_gin_with_dropout_trains_every_parameter(graph):
+    """With dropout the classifier runs outside the op on views of flat_parameter: the op's
+    gradient leaves its slots at zero and the classifier's own gradient fills them."""
+    torch.manual_seed(0)
+    model = GIN(1, 16, 3, 4, dropout=0.5, flat_parameters=True)
+    compiled = torch.compile(model, fullgraph=True)
+    target = torch.arange(graph.num_graphs) % 4
+    torch.nn.functional.cross_entropy(compiled(graph.x, graph), target).backward()
+    grads = dict(zip(model._flat_layout.paths, model._flat_layout.views(model.flat_parameter.grad)))
+    assert grads["classifier.weight"].abs().sum() > 0 and grads["classifier.bias"].abs().sum() > 0
+    assert grads["layers.0.linears.0.weight"].abs().sum() > 0
+    model.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(graph.x, graph), model(graph.x, graph), rtol=1e-5, atol=1e-5)
+
+
 def test_compiled_rpgin_has_no_graph_breaks_and_trains(graph):
     torch.manual_seed(0)
     model = RPGIN(1, 16, 3, 4, id_dim=10, eval_samples=3)

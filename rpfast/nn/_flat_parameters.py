@@ -92,6 +92,10 @@ class FlatLayout:
         where ``flat`` is in the autograd graph)."""
         return [piece.view(shape) for piece, shape in zip(flat.split(self.numels), self.shapes)]
 
+    def offset(self, path: str) -> int:
+        """Where the parameter at ``path`` starts in the flat tensor."""
+        return sum(self.numels[:self.paths.index(path)])
+
     def check(self, root: nn.Module) -> None:
         """Raises ValueError if the tree no longer holds this layout: a module on a parameter's
         path was replaced (a new classifier head, say), or a parameter attribute was reassigned

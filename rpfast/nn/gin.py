@@ -1,7 +1,6 @@
 """GIN (Xu et al., ICLR 2019) as used by the RP paper, with optional one-hot node IDs."""
 import contextlib
-import dataclasses
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -248,20 +247,26 @@ class GIN(nn.Module):
 
     def _flatten(self) -> None:
         """Moves every parameter into ``flat_parameter``, in the order the C++ network returns
-        their gradients (per layer :meth:`GINLayerParams.differentiable`, then the classifier),
-        so its flat gradient is the parameter's gradient as it is."""
+        their gradients (:meth:`_network_paths`), so its flat gradient is the parameter's
+        gradient as it is; the edge networks of GINE layers (never in the C++ network) last."""
+        paths = [path for path in self._network_paths() if path is not None]
+        paths += [f"layers.{l}.edge.{name}" for l, layer in enumerate(self.layers) if layer.edge is not None
+                  for name in ("weight", "bias")]
+        self._flat_layout = FlatLayout.flatten(self, paths, "flat_parameter")
+
+    def _network_paths(self) -> List[Optional[str]]:
+        """The parameter behind each tensor the C++ network takes, in its order (per layer the
+        present :meth:`GINLayerParams.differentiable` tensors, then the classifier's weight and
+        bias): a dotted path, or None for a fixed eps (a buffer)."""
         paths = []
         for l, layer in enumerate(self.layers):
             at = f"layers.{l}."
             paths += [at + "first.weight"] if layer.first is not None else []
             paths += [at + "id_weight"] if layer.id_weight is not None else []
-            paths += [at + "eps"] if layer.eps is not None else []
+            paths += [at + "eps" if layer.eps is not None else None]
             paths += [f"{at}linears.{s}.weight" for s in range(len(layer.linears))]
             paths += [f"{at}norms.{s}.{name}" for name in ("weight", "bias") for s in range(len(layer.norms))]
-        paths += ["classifier.weight", "classifier.bias"]
-        paths += [f"layers.{l}.edge.{name}" for l, layer in enumerate(self.layers) if layer.edge is not None
-                  for name in ("weight", "bias")]
-        self._flat_layout = FlatLayout.flatten(self, paths, "flat_parameter")
+        return paths + ["classifier.weight", "classifier.bias"]
 
     @property
     def flat_parameters(self) -> bool:
@@ -332,29 +337,13 @@ class GIN(nn.Module):
             count_batches([bn for layer in self.layers for bn in layer.norms])
         params = [layer.params(self.training, count=False, with_counters=True) for layer in self.layers]
         classifier = (self.classifier.weight, self.classifier.bias) if classify else None
-        if self._flat_layout is not None:
-            params, classifier = self._flat_views(params, classifier)
+        flat = None
+        if self._flat_layout is not None:  # the op takes flat_parameter itself: one input, one gradient
+            self._flat_layout.check(self)  # evaluated while tracing (the modules are guarded)
+            paths = self._network_paths()[:None if classify else -2]
+            flat = (self.flat_parameter, [self._flat_layout.offset(path) if path else None for path in paths])
         return library.gin_model(h, ids, (*graph_csr(graph), graph.ptr), params, classifier, self.in_dim,
-                                 self.id_dim, self.training, replicas)
-
-    def _flat_views(self, params, classifier):
-        """``params`` and ``classifier`` with their parameters replaced by views of
-        ``flat_parameter`` taken in the autograd graph (compiled code: no attribute swaps)."""
-        self._flat_layout.check(self)  # evaluated while tracing (the modules are guarded)
-        view = dict(zip(self._flat_layout.paths, self._flat_layout.views(self.flat_parameter)))
-        layers = []
-        for l, p in enumerate(params):
-            at = f"layers.{l}."
-            stages = range(len(p.gammas))  # the BatchNorm stages (one more than the linear maps)
-            layers.append(dataclasses.replace(
-                p, first=view.get(at + "first.weight"), id_weight=view.get(at + "id_weight"),
-                eps=view.get(at + "eps", p.eps),
-                weights=[view[f"{at}linears.{s}.weight"] for s in range(len(p.weights))],
-                gammas=[view[f"{at}norms.{s}.weight"] for s in stages],
-                betas=[view[f"{at}norms.{s}.bias"] for s in stages]))
-        if classifier is not None:
-            classifier = (view["classifier.weight"], view["classifier.bias"])
-        return layers, classifier
+                                 self.id_dim, self.training, replicas, flat=flat)
 
     def _bound(self) -> Optional[BoundGIN]:
         """The whole model bound to the C++ network (cached, re-checked each call), or None when

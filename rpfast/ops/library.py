@@ -11,7 +11,8 @@ Ops: ``gin_aggregate`` (differentiable twice), ``segment_sum`` / ``segment_broad
 ``linear`` / ``embedding`` with deterministic weight gradients, ``gin_network`` (a whole GIN;
 it returns the updated BatchNorm statistics, copied into the buffers by the caller; its
 backward is not differentiable), ``gin_model`` (a whole :class:`rpfast.nn.GIN` with its input
-readouts and classifier, in one C++ call; it updates the BatchNorm statistics in place), ``csr`` (the
+readouts and classifier, in one C++ call; it updates the BatchNorm statistics in place; as
+``gin_model_flat`` for a model with flat parameters), ``csr`` (the
 CSR of an ``edge_index``), ``sample_ids`` (RP-GIN's random IDs), ``pisgd_relabel`` (relabeled
 dense inputs for :class:`rpfast.nn.rp.RelationalPooling` with :class:`~rpfast.nn.rp.PiSGD`).
 """
@@ -25,6 +26,7 @@ from torch import Tensor
 from rpfast.ops import _backend
 from rpfast.ops.dense import rows_product
 from rpfast.ops.gin_network import (
+    FlatGradient,
     GINLayerParams,
     NetworkWeights,
     _compiled_forward,
@@ -423,7 +425,7 @@ def gin_network(x: Optional[Tensor], ids: Optional[Tensor], graph_tensors: Seque
 # (fresh copies: the op is functional) are pointed at on every call. Bindings keep their
 # tensors' storage alive, so only the most recent _MAX_BINDINGS are kept.
 _MAX_BINDINGS = 8
-_bindings: "OrderedDict[tuple, tuple]" = OrderedDict()  # key -> (NetworkWeights, the tensors it points into)
+_bindings: "OrderedDict[tuple, tuple]" = OrderedDict()  # key -> (NetworkWeights, its tensors, FlatGradient)
 
 
 def _model_parts(params: Sequence[Tensor], present: Sequence[bool], running: Sequence[Tensor],
@@ -438,29 +440,77 @@ def _model_parts(params: Sequence[Tensor], present: Sequence[bool], running: Seq
     return layers, classifier
 
 
+def _bound_eps(stages: Sequence[int], numbers: Sequence[float]) -> tuple:
+    """The BatchNorm epsilons out of ``numbers`` (per layer the S momenta, then the S epsilons):
+    a binding holds them, the momenta are passed per call."""
+    bn_eps, n = [], 0
+    for S in stages:
+        bn_eps += numbers[n + S:n + 2 * S]
+        n += 2 * S
+    return tuple(bn_eps)
+
+
+def _cached_binding(key: tuple, bind):
+    """The cache entry for ``key``, made by ``bind()`` (``(NetworkWeights, the tensors it
+    points into, anything else)``) when missing; the most recent ``_MAX_BINDINGS`` are kept."""
+    entry = _bindings.get(key)
+    if entry is not None:
+        _bindings.move_to_end(key)
+        return entry
+    entry = _bindings[key] = bind()
+    while len(_bindings) > _MAX_BINDINGS:
+        _bindings.popitem(last=False)
+    return entry
+
+
 def _model_weights(params: Sequence[Tensor], present: Sequence[bool], running: Sequence[Tensor],
                    stages: Sequence[int], numbers: Sequence[float], head: Sequence[int]) -> NetworkWeights:
     """The binding of these tensors, found by the memory they occupy: a binding holds pointers
     and keeps its tensors (so their storage) alive, so a tensor at the same address, shape and
-    strides is the same memory, whether it is the same tensor object or a fresh view of it
-    (compiled code passes fresh views of a flat parameter at every call)."""
-    bn_eps, n = [], 0
-    for S in stages:  # numbers: per layer the S momenta, then the S BatchNorm epsilons (bound)
-        bn_eps += numbers[n + S:n + 2 * S]
-        n += 2 * S
-    key = (tuple(head), tuple(stages), tuple(present), tuple(bn_eps),
+    strides is the same memory, whether it is the same tensor object or a fresh view of it."""
+    key = (tuple(head), tuple(stages), tuple(present), _bound_eps(stages, numbers),
            tuple((t.data_ptr(), t.dtype, tuple(t.shape), t.stride()) for t in params))
-    entry = _bindings.get(key)
-    if entry is not None:
-        _bindings.move_to_end(key)
-        return entry[0]
-    layers, classifier = _model_parts(params, present, running, stages, numbers, head)
-    weights = NetworkWeights(layers, head[0], input_readouts=True, id_dim=head[1], classifier=classifier,
-                             cached_views=False)
-    _bindings[key] = (weights, list(params))
-    while len(_bindings) > _MAX_BINDINGS:
-        _bindings.popitem(last=False)
-    return weights
+
+    def bind():
+        layers, classifier = _model_parts(params, present, running, stages, numbers, head)
+        return (NetworkWeights(layers, head[0], input_readouts=True, id_dim=head[1], classifier=classifier,
+                               cached_views=False), list(params), None)
+    return _cached_binding(key, bind)[0]
+
+
+def _flat_pieces(flat: Tensor, extra: Sequence[Tensor], spec: Sequence[int]) -> List[Tensor]:
+    """The parameter tensors of :func:`gin_model`'s flat form: ``spec`` holds three ints per
+    tensor, ``(offset, rows, columns)`` of a view of ``flat`` (``columns`` -1: 1-D ``[rows]``),
+    or ``(-1, -1, -1)`` for the next tensor of ``extra`` (one outside ``flat``: a fixed eps)."""
+    pieces, others = [], iter(extra)
+    for k in range(0, len(spec), 3):
+        offset, rows, cols = spec[k:k + 3]
+        if offset < 0:
+            pieces.append(next(others))
+        elif cols < 0:
+            pieces.append(flat[offset:offset + rows])
+        else:
+            pieces.append(flat[offset:offset + rows * cols].view(rows, cols))
+    return pieces
+
+
+def _flat_model_weights(flat: Tensor, extra: Sequence[Tensor], spec: Sequence[int], present: Sequence[bool],
+                        running: Sequence[Tensor], stages: Sequence[int], numbers: Sequence[float],
+                        head: Sequence[int]):
+    """``(NetworkWeights, FlatGradient)`` of a model whose tensors are views of ``flat``
+    (:func:`_flat_pieces`), found by ``flat``'s address and the layout: no per-tensor key."""
+    key = ("flat", flat.data_ptr(), flat.dtype, flat.numel(), tuple(spec), tuple(head), tuple(stages),
+           tuple(present), _bound_eps(stages, numbers),
+           tuple((t.data_ptr(), t.dtype, tuple(t.shape), t.stride()) for t in extra))
+
+    def bind():
+        params = _flat_pieces(flat, extra, spec)
+        layers, classifier = _model_parts(params, present, running, stages, numbers, head)
+        weights = NetworkWeights(layers, head[0], input_readouts=True, id_dim=head[1], classifier=classifier,
+                                 cached_views=False)
+        return weights, [flat, *extra], FlatGradient(weights, flat)
+    weights, _, mapping = _cached_binding(key, bind)
+    return weights, mapping
 
 
 # Functional (autograd formulas need it): the updated running statistics come back in one flat
@@ -471,6 +521,13 @@ def _gin_model(x: Optional[Tensor], ids: Optional[Tensor], graph: List[Tensor], 
                present: List[bool], running: List[Tensor], counters: List[Tensor], stages: List[int],
                numbers: List[float], head: List[int], training: bool, replicas: int) -> List[Tensor]:
     weights = _model_weights(params, present, running, stages, numbers, head)
+    return _run_model(weights, None, x, ids, graph, running, counters, stages, numbers, training, replicas)
+
+
+def _run_model(weights: NetworkWeights, mapping, x, ids, graph, running, counters, stages, numbers, training,
+               replicas) -> List[Tensor]:
+    """The forward of :func:`_gin_model` and :func:`_gin_model_flat` on a bound model:
+    ``[out, the updated running statistics, a handle to the activations]``."""
     updated = torch.cat(running)  # [mean, var] per stage: the layout set_statistics reads
     momenta, n = [], 0
     for S in stages:  # numbers: per layer the S momenta, then the S BatchNorm epsilons
@@ -481,11 +538,15 @@ def _gin_model(x: Optional[Tensor], ids: Optional[Tensor], graph: List[Tensor], 
     weights.kernel.set_statistics(updated, momenta)
     plan = _Plan(tuple(graph), weights.layers, training, replicas, weights)
     out, workspace = _compiled_forward(plan, x, ids, save=True)
-    return [out, updated, _keep((workspace, plan, x, ids))]  # x, ids: the workspace reads them
+    return [out, updated, _keep((workspace, plan, x, ids, mapping))]  # x, ids: the workspace reads them
 
 
 @_gin_model.register_fake
 def _(x, ids, graph, params, present, running, counters, stages, numbers, head, training, replicas):
+    return _fake_model_outputs(params, present, running, stages, numbers, head, graph, replicas)
+
+
+def _fake_model_outputs(params, present, running, stages, numbers, head, graph, replicas) -> List[Tensor]:
     B = graph[4].shape[0] - 1
     layers, classifier = _model_parts(params, present, running, stages, numbers, head)
     width = classifier[0].shape[0] if classifier is not None else \
@@ -498,8 +559,10 @@ def _(x, ids, graph, params, present, running, counters, stages, numbers, head, 
 def _gin_model_backward(grad: Tensor, handle: Tensor, x: Optional[Tensor], params: List[Tensor],
                         x_needs_grad: bool) -> List[Tensor]:
     """``[grad_x (empty unless x_needs_grad), the gradients of params flattened one after another]``."""
-    workspace, plan, x, _ = _take(handle)
+    entry = _take(handle)  # (workspace, plan, x, ids, mapping): held until the backward ran, which reads x and ids
+    workspace, plan, x = entry[:3]
     grad_x, flat = compiled_backward_flat(plan, workspace, grad, x, x_needs_grad, [True] * len(plan.weights.slots))
+    del entry
     return [grad_x if grad_x is not None else _EMPTY, flat]
 
 
@@ -531,14 +594,77 @@ def _model_backward(ctx, grads):
 _gin_model.register_autograd(_model_backward, setup_context=_model_setup)
 
 
+# The same op for a model whose parameters are views of one flat parameter
+# (GIN(flat_parameters=True)): the flat tensor is the op's one differentiable weight and gets
+# one flat gradient, so compiled code neither views nor checks dozens of tensors per step.
+@torch.library.custom_op("rpfast::gin_model_flat", mutates_args=())
+def _gin_model_flat(x: Optional[Tensor], ids: Optional[Tensor], graph: List[Tensor], flat: Tensor,
+                    extra: List[Tensor], spec: List[int], present: List[bool], running: List[Tensor],
+                    counters: List[Tensor], stages: List[int], numbers: List[float], head: List[int],
+                    training: bool, replicas: int) -> List[Tensor]:
+    weights, mapping = _flat_model_weights(flat, extra, spec, present, running, stages, numbers, head)
+    return _run_model(weights, mapping, x, ids, graph, running, counters, stages, numbers, training, replicas)
+
+
+@_gin_model_flat.register_fake
+def _(x, ids, graph, flat, extra, spec, present, running, counters, stages, numbers, head, training, replicas):
+    return _fake_model_outputs(_flat_pieces(flat, extra, spec), present, running, stages, numbers, head, graph,
+                               replicas)
+
+
+@torch.library.custom_op("rpfast::gin_model_flat_backward", mutates_args=())
+def _gin_model_flat_backward(grad: Tensor, handle: Tensor, x: Optional[Tensor], flat: Tensor,
+                             x_needs_grad: bool) -> List[Tensor]:
+    """``[grad_x (empty unless x_needs_grad), the gradient of flat]``."""
+    entry = _take(handle)  # (workspace, plan, x, ids, mapping): held until the backward ran, which reads x and ids
+    workspace, plan, x, _, mapping = entry
+    grad_x, network = compiled_backward_flat(plan, workspace, grad, x, x_needs_grad, mapping.needs)
+    del entry
+    return [grad_x if grad_x is not None else _EMPTY, mapping(network)]
+
+
+@_gin_model_flat_backward.register_fake
+def _(grad, handle, x, flat, x_needs_grad):
+    first = x.new_empty(x.shape) if x is not None and x_needs_grad else grad.new_empty((0,))
+    return [first, flat.new_empty(flat.shape)]
+
+
+def _model_flat_setup(ctx, inputs, output):
+    x, ids, graph, flat, extra, spec, present, running, counters, stages, numbers, head, training, replicas = inputs
+    ctx.layout = (len(graph), len(extra), len(running), len(counters), x is not None)
+    ctx.save_for_backward(*([x] if x is not None else []), flat, output[-1])
+
+
+def _model_flat_backward(ctx, grads):
+    n_graph, n_extra, n_running, n_counters, has_x = ctx.layout
+    saved = list(ctx.saved_tensors)
+    x = saved.pop(0) if has_x else None
+    flat, handle = saved
+    x_needs_grad = has_x and ctx.needs_input_grad[0]
+    grad_x, grad_flat = _gin_model_flat_backward(grads[0], handle, x, flat, x_needs_grad)
+    none = [None]  # tensor-list inputs take a list of gradients of the same length
+    return (grad_x if x_needs_grad else None, None, none * n_graph, grad_flat, none * n_extra, None, None,
+            none * n_running, none * n_counters, None, None, None, None, None)
+
+
+_gin_model_flat.register_autograd(_model_flat_backward, setup_context=_model_flat_setup)
+
+
 def gin_model(x: Optional[Tensor], ids: Optional[Tensor], graph_tensors: Sequence[Tensor],
               layers: Sequence[GINLayerParams], classifier: Optional[tuple], in_dim: int, id_dim: int,
-              training: bool, replicas: int) -> Tensor:
+              training: bool, replicas: int, flat: Optional[tuple] = None) -> Tensor:
     """:func:`rpfast.ops.gin_network.gin_model` as one traceable custom op: ``graph_tensors`` =
     ``(in_rowptr, in_col, out_rowptr, out_col, ptr)``, ``classifier`` = ``(weight, bias or None)``
     or None (then the embedding is returned). The caller counts BatchNorm steps and passes
     the step's momenta (``layers[i].momenta``; NaN for a cumulative one, with ``counters``); the
-    op returns the updated running statistics, copied here into the buffers."""
+    op returns the updated running statistics, copied here into the buffers.
+
+    ``flat``: ``(flat_parameter, offsets)`` for a model whose tensors are views of one flat
+    parameter: ``offsets`` gives, per tensor in the op's order (per layer the present
+    :meth:`GINLayerParams.differentiable` tensors, then the classifier's), where it starts in
+    ``flat_parameter``, or None for one outside it (a fixed eps). The tensors in ``layers`` and
+    ``classifier`` then give only their shapes (and the ones outside), and the gradient goes to
+    ``flat_parameter`` as one tensor (:func:`_gin_model_flat`)."""
     slots = [t for layer in layers for t in layer.differentiable()]
     params, present = [t for t in slots if t is not None], [t is not None for t in slots]
     head = [in_dim, id_dim, int(classifier is not None), int(classifier is not None and classifier[1] is not None)]
@@ -549,12 +675,37 @@ def gin_model(x: Optional[Tensor], ids: Optional[Tensor], graph_tensors: Sequenc
     numbers = [float(v) for layer in layers for v in [*layer.momenta, *layer.bn_eps]]
     counters = [c if c is not None else _COUNT_ONE for layer in layers
                 for c in (layer.counters or [None] * len(layer.gammas))]
-    out, updated, _ = _gin_model(x, ids, list(graph_tensors), params, present, running, counters, stages, numbers,
-                                 head, training, replicas)
+    if flat is None:
+        out, updated, _ = _gin_model(x, ids, list(graph_tensors), params, present, running, counters, stages,
+                                     numbers, head, training, replicas)
+    else:
+        flat_tensor, extra, spec = _flat_spec(params, *flat)
+        out, updated, _ = _gin_model_flat(x, ids, list(graph_tensors), flat_tensor, extra, spec, present, running,
+                                          counters, stages, numbers, head, training, replicas)
     if training:
         with torch.no_grad():
             torch._foreach_copy_(running, list(updated.split_with_sizes([t.numel() for t in running])))
     return out
+
+
+def _flat_spec(params: Sequence[Tensor], flat: Tensor, offsets: Sequence[Optional[int]]):
+    """``(flat, extra, spec)`` for :func:`_gin_model_flat` (see :func:`_flat_pieces`) from the
+    op's tensors and their ``offsets`` in ``flat`` (None: passed as they are, in ``extra``)."""
+    if not isinstance(flat, Tensor) or flat.dim() != 1:
+        raise ValueError(f"flat must be a 1-D tensor, got {type(flat).__name__}")
+    if len(offsets) != len(params):
+        raise ValueError(f"offsets must give one offset per tensor ({len(params)}), got {len(offsets)}")
+    extra, spec = [], []
+    for tensor, offset in zip(params, offsets):
+        if offset is None:
+            extra.append(tensor)
+            spec += [-1, -1, -1]
+            continue
+        if tensor.dim() not in (1, 2) or not 0 <= offset <= flat.shape[0] - tensor.numel():
+            raise ValueError(f"a tensor of shape {tuple(tensor.shape)} does not fit at offset {offset} of a flat "
+                             f"parameter of {flat.shape[0]} elements")
+        spec += [offset, tensor.shape[0], tensor.shape[1] if tensor.dim() == 2 else -1]
+    return flat, extra, spec
 
 
 # ------------------------------------------------------------------ graph structure and IDs
