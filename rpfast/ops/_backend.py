@@ -115,6 +115,14 @@ def call(kernel: str, *args):
     return _invoke(kernel, getattr(_IMPLEMENTATIONS[device or "cpu"], kernel), buffers)
 
 
+def cpu_kernel(name: str):
+    """The CPU kernel ``name`` itself, for the few hot paths (one call per layer and step) that
+    skip :func:`call`'s per-argument scan: the caller has checked that its tensors are
+    contiguous CPU tensors, passes them as :func:`_buffer` views (``.numpy()``) and passes
+    ``threads=num_threads()``."""
+    return getattr(_IMPLEMENTATIONS["cpu"], name)
+
+
 def graph_csr_buffers(graph, incoming: bool) -> tuple:
     """``(rowptr, col)`` of a GraphBatch's CSR over incoming edges (rows = targets: ``t_rowptr``,
     ``t_col``) or outgoing ones (``rowptr``, ``col``) as :class:`Buffers`, converted once per

@@ -20,6 +20,9 @@ def graph_csr(graph: GraphBatch):
     return graph.t_rowptr, graph.t_col, graph.rowptr, graph.col
 
 
+_AGGREGATE, _AGGREGATE_ADJOINT = _backend.cpu_kernel("gin_aggregate"), _backend.cpu_kernel("gin_aggregate_adjoint")
+
+
 class _GINAggregate(torch.autograd.Function):
     """``out = (1 + eps) x + A x`` for a contiguous ``x [N, F]`` or ``[R, N, F]``, with ``A`` the
     batch's incoming-edge CSR, or with ``adjoint`` its transpose (the outgoing-edge CSR).
@@ -36,7 +39,12 @@ class _GINAggregate(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, eps: Tensor, graph: GraphBatch, adjoint: bool) -> Tensor:
         out = torch.empty_like(x)
-        _backend.call("gin_aggregate", x, *_backend.graph_csr_buffers(graph, incoming=not adjoint), float(eps), out)
+        csr = _backend.graph_csr_buffers(graph, incoming=not adjoint)
+        if x.is_cpu and csr[0].is_cpu:  # the kernel itself: call()'s per-argument scan costs ~10 us
+            _AGGREGATE(x.detach().numpy(), csr[0].value, csr[1].value, float(eps), out.numpy(),
+                       threads=_backend.num_threads())
+        else:
+            _backend.call("gin_aggregate", x, *csr, float(eps), out)
         ctx.save_for_backward(x, eps)
         ctx.graph, ctx.adjoint = graph, adjoint
         return out
@@ -52,10 +60,19 @@ class _GINAggregate(torch.autograd.Function):
             return grad_x, grad_eps, None, None
         adjoint_csr = _backend.graph_csr_buffers(ctx.graph, incoming=ctx.adjoint)
         grad_x = torch.empty_like(grad)
+        direct = grad.is_cpu and adjoint_csr[0].is_cpu  # as in forward
         if not need_eps:
-            _backend.call("gin_aggregate", grad, *adjoint_csr, float(eps), grad_x)
+            if direct:
+                _AGGREGATE(grad.numpy(), adjoint_csr[0].value, adjoint_csr[1].value, float(eps), grad_x.numpy(),
+                           threads=_backend.num_threads())
+            else:
+                _backend.call("gin_aggregate", grad, *adjoint_csr, float(eps), grad_x)
             return grad_x, None, None, None
-        grad_eps = _backend.call("gin_aggregate_adjoint", grad, *adjoint_csr, float(eps), x, grad_x)
+        if direct:
+            grad_eps = _AGGREGATE_ADJOINT(grad.numpy(), adjoint_csr[0].value, adjoint_csr[1].value, float(eps),
+                                          x.detach().numpy(), grad_x.numpy(), threads=_backend.num_threads())
+        else:
+            grad_eps = _backend.call("gin_aggregate_adjoint", grad, *adjoint_csr, float(eps), x, grad_x)
         return (grad_x if need_x else None), torch.full_like(eps, grad_eps), None, None
 
 
