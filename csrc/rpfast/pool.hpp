@@ -15,6 +15,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "rpfast/parallel.hpp"
 #include "rpfast/simd.hpp"
@@ -127,13 +128,16 @@ void segment_max_backward(const T* x, const int64_t* ptr, int64_t B, int64_t F, 
                           const T* g, T* grad_x, int threads) {
   const int64_t avg = B ? ptr[B] / B + 1 : 1;
   parallel_for(B, threads, avg * F, [&](int64_t b) {
+    if (ptr[b] == ptr[b + 1]) return;
     const T* __restrict__ best = out + b * F;
-    const T* __restrict__ count = ties + b * F;
-    const T* __restrict__ gb = g + b * F;
+    // g / ties once per graph, not once per node: the division is the loop's slowest instruction
+    std::vector<T> share_buffer(static_cast<size_t>(F));
+    T* __restrict__ share = share_buffer.data();
+    for (int64_t f = 0; f < F; ++f) share[f] = g[b * F + f] / ties[b * F + f];
     for (int64_t i = ptr[b]; i < ptr[b + 1]; ++i) {
       const T* __restrict__ xi = x + i * F;
       T* __restrict__ dst = grad_x + i * F;
-      for (int64_t f = 0; f < F; ++f) dst[f] = xi[f] == best[f] ? gb[f] / count[f] : T(0);
+      for (int64_t f = 0; f < F; ++f) dst[f] = xi[f] == best[f] ? share[f] : T(0);
     }
   });
 }
