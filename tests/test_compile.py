@@ -8,6 +8,7 @@ from rpfast.data import csl_batch, csl_dataset
 from rpfast.nn import GIN, RPGIN, GINConv
 from rpfast.nn.rp import Exact, PiSGD, RelationalPooling, VecMLP
 from rpfast.ops import library
+from rpfast.ops.gin import graph_csr
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +49,27 @@ def test_compiled_gin_trains_like_eager(graph, hidden, flat):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
     for (name, a), b in zip(eager.state_dict().items(), compiled_model.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, msg=lambda m: f"{name}: {m}")
+
+
+def test_gin_model_op_checks_the_flat_layout_it_is_given(graph):
+    """library.gin_model(flat=(flat_parameter, offsets)): one offset per tensor, each tensor
+    inside the flat parameter, a 1-D flat parameter; each mistake is one clear ValueError."""
+    model = GIN(1, 16, 2, 4, flat_parameters=True)
+    layers = [layer.params(True, count=False, with_counters=True) for layer in model.layers]
+    offsets = [model._flat_layout.offset(path) if path else None for path in model._network_paths()[:-2]]
+    flat = model.flat_parameter
+    tensors = (*graph_csr(graph), graph.ptr)
+
+    def call(flat_arg):
+        return library.gin_model(graph.x.unsqueeze(0), None, tensors, layers, None, 1, 0, True, 1, flat=flat_arg)
+
+    assert call((flat, offsets)).shape == (1, graph.num_graphs, model.embedding_dim)
+    with pytest.raises(ValueError, match="one offset per tensor"):
+        call((flat, offsets[:-1]))
+    with pytest.raises(ValueError, match="does not fit at offset"):
+        call((flat, offsets[:-1] + [flat.numel()]))
+    with pytest.raises(ValueError, match=r"1-D tensor .* got \(1, "):
+        call((flat.view(1, -1), offsets))
 
 
 def test_compiled_flat_gin_with_a_fixed_eps_trains_like_eager(graph):

@@ -692,7 +692,8 @@ def _flat_spec(params: Sequence[Tensor], flat: Tensor, offsets: Sequence[Optiona
     """``(flat, extra, spec)`` for :func:`_gin_model_flat` (see :func:`_flat_pieces`) from the
     op's tensors and their ``offsets`` in ``flat`` (None: passed as they are, in ``extra``)."""
     if not isinstance(flat, Tensor) or flat.dim() != 1:
-        raise ValueError(f"flat must be a 1-D tensor, got {type(flat).__name__}")
+        raise ValueError(f"flat must be a 1-D tensor (the model's flat parameter), got "
+                         f"{tuple(flat.shape) if isinstance(flat, Tensor) else type(flat).__name__}")
     if len(offsets) != len(params):
         raise ValueError(f"offsets must give one offset per tensor ({len(params)}), got {len(offsets)}")
     extra, spec = [], []
