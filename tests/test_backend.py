@@ -49,22 +49,39 @@ def test_threads_follow_torch():
     assert set(_backend.build_info()) >= {"compiler", "openmp", "cuda"}
 
 
-def test_kernels_back_off_only_when_late_starts_repeat():
-    """parallel.hpp: one thread starting its share late (a VM's vCPU descheduled once) keeps
-    the threads; two late starts among the last 16 parallel regions (a busy neighbour) make
-    mid-sized loops run serially for a while."""
+def test_kernels_back_off_only_when_lagging_regions_repeat():
+    """parallel.hpp: one parallel region whose other thread lagged (a VM's vCPU descheduled
+    once) keeps the threads; two among the last 16 regions (a busy neighbour, or vCPUs the host
+    placed far apart) make mid-sized loops run serially for a while."""
     record = _backend._C._record_region
     threshold = _backend._C._serial_work(0)
     try:
         _backend._C._serial_work(threshold, adaptive=True)  # a fresh history
-        assert not record(late=True)
+        assert not record(lagging=True)
         for _ in range(15):
-            assert not record(late=False)
-        assert not record(late=True)  # the first late start has left the window of 16
-        assert not record(late=False)
-        assert record(late=True)  # two within 16 regions
+            assert not record(lagging=False)
+        assert not record(lagging=True)  # the first lagging region has left the window of 16
+        assert not record(lagging=False)
+        assert record(lagging=True)  # two within 16 regions
         _backend._C._serial_work(threshold, adaptive=False)
-        assert not record(late=True) and not record(late=True)  # fixed threshold: never backs off
+        assert not record(lagging=True) and not record(lagging=True)  # fixed threshold: never backs off
+    finally:
+        _backend._C._serial_work(threshold, adaptive=True)
+
+
+def test_a_slow_thread_runs_fewer_items_and_backs_the_kernels_off():
+    """parallel.hpp: the threads take chunks of a loop in turn, so a thread that runs slowly
+    leaves the rest of the loop to the others instead of holding the region up for its static
+    half; and such regions count as lagging, so two of them switch mid-sized loops to serial."""
+    threshold = _backend._C._serial_work(0)
+    try:
+        _backend._C._serial_work(threshold, adaptive=True)
+        owners = _backend._C._item_threads(64, 2, worker_delay_us=0)
+        assert len(owners) == 64 and set(owners) <= {0, 1}  # every item ran, on one of the two threads
+        slow = _backend._C._item_threads(64, 2, worker_delay_us=2000)  # 2 ms per item off the calling thread
+        assert set(slow) <= {0, 1} and slow.count(0) >= 48, f"the calling thread ran {slow.count(0)} of 64 items"
+        _backend._C._item_threads(64, 2, worker_delay_us=2000)
+        assert _backend._C._record_region(lagging=False)  # backing off now
     finally:
         _backend._C._serial_work(threshold, adaptive=True)
 

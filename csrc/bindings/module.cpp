@@ -1,5 +1,9 @@
 #include <omp.h>
 
+#include <chrono>
+#include <thread>
+#include <vector>
+
 #include "bindings/bindings.hpp"
 #include "rpfast/interrupt.hpp"
 #include "rpfast/parallel.hpp"
@@ -30,19 +34,36 @@ PYBIND11_MODULE(RPFAST_MODULE_NAME, m) {
   m.def("_serial_work", [](int64_t threshold, bool adaptive) {
         auto& state = rpfast::serial_work_state();
         state.adaptive.store(adaptive);
-        state.contended_until_ns.store(0);  // a fresh start: forget the late starts seen before
-        state.late_history.store(0);
+        state.contended_until_ns.store(0);  // a fresh start: forget the lagging regions seen before
+        state.lag_history.store(0);
         return threshold > 0 ? state.base.exchange(threshold) : state.base.load();
       }, py::arg("threshold"), py::arg("adaptive") = true,
         "Tests and benchmarks only: the operation count below which kernels run on one thread "
-        "(a positive threshold replaces it; returns the previous one), and whether a late-starting "
-        "thread makes them run mid-sized loops serially for a while (adaptive=False: never).");
-  m.def("_record_region", [](bool late) {
-        rpfast::note_region(late);
+        "(a positive threshold replaces it; returns the previous one), and whether lagging threads "
+        "(late starts, too few chunks run) make them run mid-sized loops serially for a while "
+        "(adaptive=False: never).");
+  m.def("_record_region", [](bool lagging) {
+        rpfast::note_region(lagging);
         return rpfast::serial_work() > rpfast::serial_work_state().base.load();
-      }, py::arg("late"),
-        "Tests only: record a parallel region that started late (or on time), as parallel_for "
-        "does, and return whether kernels now back off to serial loops.");
+      }, py::arg("lagging"),
+        "Tests only: record a parallel region whose other threads lagged (or kept up), as "
+        "parallel_for does, and return whether kernels now back off to serial loops.");
+  m.def("_item_threads", [](int64_t n, int threads, int64_t worker_delay_us) {
+        std::vector<int> owner(static_cast<size_t>(n), -1);
+        {
+          py::gil_scoped_release release;
+          rpfast::parallel_for(n, threads, int64_t{1} << 40, [&](int64_t i) {
+            owner[i] = omp_get_thread_num();
+            if (owner[i] != 0) std::this_thread::sleep_for(std::chrono::microseconds(worker_delay_us));
+          });
+        }
+        py::list result;
+        for (int t : owner) result.append(t);
+        return result;
+      }, py::arg("n"), py::arg("threads"), py::arg("worker_delay_us"),
+        "Tests only: run a parallel loop of n items on `threads` threads in which every item "
+        "a worker thread (not the calling one) runs takes worker_delay_us longer, and return "
+        "the OpenMP thread number that ran each item.");
   m.def("_set_interrupt_countdown", [](int64_t polls) { rpfast::interrupt_countdown().store(polls); },
         py::arg("polls"),
         "Testing only: raise the interrupt flag after `polls` further polls (<= 0: never), as a Ctrl-C would.");

@@ -54,30 +54,38 @@ __attribute__((noinline)) void run_range(Body& body, int64_t begin, int64_t end)
 
 // When to split a loop over threads. A parallel region costs a wake-up and a join of the team
 // (tens of microseconds on a virtual machine, whose vCPU wake-ups are hypervisor exits), so
-// loops below kBaseSerialWork operations run on the calling thread. And when another process
-// holds a core, a woken thread waits for that core's time slice (milliseconds) and the join
-// waits for it: a 50 us region then takes 3 ms. parallel_for watches for that (a thread that
-// starts its share more than kLateStartNs after the region began) and, when kLateStartsToBackOff
-// of the last kLateHistory regions started late, runs loops below kContendedSerialWork serially
-// for kContendedBackoffNs before trying again: fast on an idle machine, graceful on a shared
-// one (benchmarks/README.md, "Shared machines"). Start times, unlike the join wait, do not
-// depend on how evenly the items split the work. One late start is not evidence: a virtual
-// machine's vCPU is descheduled now and then (about twice a second on this idle host), and
-// backing off on each of those ran mid-sized kernels serially a fifth of the time. Beside a
-// busy process most regions start late, so the back-off still begins within a few regions,
-// however far apart they are.
+// loops below kBaseSerialWork operations run on the calling thread. Two things make the other
+// threads lag, and parallel_for watches for both:
+//   - Another process holds a core: a woken thread waits for that core's time slice
+//     (milliseconds) and the join waits for it; a 50 us region then takes 3 ms. Seen as a thread
+//     that starts more than kLateStartNs after the region began.
+//   - The host places the vCPUs far apart: on this project's 2-vCPU development VM a cache-line
+//     round trip between the two threads takes ~330 ns instead of ~55 ns for seconds to minutes
+//     at a time, idle or not. Every line one thread wrote and the other reads then crosses that
+//     distance, and on small loops the other thread runs at a fraction of the calling thread's
+//     speed: the paper-protocol epoch took 14 ms instead of 5 on two threads (5.4 ms on one).
+//     Seen as the other threads running at most a quarter of their fair share of the chunks
+//     (parallel_for deals chunks out in turn); on a well-placed VM that happened in 0 to 3 of
+//     every 1000 regions, on a badly placed one in 1 of 10.
+// When kLaggingToBackOff of the last kLagHistory regions lagged, loops below
+// kContendedSerialWork run serially for kContendedBackoffNs before trying again: fast on an
+// idle machine, graceful on a shared one (benchmarks/README.md, "Shared machines"). One lagging
+// region is not evidence: a virtual machine's vCPU is descheduled now and then (about twice a
+// second on this idle host), and backing off on each of those ran mid-sized kernels serially a
+// fifth of the time. Beside a busy process most regions lag, so the back-off still begins
+// within a few regions, however far apart they are.
 constexpr int64_t kBaseSerialWork = int64_t{1} << 18;
 constexpr int64_t kContendedSerialWork = int64_t{1} << 24;
 constexpr int64_t kContendedBackoffNs = 250'000'000;
 constexpr int64_t kLateStartNs = 1'000'000;
-constexpr int kLateHistory = 16;  // regions remembered (bits of SerialWorkState::late_history)
-constexpr int kLateStartsToBackOff = 2;
+constexpr int kLagHistory = 16;  // regions remembered (bits of SerialWorkState::lag_history)
+constexpr int kLaggingToBackOff = 2;
 
 struct SerialWorkState {
   std::atomic<int64_t> base{kBaseSerialWork};
   std::atomic<bool> adaptive{true};            // false: base alone decides (tests, benchmarks)
   std::atomic<int64_t> contended_until_ns{0};  // steady-clock time; 0: no back-off yet
-  std::atomic<uint32_t> late_history{0};       // bit i: whether the i-th latest region started late
+  std::atomic<uint32_t> lag_history{0};        // bit i: whether the i-th latest region lagged
 };
 
 inline SerialWorkState& serial_work_state() {
@@ -100,15 +108,15 @@ inline int64_t serial_work() {
   return base;
 }
 
-// Records whether a parallel region's threads started late, and starts the back-off when
+// Records whether a parallel region's other threads lagged, and starts the back-off when
 // enough of the recent regions did. (Concurrent regions may drop each other's record: the
 // history is a hint, not a count.)
-inline void note_region(bool late) {
+inline void note_region(bool lagging) {
   SerialWorkState& state = serial_work_state();
-  constexpr uint32_t kMask = (uint32_t{1} << kLateHistory) - 1;
-  const uint32_t history = ((state.late_history.load(std::memory_order_relaxed) << 1) | (late ? 1u : 0u)) & kMask;
-  state.late_history.store(history, std::memory_order_relaxed);
-  if (late && __builtin_popcount(history) >= kLateStartsToBackOff)
+  constexpr uint32_t kMask = (uint32_t{1} << kLagHistory) - 1;
+  const uint32_t history = ((state.lag_history.load(std::memory_order_relaxed) << 1) | (lagging ? 1u : 0u)) & kMask;
+  state.lag_history.store(history, std::memory_order_relaxed);
+  if (lagging && __builtin_popcount(history) >= kLaggingToBackOff)
     state.contended_until_ns.store(steady_ns() + kContendedBackoffNs, std::memory_order_relaxed);
 }
 
@@ -116,6 +124,12 @@ inline void note_region(bool late) {
 // independent; the result never depends on the thread count because each item writes
 // only its own output. Loops of fewer than serial_work() operations (n * cost_per_item)
 // run serially.
+//
+// The items are cut into kChunksPerThread contiguous chunks per thread, which the threads take
+// in turn from a shared counter: a thread that runs slowly gets fewer of them instead of
+// holding the region up for a static share, and the count it got tells whether it lagged.
+constexpr int64_t kChunksPerThread = 4;
+
 template <class Body>
 void parallel_for(int64_t n, int threads, int64_t cost_per_item, Body&& body) {
   const bool serial = threads <= 1 || n <= 1 || n * cost_per_item < serial_work();
@@ -125,16 +139,24 @@ void parallel_for(int64_t n, int threads, int64_t cost_per_item, Body&& body) {
   }
   FirstError errors;
   const int64_t team = threads < n ? threads : n;
+  const int64_t chunks = team * kChunksPerThread < n ? team * kChunksPerThread : n;
   const int64_t start = steady_ns();
   std::atomic<bool> late{false};
+  std::atomic<int64_t> next_chunk{0}, other_chunks{0};
 #pragma omp parallel num_threads(team)
   {
-    const int64_t t = omp_get_thread_num(), size = omp_get_num_threads();
-    if (t != 0 && steady_ns() - start > kLateStartNs) late.store(true, std::memory_order_relaxed);
-    const int64_t begin = n * t / size, end = n * (t + 1) / size;  // static contiguous blocks
-    errors.run([&] { run_range(body, begin, end); });
+    const bool other = omp_get_thread_num() != 0;
+    if (other && steady_ns() - start > kLateStartNs) late.store(true, std::memory_order_relaxed);
+    errors.run([&] {
+      int64_t ran = 0;
+      for (int64_t c = next_chunk.fetch_add(1, std::memory_order_relaxed); c < chunks && !errors.failed();
+           c = next_chunk.fetch_add(1, std::memory_order_relaxed), ++ran)
+        run_range(body, n * c / chunks, n * (c + 1) / chunks);
+      if (other) other_chunks.fetch_add(ran, std::memory_order_relaxed);
+    });
   }
-  note_region(late.load(std::memory_order_relaxed));
+  const int64_t fair_share = chunks * (team - 1) / team;  // the other threads' chunks, evenly dealt
+  note_region(late.load(std::memory_order_relaxed) || 4 * other_chunks.load(std::memory_order_relaxed) <= fair_share);
   errors.rethrow();
 }
 
