@@ -86,6 +86,13 @@ def test_a_slow_thread_runs_fewer_items_and_backs_the_kernels_off():
         _backend._C._serial_work(threshold, adaptive=True)
 
 
+def test_thread_round_trip_is_a_plausible_time():
+    """The diagnostic behind benchmarks/vcpu_placement_check.py: two threads hand a counter back
+    and forth; one round trip takes tens to hundreds of nanoseconds, not zero."""
+    ns = _backend._C._thread_round_trip_ns(rounds=200)
+    assert 1 < ns < 1e6, ns
+
+
 def test_rpfast_simd_selects_the_kernel_module():
     import os
     import subprocess
