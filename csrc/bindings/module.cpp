@@ -37,6 +37,8 @@ PYBIND11_MODULE(RPFAST_MODULE_NAME, m) {
         state.adaptive.store(adaptive);
         state.contended_until_ns.store(0);  // a fresh start: forget the lagging regions seen before
         state.lag_history.store(0);
+        state.next_probe_ns.store(0);
+        state.best_round_trip_ns.store(INT64_MAX);
         return threshold > 0 ? state.base.exchange(threshold) : state.base.load();
       }, py::arg("threshold"), py::arg("adaptive") = true,
         "Tests and benchmarks only: the operation count below which kernels run on one thread "
@@ -49,6 +51,12 @@ PYBIND11_MODULE(RPFAST_MODULE_NAME, m) {
       }, py::arg("lagging"),
         "Tests only: record a parallel region whose other threads lagged (or kept up), as "
         "parallel_for does, and return whether kernels now back off to serial loops.");
+  m.def("_record_round_trip", [](int64_t ns) {
+        rpfast::note_round_trip(ns);
+        return rpfast::serial_work() > rpfast::serial_work_state().base.load();
+      }, py::arg("ns"),
+        "Tests only: record a round-trip probe of `ns` nanoseconds, as parallel_for does, and "
+        "return whether kernels now back off to serial loops.");
   m.def("_item_threads", [](int64_t n, int threads, int64_t worker_delay_us) {
         std::vector<int> owner(static_cast<size_t>(n), -1);
         {
@@ -65,30 +73,20 @@ PYBIND11_MODULE(RPFAST_MODULE_NAME, m) {
         "Tests only: run a parallel loop of n items on `threads` threads in which every item "
         "a worker thread (not the calling one) runs takes worker_delay_us longer, and return "
         "the OpenMP thread number that ran each item.");
-  m.def("_thread_round_trip_ns", [](int64_t rounds) {
-        std::atomic<int64_t> turn{0};
-        double ns = 0;
-        {
-          py::gil_scoped_release release;
+  m.def("_thread_round_trip_ns", [] {
+        std::atomic<int64_t> ball{0}, median{-1};
+        py::gil_scoped_release release;
+        const int64_t deadline = rpfast::steady_ns() + 10'000'000;
 #pragma omp parallel num_threads(2)
-          {
-            const int64_t me = omp_get_thread_num();
-            if (omp_get_num_threads() == 2) {
-              const auto start = std::chrono::steady_clock::now();
-              for (int64_t i = 0; i < rounds; ++i) {
-                while (turn.load(std::memory_order_acquire) != 2 * i + me) {
-                }
-                turn.store(2 * i + me + 1, std::memory_order_release);
-              }
-              if (me == 0) ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
-            }
-          }
+        {
+          const int64_t ns = rpfast::median_round_trip_ns(ball, omp_get_thread_num(), rpfast::kMaxRoundTripBatches, deadline);
+          if (omp_get_thread_num() == 0) median.store(ns);
         }
-        return rounds > 0 ? ns / double(rounds) : 0.0;
-      }, py::arg("rounds") = 100000,
-        "Diagnostics only: the time for one cache-line round trip between two OpenMP threads, in "
-        "ns (two threads handing a counter back and forth; ~55 ns between neighbouring cores of "
-        "this project's development VM, ~330 ns when the host placed its vCPUs far apart).");
+        return median.load();
+      },
+        "Diagnostics: the median time of a cache-line round trip between two OpenMP threads, in ns, "
+        "as parallel_for's placement probe measures it (round_trip.hpp), or -1 if the second thread "
+        "did not run within 10 ms.");
   m.def("_set_interrupt_countdown", [](int64_t polls) { rpfast::interrupt_countdown().store(polls); },
         py::arg("polls"),
         "Testing only: raise the interrupt flag after `polls` further polls (<= 0: never), as a Ctrl-C would.");

@@ -5,6 +5,7 @@
 // failed check) is kept, the remaining items are skipped, and it is rethrown after the
 // region on the calling thread, where pybind11 turns it into a Python exception.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <omp.h>
 
 #include "rpfast/interrupt.hpp"
+#include "rpfast/round_trip.hpp"
 
 namespace rpfast {
 
@@ -64,12 +66,18 @@ __attribute__((noinline)) void run_range(Body& body, int64_t begin, int64_t end)
 //     at a time, idle or not. Every line one thread wrote and the other reads then crosses that
 //     distance, and on small loops the other thread runs at a fraction of the calling thread's
 //     speed: the paper-protocol epoch took 14 ms instead of 5 on two threads (5.4 ms on one).
-//     Seen as the other threads running at most a quarter of their fair share of the chunks
-//     (parallel_for deals chunks out in turn); on a well-placed VM that happened in 0 to 3 of
-//     every 1000 regions, on a badly placed one in 1 of 10.
-// When kLaggingToBackOff of the last kLagHistory regions lagged, loops below
-// kContendedSerialWork run serially for kContendedBackoffNs before trying again: fast on an
-// idle machine, graceful on a shared one (benchmarks/README.md, "Shared machines"). One lagging
+//     Seen two ways: the other threads run at most a quarter of their fair share of the
+//     chunks (parallel_for deals chunks out in turn; on a well-placed VM that happened in 0 to 3
+//     of every 1000 regions, on a badly placed one in 1 of 10), and, where they keep up but
+//     every shared line is slow (a training step of wider layers: 35 ms on two threads
+//     against 29 ms on one and 16 ms well placed), the round trip between threads 0 and 1
+//     (round_trip.hpp), timed in one region every kProbeIntervalNs, is more than
+//     kFarApartFactor times the shortest this process has seen and over kFarApartMinNs.
+// When kLaggingToBackOff of the last kLagHistory regions lagged, or a round trip was far, loops
+// below kContendedSerialWork run serially for kContendedBackoffNs before trying again: fast on
+// an idle machine, graceful on a shared one (benchmarks/README.md, "Shared machines"). The
+// round trip is compared with the process's own best so that machines whose threads are always
+// that far apart (two sockets) keep their threads. One lagging
 // region is not evidence: a virtual machine's vCPU is descheduled now and then (about twice a
 // second on this idle host), and backing off on each of those ran mid-sized kernels serially a
 // fifth of the time. Beside a busy process most regions lag, so the back-off still begins
@@ -80,22 +88,24 @@ constexpr int64_t kContendedBackoffNs = 250'000'000;
 constexpr int64_t kLateStartNs = 1'000'000;
 constexpr int kLagHistory = 16;  // regions remembered (bits of SerialWorkState::lag_history)
 constexpr int kLaggingToBackOff = 2;
+constexpr int64_t kProbeIntervalNs = 250'000'000;
+constexpr int kProbeBatches = 8;  // of kRoundTripsPerBatch round trips (round_trip.hpp)
+constexpr int64_t kProbeDeadlineNs = 200'000;  // a thread not running by then is a late start anyway
+constexpr int64_t kFarApartFactor = 3;
+constexpr int64_t kFarApartMinNs = 200;  // below this, threads are near (hyperthreads to one CCX)
 
 struct SerialWorkState {
   std::atomic<int64_t> base{kBaseSerialWork};
   std::atomic<bool> adaptive{true};            // false: base alone decides (tests, benchmarks)
   std::atomic<int64_t> contended_until_ns{0};  // steady-clock time; 0: no back-off yet
   std::atomic<uint32_t> lag_history{0};        // bit i: whether the i-th latest region lagged
+  std::atomic<int64_t> next_probe_ns{0};       // steady-clock time of the next round-trip probe
+  std::atomic<int64_t> best_round_trip_ns{INT64_MAX};
 };
 
 inline SerialWorkState& serial_work_state() {
   static SerialWorkState state;
   return state;
-}
-
-inline int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 // The operation count below which a loop runs on the calling thread now.
@@ -117,6 +127,27 @@ inline void note_region(bool lagging) {
   const uint32_t history = ((state.lag_history.load(std::memory_order_relaxed) << 1) | (lagging ? 1u : 0u)) & kMask;
   state.lag_history.store(history, std::memory_order_relaxed);
   if (lagging && __builtin_popcount(history) >= kLaggingToBackOff)
+    state.contended_until_ns.store(steady_ns() + kContendedBackoffNs, std::memory_order_relaxed);
+}
+
+// Whether this parallel region should time a round trip (one region per kProbeIntervalNs).
+inline bool claim_probe(int64_t now) {
+  SerialWorkState& state = serial_work_state();
+  if (!state.adaptive.load(std::memory_order_relaxed)) return false;
+  int64_t due = state.next_probe_ns.load(std::memory_order_relaxed);
+  return now >= due && state.next_probe_ns.compare_exchange_strong(due, now + kProbeIntervalNs,
+                                                                   std::memory_order_relaxed);
+}
+
+// Records a probe's median round trip; one more than kFarApartFactor times the process's best,
+// and more than kFarApartMinNs (a move between hyperthreads and cores of one die is not far),
+// starts the back-off.
+inline void note_round_trip(int64_t ns) {
+  SerialWorkState& state = serial_work_state();
+  int64_t best = state.best_round_trip_ns.load(std::memory_order_relaxed);
+  while (ns < best && !state.best_round_trip_ns.compare_exchange_weak(best, ns, std::memory_order_relaxed)) {
+  }
+  if (ns > kFarApartMinNs && ns > kFarApartFactor * std::min(best, ns))
     state.contended_until_ns.store(steady_ns() + kContendedBackoffNs, std::memory_order_relaxed);
 }
 
@@ -142,11 +173,17 @@ void parallel_for(int64_t n, int threads, int64_t cost_per_item, Body&& body) {
   const int64_t chunks = team * kChunksPerThread < n ? team * kChunksPerThread : n;
   const int64_t start = steady_ns();
   std::atomic<bool> late{false};
-  std::atomic<int64_t> next_chunk{0}, other_chunks{0};
+  std::atomic<int64_t> next_chunk{0}, other_chunks{0}, ball{0}, round_trip{-1};
+  const bool probe = claim_probe(start);
 #pragma omp parallel num_threads(team)
   {
-    const bool other = omp_get_thread_num() != 0;
+    const int me = omp_get_thread_num();
+    const bool other = me != 0;
     if (other && steady_ns() - start > kLateStartNs) late.store(true, std::memory_order_relaxed);
+    if (probe) {
+      const int64_t ns = median_round_trip_ns(ball, me, kProbeBatches, start + kProbeDeadlineNs);
+      if (me == 0) round_trip.store(ns, std::memory_order_relaxed);
+    }
     errors.run([&] {
       int64_t ran = 0;
       for (int64_t c = next_chunk.fetch_add(1, std::memory_order_relaxed); c < chunks && !errors.failed();
@@ -157,6 +194,7 @@ void parallel_for(int64_t n, int threads, int64_t cost_per_item, Body&& body) {
   }
   const int64_t fair_share = chunks * (team - 1) / team;  // the other threads' chunks, evenly dealt
   note_region(late.load(std::memory_order_relaxed) || 4 * other_chunks.load(std::memory_order_relaxed) <= fair_share);
+  if (round_trip.load(std::memory_order_relaxed) > 0) note_round_trip(round_trip.load(std::memory_order_relaxed));
   errors.rethrow();
 }
 
