@@ -1,6 +1,5 @@
 #include <omp.h>
 
-#include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -43,17 +42,20 @@ PYBIND11_MODULE(RPFAST_MODULE_NAME, m) {
       }, py::arg("threshold"), py::arg("adaptive") = true,
         "Tests and benchmarks only: the operation count below which kernels run on one thread "
         "(a positive threshold replaces it; returns the previous one), and whether lagging threads "
-        "(late starts, too few chunks run) make them run mid-sized loops serially for a while "
-        "(adaptive=False: never).");
-  m.def("_record_region", [](bool lagging) {
+        "(late starts, too few chunks run) or a far round trip between them make them run "
+        "mid-sized loops serially for a while (adaptive=False: never). Resets what the back-off "
+        "has seen.");
+  // Whether kernels now back off to serial loops (for the tests' records below).
+  auto backing_off = [] { return rpfast::serial_work() > rpfast::serial_work_state().base.load(); };
+  m.def("_record_region", [backing_off](bool lagging) {
         rpfast::note_region(lagging);
-        return rpfast::serial_work() > rpfast::serial_work_state().base.load();
+        return backing_off();
       }, py::arg("lagging"),
         "Tests only: record a parallel region whose other threads lagged (or kept up), as "
         "parallel_for does, and return whether kernels now back off to serial loops.");
-  m.def("_record_round_trip", [](int64_t ns) {
+  m.def("_record_round_trip", [backing_off](int64_t ns) {
         rpfast::note_round_trip(ns);
-        return rpfast::serial_work() > rpfast::serial_work_state().base.load();
+        return backing_off();
       }, py::arg("ns"),
         "Tests only: record a round-trip probe of `ns` nanoseconds, as parallel_for does, and "
         "return whether kernels now back off to serial loops.");
@@ -74,15 +76,8 @@ PYBIND11_MODULE(RPFAST_MODULE_NAME, m) {
         "a worker thread (not the calling one) runs takes worker_delay_us longer, and return "
         "the OpenMP thread number that ran each item.");
   m.def("_thread_round_trip_ns", [] {
-        std::atomic<int64_t> ball{0}, median{-1};
         py::gil_scoped_release release;
-        const int64_t deadline = rpfast::steady_ns() + 10'000'000;
-#pragma omp parallel num_threads(2)
-        {
-          const int64_t ns = rpfast::median_round_trip_ns(ball, omp_get_thread_num(), rpfast::kMaxRoundTripBatches, deadline);
-          if (omp_get_thread_num() == 0) median.store(ns);
-        }
-        return median.load();
+        return rpfast::thread_round_trip_ns(10'000'000);
       },
         "Diagnostics: the median time of a cache-line round trip between two OpenMP threads, in ns, "
         "as parallel_for's placement probe measures it (round_trip.hpp), or -1 if the second thread "

@@ -174,13 +174,15 @@ void parallel_for(int64_t n, int threads, int64_t cost_per_item, Body&& body) {
   const int64_t start = steady_ns();
   std::atomic<bool> late{false};
   std::atomic<int64_t> next_chunk{0}, other_chunks{0}, ball{0}, round_trip{-1};
+  std::atomic<int> team_size{1};  // what OpenMP gave (one thread in a nested region)
   const bool probe = claim_probe(start);
 #pragma omp parallel num_threads(team)
   {
-    const int me = omp_get_thread_num();
+    const int me = omp_get_thread_num(), size = omp_get_num_threads();
     const bool other = me != 0;
+    if (me == 0) team_size.store(size, std::memory_order_relaxed);
     if (other && steady_ns() - start > kLateStartNs) late.store(true, std::memory_order_relaxed);
-    if (probe) {
+    if (probe && size >= 2) {
       const int64_t ns = median_round_trip_ns(ball, me, kProbeBatches, start + kProbeDeadlineNs);
       if (me == 0) round_trip.store(ns, std::memory_order_relaxed);
     }
@@ -192,10 +194,29 @@ void parallel_for(int64_t n, int threads, int64_t cost_per_item, Body&& body) {
       if (other) other_chunks.fetch_add(ran, std::memory_order_relaxed);
     });
   }
-  const int64_t fair_share = chunks * (team - 1) / team;  // the other threads' chunks, evenly dealt
-  note_region(late.load(std::memory_order_relaxed) || 4 * other_chunks.load(std::memory_order_relaxed) <= fair_share);
+  const int64_t size = team_size.load(std::memory_order_relaxed);
+  const int64_t fair_share = chunks * (size - 1) / size;  // the other threads' chunks, evenly dealt
+  note_region(late.load(std::memory_order_relaxed) ||
+              (size > 1 && 4 * other_chunks.load(std::memory_order_relaxed) <= fair_share));
   if (round_trip.load(std::memory_order_relaxed) > 0) note_round_trip(round_trip.load(std::memory_order_relaxed));
   errors.rethrow();
+}
+
+// The median round trip between the two threads of a fresh team (round_trip.hpp), in ns, or -1
+// when the second thread did not run within timeout_ns or there is none (nested in a region):
+// diagnostics, rpfast._C._thread_round_trip_ns.
+inline int64_t thread_round_trip_ns(int64_t timeout_ns) {
+  std::atomic<int64_t> ball{0}, median{-1};
+  const int64_t deadline = steady_ns() + timeout_ns;
+#pragma omp parallel num_threads(2)
+  {
+    const int me = omp_get_thread_num();
+    if (omp_get_num_threads() == 2) {
+      const int64_t ns = median_round_trip_ns(ball, me, kMaxRoundTripBatches, deadline);
+      if (me == 0) median.store(ns, std::memory_order_relaxed);
+    }
+  }
+  return median.load(std::memory_order_relaxed);
 }
 
 // Like parallel_for for long, uneven items that need per-thread scratch state: each
