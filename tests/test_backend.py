@@ -76,6 +76,8 @@ def test_a_slow_thread_runs_fewer_items_and_backs_the_kernels_off():
     threshold = _backend._C._serial_work(0)
     try:
         _backend._C._serial_work(threshold, adaptive=True)
+        with pytest.raises(ValueError, match="must be >= 0"):
+            _backend._C._item_threads(-1, 2, worker_delay_us=0)
         owners = _backend._C._item_threads(64, 2, worker_delay_us=0)
         assert len(owners) == 64 and set(owners) <= {0, 1}  # every item ran, on one of the two threads
         slow = _backend._C._item_threads(64, 2, worker_delay_us=2000)  # 2 ms per item off the calling thread

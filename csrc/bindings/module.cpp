@@ -1,6 +1,7 @@
 #include <omp.h>
 
 #include <chrono>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -60,6 +61,8 @@ PYBIND11_MODULE(RPFAST_MODULE_NAME, m) {
         "Tests only: record a round-trip probe of `ns` nanoseconds, as parallel_for does, and "
         "return whether kernels now back off to serial loops.");
   m.def("_item_threads", [](int64_t n, int threads, int64_t worker_delay_us) {
+        if (n < 0 || threads < 1 || worker_delay_us < 0)
+          throw std::invalid_argument("_item_threads: n and worker_delay_us must be >= 0 and threads >= 1");
         std::vector<int> owner(static_cast<size_t>(n), -1);
         {
           py::gil_scoped_release release;
