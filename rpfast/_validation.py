@@ -114,6 +114,7 @@ def index_tensor(value, name: str, *, ndim: Optional[int] = None) -> torch.Tenso
         if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
             raise TypeError(f"{name} must hold integers (int64), got {value.dtype}")
         require_kernel_device(value, name)
+        _check_unsigned_fits(value, name)
         t = value.to(torch.int64).contiguous()
     else:
         _reject_graph_objects(value, name)
@@ -123,10 +124,28 @@ def index_tensor(value, name: str, *, ndim: Optional[int] = None) -> torch.Tenso
             raise TypeError(f"{name} must be an integer tensor/array, got {type(value).__name__} ({error})") from None
         if arr.dtype == object or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
             raise TypeError(f"{name} must hold integers, got {type(value).__name__} of dtype {arr.dtype}")
+        if arr.size and arr.dtype.kind == "u" and arr.max() > INT64_MAX:
+            _raise_beyond_int64(name, np.unravel_index(int(np.argmax(arr > INT64_MAX)), arr.shape),
+                                int(arr.max()))
         t = torch.as_tensor(arr.astype(np.int64, copy=False)).contiguous()
     if ndim is not None and t.dim() != ndim:
         raise ValueError(f"{name} must have {ndim} dimension(s), got shape {tuple(t.shape)}")
     return t
+
+
+def _check_unsigned_fits(value: torch.Tensor, name: str) -> None:
+    """A uint64 entry above 2^63 - 1 would wrap to a negative int64: name it instead."""
+    if value.dtype == torch.uint64 and value.numel():
+        bits = value.view(torch.int64)  # the same bits: entries above 2^63 - 1 read negative
+        beyond = bits < 0
+        if bool(beyond.any()):
+            where = tuple(int(i) for i in torch.nonzero(beyond)[0])
+            _raise_beyond_int64(name, where, int(bits[where]) + 2**64)
+
+
+def _raise_beyond_int64(name: str, where, value: int) -> None:
+    index = f"[{', '.join(str(int(i)) for i in where)}]" if len(where) else ""
+    raise ValueError(f"{name}{index} = {value} is beyond int64 (at most {INT64_MAX})")
 
 
 def float_tensor(value, name: str) -> torch.Tensor:

@@ -82,10 +82,24 @@ class FlatLayout:
             del owner._parameters[leaf]
         root.register_parameter(name, flat)
         layout.install(flat)
+        # Submodules own no parameters now, so nn.Module.requires_grad_ on one would freeze nothing
+        # and say nothing: it raises instead (an instance attribute shadows the method).
+        for prefix in sorted({".".join(path.split(".")[:depth]) for path in paths
+                              for depth in range(1, path.count(".") + 1)}):
+            module = _module_at(root, prefix.split("."))
+            object.__setattr__(module, "requires_grad_",
+                               functools.partial(FlatLayout.refuse_requires_grad, prefix, name))
         # partials of plain functions: torch tags the hooks with attributes, and a model pickles with them
         root.register_state_dict_post_hook(functools.partial(FlatLayout.state_dict_hook, layout))
         root.register_load_state_dict_pre_hook(functools.partial(FlatLayout.load_state_dict_pre_hook, layout))
         return layout
+
+    @staticmethod
+    def refuse_requires_grad(prefix: str, name: str, requires_grad: bool = True):
+        """``requires_grad_`` of a submodule whose parameters were moved into the flat one."""
+        raise ValueError(f"{prefix}.requires_grad_() cannot freeze or unfreeze part of this model: its parameters "
+                         f"live in one flat tensor ({name}); call requires_grad_ on the whole model, or build it "
+                         f"with flat_parameters=False to freeze single modules")
 
     def views(self, flat: Tensor) -> List[Tensor]:
         """``flat``'s pieces shaped as the original parameters (views: gradients reach ``flat``
@@ -100,7 +114,8 @@ class FlatLayout:
         """Raises ValueError if the tree no longer holds this layout: a module on a parameter's
         path was replaced (a new classifier head, say), or a parameter attribute was reassigned
         or registered anew. Such changes would otherwise be silently undone or cut off from
-        the gradient."""
+        the gradient. Values given to an attribute with ``.data = ...`` are adopted
+        (:meth:`adopt_data`)."""
         installed = self._detached[1] if self._detached is not None else [None] * len(self.paths)
         for (owner, leaf), path, view in zip(self.owners, self.paths, installed):
             *names, _ = path.split(".")
@@ -118,6 +133,41 @@ class FlatLayout:
                 raise ValueError(f"{path} was reassigned, but this model keeps its parameters in one flat tensor "
                                  f"({self.name}): write into {path} under torch.no_grad() instead (or build the "
                                  f"model with flat_parameters=False)")
+        if not torch.compiler.is_compiling():
+            self.adopt_data(getattr(root, self.name))
+
+    def adopt_data(self, flat: Tensor) -> None:
+        """Follows ``attribute.data = values`` on a parameter view: such an assignment gives the
+        view new storage, so the forward (reading the attribute) and ``flat`` (what the optimizer
+        updates and ``state_dict`` saves) would disagree. The values are copied into ``flat``
+        and the view is pointed back at its slice (the same object, so bindings stay valid).
+        Called on every forward, ``state_dict()`` and ``.to()``; an optimizer step taken between
+        the assignment and that call is overwritten for that tensor, as the assignment came
+        first. A new shape is a ValueError."""
+        if self._detached is None:
+            return
+        (_, base, dtype, device), views = self._detached  # the flat storage the views were made from
+        flat = flat.detach()
+        element_size = torch.empty(0, dtype=dtype).element_size()
+        for path, offset, numel, shape, view in zip(self.paths, self._offsets(), self.numels, self.shapes, views):
+            if view.data_ptr() == base + offset * element_size and view.shape == shape \
+                    and view.dtype == dtype and view.device == device and view.is_contiguous():
+                continue  # still a view of that storage (which install() re-points if flat itself moved)
+            if view.shape != shape:
+                raise ValueError(f"{path} was given values of shape {tuple(view.shape)} (.data = ...), but this "
+                                 f"model keeps a {tuple(shape)} tensor there in its flat parameter ({self.name}); "
+                                 f"build the model with flat_parameters=False to change shapes")
+            piece = flat[offset:offset + numel].view(shape)
+            with torch.no_grad():
+                piece.copy_(view.data)
+            view.data = piece
+
+    def _offsets(self) -> List[int]:
+        offsets, start = [], 0
+        for numel in self.numels:
+            offsets.append(start)
+            start += numel
+        return offsets
 
     def install(self, flat: Tensor, connected: bool = False) -> None:
         """Sets every attribute to its view of ``flat`` (detached unless ``connected``). The
@@ -167,6 +217,7 @@ class FlatLayout:
         the order the per-tensor layout gives them, so checkpoints load into the same model
         built either way. The entries are copies: each owns its storage, as formats that refuse
         shared memory (safetensors) need."""
+        self.adopt_data(getattr(module, self.name))
         flat = state_dict.pop(prefix + self.name)
         pieces = {prefix + path: view.clone() for path, view in zip(self.paths, self.views(flat.detach()))}
         entries = {key: value for key, value in state_dict.items() if key.startswith(prefix)}

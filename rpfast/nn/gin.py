@@ -210,7 +210,11 @@ class GIN(nn.Module):
     - Reductions over all gradients (``clip_grad_norm_``) and optimizers whose rounding depends
       on where tensors end (fused Adam's vector body and scalar tail, LBFGS's flattening) may
       round differently, as for any other split of the parameters.
-    - After ``flat_parameter.data = ...`` the attributes follow at the next forward or ``.to()``.
+    - After ``flat_parameter.data = ...`` the attributes follow at the next forward or ``.to()``;
+      after ``layers[0].first.weight.data = values`` (an attribute), ``flat_parameter`` adopts
+      the values at the next forward, ``state_dict()`` or ``.to()`` (an optimizer step taken
+      in between is overwritten for that tensor). ``requires_grad_`` on a submodule raises a
+      ValueError: it could freeze nothing.
 
     Shapes: ``x [N, in_dim]`` or ``[R, N, in_dim]`` (or None if ``in_dim == 0``),
     ``ids [R, N]`` -> logits ``[R, B, out_dim]`` (``[B, out_dim]`` for 2-D ``x`` without ids).
@@ -274,6 +278,8 @@ class GIN(nn.Module):
         return self._flat_layout is not None
 
     def _apply(self, fn, recurse: bool = True):
+        if self._flat_layout is not None:  # values given with view.data = ... first (a conversion copies flat only)
+            self._flat_layout.adopt_data(self.flat_parameter)
         module = super()._apply(fn, recurse)
         if self._flat_layout is not None:  # .to() / .double() made a new flat tensor: point the views at it
             self._flat_layout.install(self.flat_parameter)

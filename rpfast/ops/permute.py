@@ -12,6 +12,7 @@ from torch import Tensor
 
 from rpfast.ops import _backend
 from rpfast._validation import (
+    INT64_MAX,
     check_output_size,
     index_tensor,
     require_float,
@@ -157,6 +158,9 @@ def permute_adjacency(adj: Tensor, perms: Tensor, num_nodes: Optional[Tensor] = 
     perms = _check_perms(perms, adj4.shape[0], adj4.shape[1], num_nodes)
     B, _, _, C = adj4.shape
     K = perms.shape[2]
+    if K * K * C > INT64_MAX:  # even with no sample, torch cannot lay out a [K, K, C] block
+        raise ValueError(f"perms has K = {K} positions: a relabeled [K, K, C={C}] adjacency would hold more than "
+                         f"2^63 entries")
     check_output_size(B * perms.shape[1] * K * K * C, adj.element_size(), "permute_adjacency output")
     out = _permute_adjacency(adj4.contiguous(), perms)
     return out.squeeze(-1) if squeeze else out

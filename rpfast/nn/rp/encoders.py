@@ -109,8 +109,8 @@ class VecMLP(nn.Module):
 
     def forward(self, adj: Tensor, x: Optional[Tensor], mask) -> Tensor:
         adj, x, rows, cols = self.layout.prepare(adj, x, mask)
-        M = adj.shape[0]
-        parts = [adj.reshape(M, -1)] + ([x.reshape(M, -1)] if x is not None else [])
+        # flatten(1), not reshape(M, -1): M is 0 when no graph has a relabeling
+        parts = [adj.flatten(1)] + ([x.flatten(1)] if x is not None else [])
         return self.net(torch.cat(parts + [self.layout.mask_features(rows, cols)], dim=1))
 
 
@@ -140,11 +140,13 @@ class VecRNN(nn.Module):
     def forward(self, adj: Tensor, x: Optional[Tensor], mask) -> Tensor:
         adj, x, rows, cols = self.layout.prepare(adj, x, mask)
         M, K = adj.shape[:2]
-        steps = [adj.reshape(M, K, -1)]
+        steps = [adj.flatten(2)]
         if x is not None:
             steps.append(x)
         if self.layout.bipartite:
             steps.append(cols.unsqueeze(1).expand(-1, K, -1))
+        if M == 0:  # no relabeling to read (pack_padded_sequence refuses an empty batch)
+            return self.out(torch.zeros(0, self.rnn.hidden_size, dtype=adj.dtype, device=adj.device))
         lengths = rows.sum(dim=1).to(torch.int64)
         # Relabeled vertices come first (gather convention), so the first `lengths` steps are real.
         # Empty graphs read one all-zero step.
@@ -184,8 +186,7 @@ class AdjCNN(nn.Module):
 
     def forward(self, adj: Tensor, x: Optional[Tensor], mask) -> Tensor:
         adj, x, rows, cols = self.layout.prepare(adj, x, mask)
-        M = adj.shape[0]
         grid = torch.cat([adj, (rows.unsqueeze(2) * cols.unsqueeze(1)).unsqueeze(-1)], dim=-1).permute(0, 3, 1, 2)
         pooled = self.convs(grid).amax(dim=(2, 3))
-        parts = ([x.reshape(M, -1)] if x is not None else []) + [self.layout.mask_features(rows, cols)]
+        parts = ([x.flatten(1)] if x is not None else []) + [self.layout.mask_features(rows, cols)]
         return self.out(torch.cat([pooled, self.nodes(torch.cat(parts, dim=1))], dim=1))

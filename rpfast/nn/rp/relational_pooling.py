@@ -159,7 +159,7 @@ class RelationalPooling(nn.Module):
         samples = train if self.training else evaluate
         adj_p, x_p, mask = library.pisgd_relabel(adj, x, num_nodes, samples, k)
         out = self.f(*(adj_p, x_p, mask, mask.sum(dim=1))[:self._arity])
-        weights = torch.full((adj.shape[0], samples), 1.0 / samples, dtype=out.dtype)
+        weights = torch.full((adj.shape[0], samples), 1.0 / samples, dtype=torch.float64, device=adj.device)
         return _accumulate(None, out, weights)
 
     def _forward_separate(self, adj, x, num_nodes) -> Tensor:
@@ -256,9 +256,20 @@ def _check_separable(strategy: Strategy) -> None:
                      "does not apply: use Exact, PiSGD or KAry with prune='none'")
 
 
-def _accumulate(total: Optional[Tensor], out: Tensor, weights: Tensor) -> Tensor:
-    """``total + sum_p w[b, p] out[b * P + p]`` for a block of ``P`` relabelings per graph."""
+def _accumulate(total: Optional[Tensor], out, weights: Tensor) -> Tensor:
+    """``total + sum_p w[b, p] out[b * P + p]`` for a block of ``P`` relabelings per graph.
+
+    The average is taken in floating point: an integer or bool ``out`` (a count, a flag)
+    becomes the default float dtype first, since weights such as ``1/n!`` cast to an integer
+    dtype are 0."""
     B, P = weights.shape
+    if not isinstance(out, Tensor):
+        raise TypeError(f"f must return a tensor [M, ...] with one row per relabeled graph, got {type(out).__name__}")
+    if out.dim() == 0 or out.shape[0] != B * P:
+        raise ValueError(f"f must return a tensor [M, ...] with one row per relabeled graph (M = {B * P}: {B} "
+                         f"graphs x {P} relabelings), got shape {tuple(out.shape)}")
+    if not (out.is_floating_point() or out.is_complex()):
+        out = out.to(torch.get_default_dtype())
     out = out.reshape(B, P, *out.shape[1:])
     w = weights.to(out.dtype).reshape(B, P, *([1] * (out.dim() - 2)))
     pooled = (out * w).sum(dim=1)

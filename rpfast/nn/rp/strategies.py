@@ -21,12 +21,12 @@ graph larger than declared is an error, not a silent truncation.
 import abc
 import itertools
 import math
-from typing import Iterator, NamedTuple, Optional
+from typing import Iterator, List, NamedTuple, Optional
 
 import torch
 from torch import Tensor
 
-from rpfast._validation import check_count, check_memory, require_flag
+from rpfast._validation import check_count, check_int, check_memory, require_flag
 from rpfast.data import GraphBatch
 from rpfast.data.molecules import canonical_order_from_mol
 from rpfast.ops import bfs_order, dfs_order, k_subsets, random_permutations, sample_k_subsets, wl_order
@@ -196,7 +196,7 @@ class KAry(Strategy):
               \sum_{\pi \in \Pi_k} f(A_{S_\pi, S_\pi}, X_{S_\pi})
 
     Args:
-        k: subset size, the ``K`` positions f sees.
+        k: subset size, the ``K`` positions f sees (at most 11 with ``order="all"``).
         subsets: ``"all"`` (every kept k-subset) or ``"sample"`` (``num_samples`` uniform kept
             subsets per graph, fresh each call; an unbiased estimate).
         prune: which subsets are dropped, as in :func:`rpfast.ops.k_subsets` (``"none"``,
@@ -206,18 +206,25 @@ class KAry(Strategy):
             C(n, k) terms instead of n!/(n-k)!) or ``"random"`` (one uniformly random order per
             subset, fresh each call: pi-SGD within the subset).
         num_samples: subsets per graph with ``subsets="sample"``.
+        chunk_size: with ``order="all"``, the most relabelings per graph in one block that RP
+            hands to f (default 8! = 40320). The k! orders are generated block by block, as
+            :class:`Exact` does: the ``S`` subsets of a graph times the orders of one block.
 
     A graph with no kept subset (fewer than k vertices, or all pruned) gets weight 0
     everywhere: its RP output is 0.
     """
 
     def __init__(self, k: int, subsets: str = "all", prune="none", order: str = "all",
-                 num_samples: Optional[int] = None):
-        self.size = self.k = check_count(k, "k", minimum=1)
+                 num_samples: Optional[int] = None, chunk_size: int = math.factorial(8)):
+        self.size = self.k = check_int(k, "k", minimum=1)
         if subsets not in ("all", "sample"):
             raise ValueError(f"subsets must be 'all' or 'sample', got {subsets!r}")
         if order not in ("all", "invariant", "random"):
             raise ValueError(f"order must be 'all', 'invariant' or 'random', got {order!r}")
+        if order == "all" and self.k > Exact.MAX_NODES:
+            raise ValueError(f"KAry(order='all') averages f over all k! orders of every subset; k = {self.k} is above "
+                             f"{Exact.MAX_NODES} ({_factorial_text(self.k)} orders per subset): use "
+                             "order='invariant' (for an f that is itself invariant) or order='random'")
         if subsets == "sample" and num_samples is None:
             raise ValueError("subsets='sample' needs num_samples (subsets drawn per graph)")
         if subsets == "all" and num_samples is not None:
@@ -225,25 +232,59 @@ class KAry(Strategy):
         self.subsets, self.order = subsets, order
         self.prune = _prune(prune)
         self.num_samples = None if num_samples is None else check_count(num_samples, "num_samples", minimum=1)
-        self._orders = _all_orders(self.k) if order == "all" else None
+        self.chunk_size = check_count(chunk_size, "chunk_size", minimum=1)
 
     def relabel(self, graph, training, generator=None):
-        if self.subsets == "all":
-            rows, ptr = k_subsets(graph, self.k, self.prune)
-            per_graph = [rows[ptr[b]:ptr[b + 1]] for b in range(graph.num_graphs)]
-        else:
-            drawn = sample_k_subsets(graph, self.k, self.num_samples, prune=self.prune, generator=generator)
-            per_graph = [d[(d >= 0).all(dim=1)] for d in drawn]  # graphs without subsets give -1 rows
+        per_graph = self._subsets(graph, generator)
         if self.order == "all":
-            # subset rows [S, k] x orders [k!, k] -> [S * k!, k]
-            per_graph = [s[:, self._orders].reshape(-1, self.k) for s in per_graph]
-        elif self.order == "random":
+            return next(self._ordered_blocks(per_graph, suffix=self.k))
+        if self.order == "random":
             per_graph = [s.gather(1, torch.rand(s.shape, generator=generator).argsort(dim=1)) for s in per_graph]
         return _pad_rows(per_graph, self.k)
+
+    def relabel_chunks(self, graph, training, generator=None):
+        if self.order != "all":
+            yield self.relabel(graph, training, generator)
+            return
+        per_graph = self._subsets(graph, generator)
+        most = max((len(s) for s in per_graph), default=0)
+        suffix = max([m for m in range(1, self.k + 1) if most * math.factorial(m) <= self.chunk_size], default=1)
+        yield from self._ordered_blocks(per_graph, suffix)
+
+    def _subsets(self, graph: GraphBatch, generator) -> List[Tensor]:
+        """The kept k-subsets of every graph: ``[S_b, k]`` each, ascending vertex ids."""
+        if self.subsets == "all":
+            rows, ptr = k_subsets(graph, self.k, self.prune)
+            return [rows[ptr[b]:ptr[b + 1]] for b in range(graph.num_graphs)]
+        drawn = sample_k_subsets(graph, self.k, self.num_samples, prune=self.prune, generator=generator)
+        return [d[(d >= 0).all(dim=1)] for d in drawn]  # graphs without subsets give -1 rows
+
+    def _ordered_blocks(self, per_graph: List[Tensor], suffix: int) -> Iterator[Relabelings]:
+        """Every subset in every order, in ``k! / m!`` blocks (``m = min(k, suffix)``): block q puts
+        each subset of graph b in the orders of lexicographic ranks ``q m! .. (q+1) m! - 1``
+        (``[S_b * m!, k]`` rows), each of weight ``1 / (S_b k!)``. The budget is checked before
+        any block is built."""
+        m = min(self.k, suffix)
+        most = max((len(s) for s in per_graph), default=0)
+        check_memory(len(per_graph) * most * math.factorial(m) * self.k * 8 * 2,
+                     f"{len(per_graph)} graphs x {most} subsets x {math.factorial(m)} orders of {self.k} positions",
+                     "use order='invariant' or 'random', sample the subsets, or a smaller chunk_size")
+        totals = [len(s) * math.factorial(self.k) for s in per_graph]
+        suffix_orders = _all_orders(m)
+        for q in range(math.factorial(self.k) // math.factorial(m)):
+            orders = _permutation_block(self.k, q, suffix_orders)  # [m!, k]
+            yield _pad_rows([s[:, orders].reshape(-1, self.k) for s in per_graph], self.k, totals)
 
     def __repr__(self):
         extra = f", num_samples={self.num_samples}" if self.num_samples else ""
         return f"KAry(k={self.k}, subsets={self.subsets!r}, prune={self.prune.value!r}, order={self.order!r}{extra})"
+
+
+def _factorial_text(k: int) -> str:
+    """``k!`` for a message: ``3.99e+07``, or ``about 1e2568`` when too large for a float."""
+    if k <= 170:
+        return f"{float(math.factorial(k)):.3g}"
+    return f"about 1e{int(math.lgamma(k + 1) / math.log(10))}"
 
 
 class Oriented(Strategy):
