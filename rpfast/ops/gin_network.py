@@ -16,7 +16,7 @@ from torch.autograd.function import once_differentiable
 
 from rpfast.data import GraphBatch
 from rpfast.ops import _backend
-from rpfast.ops.dense import rows_product
+from rpfast.ops.dense import rows_of, rows_product
 from rpfast.ops.norm import bn_relu_backward, bn_relu_forward
 from rpfast._validation import check_count, require_flag
 
@@ -95,10 +95,6 @@ class _Plan:
         return self._weights
 
 
-def _rows(t: Tensor) -> Tensor:
-    return t.reshape(-1, t.shape[-1])
-
-
 def _momentum(layer: GINLayerParams, stage: int, training: bool) -> float:
     """Stage ``stage``'s BatchNorm momentum; with counters a training step is counted first
     (NaN: the cumulative average, as the C++ network does)."""
@@ -130,7 +126,7 @@ def _forward(plan: _Plan, x: Optional[Tensor], ids: Optional[Tensor], save: bool
         z = z.contiguous()
         aggregated = torch.empty_like(z)
         _backend.call("gin_aggregate", z, plan.in_rowptr, plan.in_col, float(layer.eps.detach()), aggregated)
-        current = _rows(aggregated)
+        current = rows_of(aggregated)
         stages = []
         for s in range(len(layer.gammas)):
             if s:
@@ -396,7 +392,7 @@ def python_backward(plan: _Plan, saved, grad: Tensor, ids: Optional[Tensor], x_n
         _backend.call("segment_broadcast", readout, plan.ptr, g)
         if g_h is not None:
             g.add_(g_h)
-        g = _rows(g)
+        g = rows_of(g)
         grad_weights: List[Optional[Tensor]] = [None] * len(layer.weights)
         grad_gammas: List[Optional[Tensor]] = [None] * S
         grad_betas: List[Optional[Tensor]] = [None] * S
@@ -428,14 +424,14 @@ def python_backward(plan: _Plan, saved, grad: Tensor, ids: Optional[Tensor], x_n
             g_in = g_z if h_in.shape[0] == R else g_z.sum(dim=0, keepdim=True)
             if want[0]:
                 grad_first = torch.empty_like(layer.first)
-                _backend.call("matmul_tn", _rows(g_in), _rows(h_in.contiguous()), grad_first)
+                _backend.call("matmul_tn", rows_of(g_in), rows_of(h_in.contiguous()), grad_first)
             if index > 0:
                 g_h = rows_product(g_in, layer.first)
             elif x_needs_grad:
                 grad_x = rows_product(g_in, layer.first)
         if layer.id_weight is not None and want[1]:
             grad_ids = layer.id_weight.new_empty(layer.id_weight.shape)
-            _backend.call("scatter_rows_sum", ids.reshape(-1), _rows(g_z), grad_ids)
+            _backend.call("scatter_rows_sum", ids.reshape(-1), rows_of(g_z), grad_ids)
         grads.append([grad_first, grad_ids, grad_eps, *grad_weights, *grad_gammas, *grad_betas])
     return grad_x, [g for layer_grads in reversed(grads) for g in layer_grads]
 

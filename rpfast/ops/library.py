@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from rpfast.ops import _backend
-from rpfast.ops.dense import rows_product
+from rpfast.ops.dense import rows_of, rows_product
 from rpfast.ops.gin_network import (
     FlatGradient,
     GINLayerParams,
@@ -186,8 +186,8 @@ def _linear_setup(ctx, inputs, output):
 
 def _linear_backward(ctx, grad):
     x, weight = ctx.saved_tensors
-    g = grad.reshape(-1, grad.shape[-1])
-    grad_w = _matmul_tn(g, x.reshape(-1, x.shape[-1]))
+    g = rows_of(grad)
+    grad_w = _matmul_tn(g, rows_of(x))
     grad_b = _matmul_tn(g.new_ones((g.shape[0], 1)), g).reshape(-1) if ctx.has_bias else None
     return _rows_product(grad, weight), grad_w, grad_b
 
@@ -198,8 +198,7 @@ _linear.register_autograd(_linear_backward, setup_context=_linear_setup)
 @torch.library.custom_op("rpfast::scatter_rows_sum", mutates_args=())
 def _scatter_rows_sum(index: Tensor, grad: Tensor, rows: Tensor) -> Tensor:
     out = grad.new_empty((rows.shape[0], grad.shape[-1]))
-    _backend.call("scatter_rows_sum", index.reshape(-1).contiguous(), grad.reshape(-1, grad.shape[-1]).contiguous(),
-                  out)
+    _backend.call("scatter_rows_sum", index.reshape(-1).contiguous(), rows_of(grad), out)
     return out
 
 

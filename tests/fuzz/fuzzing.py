@@ -12,14 +12,18 @@ Profiles (``RPFAST_FUZZ_PROFILE``): ``ci`` (derandomized: the same inputs every 
 Every failure message carries the exact input, so a campaign's finding can be replayed
 by hand.
 """
+import faulthandler
 import os
+import sys
 import threading
+import time
+from contextlib import contextmanager
 from collections import defaultdict
 from typing import Dict
 
 from hypothesis import HealthCheck, settings
 
-CI_TOTAL = 11_270  # the sum of the per-target counts (malformed.GROUPS + test_fuzz_reference.py)
+CI_TOTAL = 12_070  # the sum of the per-target counts (malformed.GROUPS + test_fuzz_reference.py)
 
 # Share of the budget per fuzz target (name -> weight); normalised below. The malformed
 # targets are cheap (validation errors), the reference targets cost a brute-force check.
@@ -35,8 +39,12 @@ PROFILE = os.environ.get("RPFAST_FUZZ_PROFILE") or ("campaign" if _explicit else
 if PROFILE not in ("ci", "campaign"):
     raise ValueError(f"RPFAST_FUZZ_PROFILE must be 'ci' or 'campaign', got {PROFILE!r}")
 SCALE = TOTAL / CI_TOTAL
-# Seconds one call may take before it counts as a hang (sanitizer builds run slower).
+# CPU seconds one call may use before it counts as a hang (sanitizer builds run slower). CPU
+# time, not wall time: on a machine with busy neighbours a call's wall time stretches while
+# its CPU time does not, so the limit cannot misfire under load. A call blocked without
+# using CPU (a deadlock) is caught by the wall-clock backstop, CALL_WALL_FACTOR times longer.
 CALL_TIMEOUT = float(os.environ.get("RPFAST_FUZZ_CALL_TIMEOUT", "60" if os.environ.get("RPFAST_SANITIZER") else "20"))
+CALL_WALL_FACTOR = 10.0
 
 
 def examples(ci_count: int) -> int:
@@ -91,3 +99,73 @@ def summary_lines():
     lines.append(f"profile={PROFILE} budget RPFAST_FUZZ_EXAMPLES={TOTAL}"
                  + (" (random inputs)" if PROFILE == "campaign" else " (derandomized)"))
     return lines
+
+
+# ------------------------------------------------------------------------- hang watchdog
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _descendants(pid: int):
+    """The live descendant processes of ``pid`` (Linux /proc; none elsewhere)."""
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{parent}/task/{task}/children") as fh:
+                    children = [int(c) for c in fh.read().split()]
+            except (OSError, ValueError):
+                continue
+            found += children
+            todo += children
+    return found
+
+
+def _process_cpu(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process (all threads), its finished children and its live descendants
+    (a CLI case may train in worker processes)."""
+    own = time.process_time()
+    times = os.times()
+    return own + times.children_user + times.children_system + sum(map(_process_cpu, _descendants(os.getpid())))
+
+
+@contextmanager
+def hang_watchdog(cpu_limit: float = None, wall_limit: float = None, poll: float = 0.25):
+    """Ends the process (exit status 1, every thread's traceback on stderr) if the body uses more
+    than ``cpu_limit`` CPU seconds (default ``CALL_TIMEOUT``) or runs ``wall_limit`` seconds
+    (default ``CALL_WALL_FACTOR * CALL_TIMEOUT``): a busy loop or a deadlock in the call."""
+    cpu_limit = CALL_TIMEOUT if cpu_limit is None else cpu_limit
+    wall_limit = CALL_WALL_FACTOR * CALL_TIMEOUT if wall_limit is None else wall_limit
+    done = threading.Event()
+    cpu_start, wall_start = cpu_seconds(), time.monotonic()
+
+    def watch():
+        while not done.wait(poll):
+            cpu, wall = cpu_seconds() - cpu_start, time.monotonic() - wall_start
+            if cpu > cpu_limit or wall > wall_limit:
+                sys.stderr.write(f"hang watchdog: the call used {cpu:.1f} CPU s (limit {cpu_limit:g}) in {wall:.1f} s "
+                                 f"(limit {wall_limit:g})\n")
+                faulthandler.dump_traceback(all_threads=True)
+                sys.stderr.flush()
+                os._exit(1)
+
+    thread = threading.Thread(target=watch, name="rpfast-fuzz-watchdog", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()

@@ -523,6 +523,37 @@ def max_pool_case(draw, name):
     return Case(name, getattr(ops, name), (x, graph))
 
 
+@st.composite
+def graph_sum_case(draw):
+    graph = draw(graph_arg())
+    x = draw(node_features(graph))
+    x = x.requires_grad_() if isinstance(x, torch.Tensor) and x.dtype.is_floating_point and draw(st.booleans()) else x
+    return Case("graph_sum", ops.graph_sum, (x, graph))
+
+
+@st.composite
+def linear_case(draw):
+    dtype = draw(st.sampled_from(FLOAT_DTYPES))
+    rows = draw(st.lists(st.integers(0, 4), min_size=0, max_size=2))
+    F, H = draw(st.integers(0, 4)), draw(st.integers(0, 4))
+    gen = _seeded(draw(st.integers(0, 2**16)))
+    x = torch.randn(*rows, F, generator=gen, dtype=dtype).requires_grad_(draw(st.booleans()))
+    weight = torch.randn(H, F, generator=gen, dtype=dtype).requires_grad_(draw(st.booleans()))
+    bias = torch.randn(H, generator=gen, dtype=dtype).requires_grad_(draw(st.booleans()))
+    bias = draw(st.one_of(st.none(), mutate(bias)))
+    return Case("linear", ops.linear, (draw(mutate(x)), draw(mutate(weight)), bias))
+
+
+@st.composite
+def embedding_case(draw):
+    V, H = draw(st.integers(0, 5)), draw(st.integers(0, 4))
+    weight = torch.randn(V, H, generator=_seeded(draw(st.integers(0, 2**16))),
+                         dtype=draw(st.sampled_from(FLOAT_DTYPES))).requires_grad_(draw(st.booleans()))
+    shape = draw(st.lists(st.integers(0, 4), min_size=0, max_size=3))
+    index = torch.randint(max(V, 1), shape, generator=_seeded(draw(st.integers(0, 2**16))))
+    return Case("embedding", ops.embedding, (draw(mutate(weight)), draw(mutate(index, index=True))))
+
+
 # ============================================================================ targets: subsets
 PRUNES = ["none", "edgeless", "isolated", "disconnected"]
 
@@ -1103,6 +1134,9 @@ GROUPS = {  # slowest groups first: the background workers take them in this ord
         "gin_mlp": (gin_mlp_case(), 300),
         "batch_norm_relu": (batch_norm_relu_case(), 400),
         "segment_sum": (segment_sum_case(), 300),
+        "graph_sum": (graph_sum_case(), 200),
+        "linear": (linear_case(), 300),
+        "embedding": (embedding_case(), 300),
         "neighbour_max": (max_pool_case("neighbour_max"), 300),
         "graph_max": (max_pool_case("graph_max"), 300),
     },
@@ -1160,9 +1194,8 @@ def run_op(op: str, strategy, ci_count: int, last_path: Path) -> dict:
         counter["n"] += 1
         desc = case.desc
         last_path.write_text(f"{op}\n{counter['n']}\n{desc}\n")
-        faulthandler.dump_traceback_later(fuzzing.CALL_TIMEOUT, exit=True)
         try:
-            with warnings.catch_warnings():
+            with fuzzing.hang_watchdog(), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 case.run()
         except fuzzing.CLEAN_ERRORS:
@@ -1170,8 +1203,6 @@ def run_op(op: str, strategy, ci_count: int, last_path: Path) -> dict:
         except BaseException as error:  # noqa: B902 - everything else is a finding
             tb = "".join(traceback.format_exception(error))[-2500:]
             raise Bad(f"{op}: {desc}\n  raised {type(error).__name__}: {str(error)[:600]}\n{tb}") from None
-        finally:
-            faulthandler.cancel_dump_traceback_later()
 
     fuzz.__qualname__ = fuzz.__name__ = f"fuzz_{op.replace(' ', '_').replace('.', '_')}"
     failure = None

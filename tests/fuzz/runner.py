@@ -23,7 +23,8 @@ HERE = Path(__file__).resolve().parent
 WORKER = HERE / "malformed.py"
 
 EXIT_MEANINGS = {
-    1: "a hang (no return within RPFAST_FUZZ_CALL_TIMEOUT; faulthandler stopped it) or a fatal Python error",
+    1: "a hang (more than RPFAST_FUZZ_CALL_TIMEOUT CPU seconds, or 10x that in wall time: the watchdog "
+       "stopped it) or a fatal Python error",
     86: "an AddressSanitizer report",
     87: "an UndefinedBehaviorSanitizer report",
 }

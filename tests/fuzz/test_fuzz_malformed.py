@@ -20,3 +20,15 @@ def test_malformed_inputs_raise_clean_errors(group, op, request):
     if entry["failure"]:
         pytest.fail(f"{op}: {entry['count']} inputs tried; failure:\n{entry['failure']}", pytrace=False)
     assert entry["count"] > 0
+
+
+# Public names of rpfast.ops that are not ops taking tensors (a result type, the budget's getter and setter).
+NOT_OPS = {"WLOrder", "get_memory_budget", "set_memory_budget"}
+
+
+def test_every_public_op_is_fuzzed():
+    from rpfast import ops
+
+    fuzzed = {op for _, op in OPS}
+    missing = sorted(set(ops.__all__) - NOT_OPS - fuzzed)
+    assert not missing, f"public ops without a malformed-input target in malformed.GROUPS: {missing}"

@@ -92,7 +92,7 @@ class RPGNN(nn.Module):
             raise ValueError("RPGNN needs node features x (use a column of ones for featureless graphs)")
         N, B = graph.total_nodes, graph.num_graphs
         x = torch.cat([graph.x.unsqueeze(0).expand(P, -1, -1),
-                       F.one_hot(ids, self.id_dim).to(graph.x.dtype)], dim=-1).reshape(P * N, -1)
+                       F.one_hot(ids, self.id_dim).to(graph.x.dtype)], dim=-1).flatten(0, 1)  # [P * N, F + m]
         shift = torch.arange(P).repeat_interleave(graph.num_edges) * N
         replica_edges = graph.edge_index.repeat(1, P) + shift
         replica_batch = (graph.batch.unsqueeze(0) + B * torch.arange(P).unsqueeze(1)).reshape(-1)
