@@ -5,6 +5,8 @@ import pickle
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rpfast.data import GraphBatch, csl_batch, csl_dataset
 from rpfast.nn import GIN, RPGIN, convert_sync_batch_norm
@@ -277,3 +279,79 @@ def test_the_flat_gradient_mapping_and_gin_model_reject_wrong_arguments(data):
     ids = torch.zeros(1, full.total_nodes, dtype=torch.int64)
     with pytest.raises(TypeError, match="flat must be"):
         gin_model(full.x.unsqueeze(0), ids, full, weights, True, 1, flat=(model.flat_parameter, "mapping"))
+
+
+# ------------------------------------------------------------------ issue 24: .data and requires_grad_
+def test_data_assignment_on_a_view_is_adopted_by_forward_state_dict_and_optimizer():
+    """The repro: forward used 5.0, state_dict read 1.0 and the optimizer updated a slice the
+    forward no longer read."""
+    graph = GraphBatch(torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]]), num_nodes=torch.tensor([4]))
+    x = torch.randn(4, 2, generator=torch.Generator().manual_seed(0))
+    models = []
+    for flat in (False, True):
+        torch.manual_seed(0)
+        model = GIN(2, 8, 2, 3, flat_parameters=flat)
+        w = model.layers[0].norms[0].weight
+        w.data = torch.full_like(w, 5.)
+        assert model.state_dict()["layers.0.norms.0.weight"].eq(5).all()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model(x, graph).sum().backward()
+        optimizer.step()
+        models.append(model)
+    default, flat = models
+    assert flat.layers[0].norms[0].weight.data_ptr() == flat.flat_parameter.data_ptr() + flat._flat_layout.offset(
+        "layers.0.norms.0.weight") * 4  # a view of the flat storage again
+    for key, value in default.state_dict().items():
+        assert torch.equal(flat.state_dict()[key], value), key
+    assert torch.equal(flat.layers[0].norms[0].weight, default.layers[0].norms[0].weight)
+    assert torch.equal(flat(x, graph), default(x, graph))
+
+
+def test_data_assignment_of_another_shape_is_refused():
+    model = GIN(2, 8, 2, 3, flat_parameters=True)
+    model.layers[0].norms[0].weight.data = torch.ones(9)
+    with pytest.raises(ValueError, match=r"layers.0.norms.0.weight was given values of shape \(9,\)"):
+        model(torch.randn(3, 2), GraphBatch(torch.tensor([[0, 1], [1, 2]]), num_nodes=3))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.floats(-3, 3, allow_nan=False)), min_size=1, max_size=4),
+       st.booleans())
+def test_data_assignments_match_the_per_tensor_layout(assignments, step_between):
+    """Property: any sequence of ``attribute.data = values`` (with forwards, optimizer steps and
+    state dicts in between) leaves the flat model equal to the per-tensor one (the reference)."""
+    graph = GraphBatch(torch.tensor([[0, 1, 1, 2, 3], [1, 0, 2, 3, 0]]), num_nodes=torch.tensor([4]))
+    x = torch.randn(4, 2, generator=torch.Generator().manual_seed(1))
+    models = []
+    for flat in (False, True):
+        torch.manual_seed(0)
+        models.append(GIN(2, 4, 2, 3, flat_parameters=flat))
+    paths = models[1]._flat_layout.paths
+    optimizers = [torch.optim.SGD(m.parameters(), lr=0.05) for m in models]
+    for pick, value in assignments:
+        path = paths[pick % len(paths)]
+        for model, optimizer in zip(models, optimizers):
+            *owner, leaf = path.split(".")
+            tensor = getattr(model.get_submodule(".".join(owner)), leaf)
+            tensor.data = torch.full_like(tensor, value)
+            model(x, graph).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            if step_between:
+                model.state_dict()
+    for key, value in models[0].state_dict().items():
+        torch.testing.assert_close(models[1].state_dict()[key], value, rtol=0, atol=0, msg=key)
+    torch.testing.assert_close(models[1](x, graph), models[0](x, graph), rtol=0, atol=0)
+
+
+def test_requires_grad_on_a_submodule_raises_instead_of_freezing_nothing():
+    model = GIN(2, 8, 2, 3, flat_parameters=True)
+    for module in (model.layers[0], model.layers[1].norms[0], model.classifier, model.layers):
+        with pytest.raises(ValueError, match="cannot freeze or unfreeze part of this model"):
+            module.requires_grad_(False)
+    for twin in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        with pytest.raises(ValueError, match="layers.0.requires_grad_"):
+            twin.layers[0].requires_grad_(False)
+    model.requires_grad_(False)  # the whole model: its one parameter
+    assert not model.flat_parameter.requires_grad
+    GIN(2, 8, 2, 3).layers[0].requires_grad_(False)  # the default layout freezes as usual

@@ -5,6 +5,8 @@ import math
 import networkx as nx
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import nn
 
 from rpfast.data import GraphBatch
@@ -12,6 +14,7 @@ from rpfast.nn import RPGNN, AdjCNN, Exact, KAry, Oriented, PiSGD, RelationalPoo
 from rpfast.nn.rp import Relabelings
 
 from reference import keep_subset, nx_graph
+from strategies import graph_lists
 
 
 class SensitiveMLP(nn.Module):
@@ -366,3 +369,128 @@ def test_exact_rp_separates_the_csl_graphs_of_figure_1_and_gin_does_not():
         out = rp(graph)[:, 0]
     # each float32 term is within ~1e-7 of its exact value, so the averages are too; they differ by ~1e-4
     assert abs(float(out[0] - out[1])) > 1e-5, out
+
+
+# ------------------------------------------------------------------ issue 24 regressions
+def _int_f(adj, x):
+    """An integer-valued, permutation-sensitive f: 3 * (edge 0-1 present) + 1 + (position 0 real)."""
+    adj = adj[..., 0] if adj.dim() == 4 else adj  # the edge indicator
+    present = (adj[:, 0, 1] != 0).to(torch.int64) if adj.shape[1] > 1 else torch.zeros(adj.shape[0], dtype=torch.int64)
+    first = (x[:, 0, 0] != 0).to(torch.int64) if x.shape[1] else torch.zeros(adj.shape[0], dtype=torch.int64)
+    return (3 * present + 1 + first).unsqueeze(1)
+
+
+@pytest.mark.parametrize("strategy", [Exact(3), KAry(2), PiSGD(3)])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool])
+def test_integer_and_bool_f_are_averaged_in_floating_point(strategy, dtype):
+    """The repro: an int64 f whose every term is 2 gave [[0]] (weights 1/n! cast to int64)."""
+    graph = GraphBatch(torch.zeros(2, 0, dtype=torch.int64), num_nodes=torch.tensor([3]), x=torch.ones(3, 1))
+    f = lambda adj, x: torch.full((adj.shape[0], 1), 2 if dtype != torch.bool else 1, dtype=dtype)  # noqa: E731
+    out = RelationalPooling(f, strategy)(graph)
+    assert out.dtype == torch.get_default_dtype()
+    assert torch.equal(out, torch.full((1, 1), 2.0 if dtype != torch.bool else 1.0))
+
+
+@settings(max_examples=30, deadline=None)
+@given(graph_lists(max_graphs=3, max_nodes=5, min_graphs=1), st.sampled_from(["exact", "kary"]))
+def test_integer_f_average_matches_a_brute_force_reference(graphs, which):
+    """Property: RP of an integer f equals the exact average over itertools' relabelings, in floats."""
+    xs = [torch.arange(n, dtype=torch.float64).remainder(2) for _, n in graphs]  # feature 0 on odd vertices
+    graph = GraphBatch.from_edge_lists(graphs, x=[x.unsqueeze(1) for x in xs])
+    n_max = max(n for _, n in graphs)
+    strategy = Exact(max(n_max, 1)) if which == "exact" else KAry(2)
+    out = RelationalPooling(_int_f, strategy)(graph)
+    for b, (edges, n) in enumerate(graphs):
+        adjacent = {(int(u), int(v)) for u, v in edges.t().tolist()}  # directed, as stored
+        terms = []
+        size = n if which == "exact" else 2
+        for subset in itertools.combinations(range(n), size):
+            for order in itertools.permutations(subset):
+                edge01 = len(order) > 1 and (order[0], order[1]) in adjacent
+                terms.append(3 * edge01 + 1 + (len(order) > 0 and bool(xs[b][order[0]] != 0)))
+        expected = sum(terms) / len(terms) if terms else 0.0
+        assert math.isclose(float(out[b, 0]), expected, rel_tol=1e-6, abs_tol=1e-6), b  # float32 (the default dtype)
+
+
+def test_f_with_the_wrong_number_of_rows_or_a_scalar_is_named():
+    graph = GraphBatch(torch.zeros(2, 0, dtype=torch.int64), num_nodes=torch.tensor([3]), x=torch.ones(3, 1))
+    for f, error in ((lambda a, x: torch.tensor(1.0), ValueError), (lambda a, x: torch.ones(2, 1), ValueError),
+                     (lambda a, x: 3, TypeError)):
+        with pytest.raises(error, match=r"f must return a tensor \[M, \.\.\.\] with one row per relabeled graph"):
+            RelationalPooling(f, Exact(3))(graph)
+
+
+def test_kary_builds_no_orders_up_front_and_caps_k_like_exact():
+    import tracemalloc
+
+    tracemalloc.start()
+    KAry(10)
+    KAry(11)
+    assert tracemalloc.get_traced_memory()[1] < 2**20  # was 975 MB for k = 10
+    tracemalloc.stop()
+    with pytest.raises(ValueError, match=r"k = 12 is above 11 \(4.79e\+08 orders per subset\)"):
+        KAry(12)
+    with pytest.raises(ValueError, match=r"k must be <= 9223372036854775807, got 9223372036854775808"):
+        KAry(2**63)
+    with pytest.raises(ValueError, match="about 1e"):
+        KAry(2**62)
+    assert KAry(12, order="invariant").k == 12
+
+
+def test_kary_order_blocks_add_up_to_the_whole_sum_and_the_budget_is_checked_first():
+    from rpfast import get_memory_budget, set_memory_budget
+
+    graph = random_batch([5, 4, 2, 0], seed=3)
+    f = dense_f(4)
+    whole = RelationalPooling(f, KAry(4, chunk_size=10**9))(graph)  # one block
+    for chunk in (1, 7, 24, 100):
+        torch.testing.assert_close(RelationalPooling(f, KAry(4, chunk_size=chunk))(graph), whole)
+    relabelings = KAry(4).relabel(graph, True)
+    assert relabelings.perms.shape == (4, 5 * 24, 4)
+    torch.testing.assert_close(relabelings.weights.sum(1), torch.tensor([1.0, 1.0, 0.0, 0.0], dtype=torch.float64))
+    before = get_memory_budget()
+    set_memory_budget(2**20)
+    try:  # KAry(9) on a 12-vertex graph: 220 subsets x 9! orders, refused before allocating
+        big = GraphBatch(torch.zeros(2, 0, dtype=torch.int64), num_nodes=torch.tensor([12]))
+        with pytest.raises(ValueError, match="memory budget"):
+            KAry(9).relabel(big, True)
+    finally:
+        set_memory_budget(before)
+
+
+@pytest.mark.parametrize("make", [VecMLP, VecRNN, AdjCNN])
+@pytest.mark.parametrize("case", ["no_kept_subset", "empty_batch", "oriented_all_on_empty_graphs"])
+def test_encoders_give_zero_for_graphs_without_relabelings(make, case):
+    x = torch.ones(3, 1)
+    sizes = {"no_kept_subset": [2, 1], "empty_batch": [], "oriented_all_on_empty_graphs": [0, 0]}[case]
+    graph = GraphBatch(torch.zeros(2, 0, dtype=torch.int64), num_nodes=torch.tensor(sizes, dtype=torch.int64),
+                       x=torch.ones(sum(sizes), 1))
+    strategy = Oriented("dfs", 3, starts="all") if case.startswith("oriented") else KAry(3)
+    rp = RelationalPooling(make(3, 1, 1, 4, 2), strategy)
+    out = rp(graph)
+    assert out.shape == (len(sizes), 2) and torch.equal(out, torch.zeros(len(sizes), 2))
+    out.sum().backward()  # the graph is still differentiable
+    del x
+
+
+def test_rpgnn_on_an_empty_batch_returns_no_rows():
+    from torch_geometric.nn import GINConv, global_add_pool
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = GINConv(nn.Linear(3 + 4, 5))
+
+        def forward(self, x, edge_index, batch):
+            return global_add_pool(self.conv(x, edge_index), batch)
+
+    empty = GraphBatch(torch.zeros(2, 0, dtype=torch.int64), num_nodes=torch.zeros(0, dtype=torch.int64),
+                       x=torch.ones(0, 3))
+    assert RPGNN(Net(), id_dim=4)(empty).shape[0] == 0
+
+
+def test_permute_adjacency_refuses_positions_whose_block_cannot_be_laid_out():
+    from rpfast.ops import permute_adjacency
+
+    with pytest.raises(ValueError, match="K = 4611686018427387904 positions"):
+        permute_adjacency(torch.zeros(1, 2, 2), torch.zeros(1, 0, 2**62, dtype=torch.int64))

@@ -385,3 +385,13 @@ def test_ginconv_without_cache_stores_nothing():
         GINConv(torch.nn.Identity(), cache="no")
     with pytest.raises(TypeError, match="eps must be a float"):
         GINConv(torch.nn.Identity(), eps="0.5")
+
+
+@pytest.mark.parametrize("make", [lambda v: torch.tensor(v, dtype=torch.uint64), lambda v: np.array(v, dtype=np.uint64)])
+def test_unsigned_values_beyond_int64_are_reported_as_they_are(make):
+    """Issue 24: a uint64 2^63 + 5 was reported as a negative number (it wrapped to int64)."""
+    with pytest.raises(ValueError, match=r"num_nodes\[1\] = 9223372036854775813 is beyond int64"):
+        random_permutations(make([3, 2**63 + 5]), 1)
+    with pytest.raises(ValueError, match=r"edge_index\[1, 0\] = 9223372036854775813 is beyond int64"):
+        GraphBatch(make([[0], [2**63 + 5]]), num_nodes=3)
+    assert random_permutations(make([3]), 1).shape == (1, 1, 3)  # in range: accepted as before
