@@ -1,4 +1,5 @@
 """RDKit featurisation (rpfast.data.molecules.featurize_smiles) against hand-checked molecules."""
+import numpy as np
 import pytest
 import torch
 
@@ -53,3 +54,73 @@ def test_unknown_elements_fall_in_the_last_column():
     assert atom(graphs, 0)["element"] == "Unknown"
     with pytest.raises(TypeError, match=r"smiles_list\[1\] must be a SMILES string"):
         featurize_smiles(["C", 3])
+
+
+@pytest.fixture
+def float64_default():
+    """torch.set_default_dtype(torch.float64) for one test, restored however it ends."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
+
+SMILES = ["CCO", "c1ccccc1", "F/C=C/F", "[Na+].[Cl-]", "not a smiles", "C[N+](C)(C)C"]
+
+
+def test_features_are_float32_whatever_the_default_dtype(float64_default, tmp_path):
+    """Featurisation used to fail under float64 ("Index put requires the source and destination dtypes
+    match": edge_attr was allocated in the default dtype). Features are float32 (FEATURE_DTYPE) always,
+    bit-identical to a float32-default run; batches, the cache and the readers work too."""
+    from rpfast.data import batch_from_smiles, canonical_order_from_mol, graph_from_smiles
+    from rpfast.data.molecule_files import read_smiles_file
+    from rpfast.data.moleculenet import featurize_dataset, read_moleculenet_csv
+    from rpfast.data.molecules import FEATURE_DTYPE
+
+    assert torch.get_default_dtype() == torch.float64 and FEATURE_DTYPE == torch.float32
+    graphs = featurize_smiles(SMILES)
+    torch.set_default_dtype(torch.float32)
+    reference = featurize_smiles(SMILES)
+    torch.set_default_dtype(torch.float64)
+    for name in ("x", "edge_attr", "element", "edge_index", "atom_ptr", "edge_ptr", "rows"):
+        got, want = getattr(graphs, name), getattr(reference, name)
+        assert got.dtype == want.dtype and torch.equal(got, want), name
+    assert graphs.x.dtype == graphs.edge_attr.dtype == torch.float32 and graphs.edge_index.dtype == torch.int64
+
+    batch = graphs.batch([2, 0, 1])
+    assert batch.x.dtype == batch.edge_attr.dtype == batch.dense_adj().dtype == batch.dense_x().dtype == torch.float32
+    assert batch.select([1, 0]).edge_attr.dtype == torch.float32 and batch.rowptr.dtype == torch.int64
+    assert torch.equal(batch.dense_adj(), reference.batch([2, 0, 1]).dense_adj())
+
+    path = tmp_path / "mols.csv"
+    path.write_text("smiles,y\n" + "".join(f'"{s}",{i % 2}\n' for i, s in enumerate(SMILES)))
+    data = read_moleculenet_csv(path)
+    assert data.labels.dtype == torch.float32 and read_smiles_file(path) == SMILES
+    cached = featurize_dataset(data, cache_dir=tmp_path)  # written under float64
+    again = featurize_dataset(data, cache_dir=tmp_path)  # read back and verified under float64
+    assert torch.equal(cached.edge_attr, reference.edge_attr) and torch.equal(again.x, reference.x)
+
+    molecules, kept = batch_from_smiles(SMILES, skip_invalid=True)
+    assert kept.dtype == torch.int64 and kept.tolist() == [0, 1, 2, 3, 5]
+    assert molecules.dense_adj().dtype == torch.float64  # no features: the default dtype, as GraphBatch documents
+    graph, labels = graph_from_smiles("CCO")
+    assert labels.dtype == np.int64 and graph.edge_index.dtype == torch.int64
+    assert canonical_order_from_mol(["CCO", "c1ccccc1"]).dtype == torch.int64
+
+
+def test_atom_count_bounds_hold_the_featurised_atom_counts():
+    """The cache's cheap check: RDKit's unsanitised parse brackets the atoms featurisation keeps
+    (hydrogens written out may be removed; nothing else changes), -1 where nothing parses."""
+    from rpfast.data.molecules import atom_count_bounds
+
+    smiles = SMILES + ["[2H]C([H])([H])[H]", "[H]", "[H][H]", "C1CC", "", "*C(=O)[O-]", "[Al](Cl)(Cl)(Cl)(Cl)(Cl)Cl"]
+    low, high = atom_count_bounds(smiles)
+    assert low.dtype == high.dtype == np.int64
+    graphs = featurize_smiles(smiles)
+    counts = graphs.atom_ptr.diff()
+    for m, row in enumerate(graphs.rows.tolist()):
+        assert low[row] <= int(counts[m]) <= high[row], smiles[row]
+    assert low[smiles.index("[2H]C([H])([H])[H]")] == 1 and high[smiles.index("[2H]C([H])([H])[H]")] == 5
+    assert low[smiles.index("C1CC")] == high[smiles.index("C1CC")] == -1 and high[smiles.index("")] == -1

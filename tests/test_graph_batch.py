@@ -242,3 +242,33 @@ def test_select_refuses_graph_indices_out_of_range():
         batch.select([0, batch.num_graphs])
     with pytest.raises(IndexError, match="graph indices"):
         batch.select([-1])
+
+
+def test_batches_and_the_edge_list_reader_under_a_float64_default(tmp_path):
+    """Under torch.set_default_dtype(torch.float64) nothing mixes dtypes: index tensors stay int64,
+    given float features keep their dtype, and what GraphBatch makes itself (integer features turned
+    into floats, the edge indicator of a featureless batch) takes the default dtype, as documented."""
+    from rpfast.data import read_edge_list
+
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        path = tmp_path / "graph.txt"
+        path.write_text("0 1\n1 2\n5\n")
+        graph, labels = read_edge_list(path)
+        assert graph.edge_index.dtype == torch.int64 and labels.dtype.name == "int64"
+        assert graph.dense_adj().dtype == torch.float64 and graph.rowptr.dtype == torch.int64
+        pairs = [(torch.tensor([[0, 1], [1, 0]], dtype=torch.int64), 2),
+                 (torch.zeros(2, 0, dtype=torch.int64), 1)]
+        batch = GraphBatch.from_edge_lists(pairs, x=[torch.ones(2, 3, dtype=torch.float32),
+                                                     torch.ones(1, 3, dtype=torch.float32)],
+                                           edge_attr=[torch.tensor([[1], [2]], dtype=torch.int64),
+                                                      torch.zeros(0, 1, dtype=torch.int64)])
+        assert batch.x.dtype == batch.dense_x().dtype == torch.float32
+        assert batch.edge_attr.dtype == batch.dense_adj().dtype == torch.float64
+        assert batch.batch.dtype == batch.local_index.dtype == batch.ptr.dtype == torch.int64
+        picked = batch.select([1, 0])
+        assert picked.x.dtype == torch.float32 and picked.num_nodes.tolist() == [1, 2]
+        assert GraphBatch.from_edge_lists([]).num_graphs == 0
+    finally:
+        torch.set_default_dtype(old)

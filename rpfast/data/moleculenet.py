@@ -6,20 +6,28 @@ the copy of Tox21 shipped in ``rpfast/data/datasets``; ``featurize_dataset`` fea
 dataset once and caches the result on disk; ``random_split`` and ``scaffold_split`` make the
 train / validation / test splits. RDKit work is delegated to ``rpfast.data.molecules``.
 """
+import contextlib
 import csv
 import hashlib
-import os
 import io
+import json
 import math
+import os
+import pickle
+import sys
+import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+import numpy as np
 import torch
 
 from rpfast._io import atomic_path, read_text
 from rpfast._validation import check_count
-from rpfast.data.molecules import FEATURIZER_VERSION, MoleculeGraphs, featurize_smiles, scaffold_groups
+from rpfast.data.molecules import (_DEGREES, ATOM_FEATURES, BOND_FEATURES, ELEMENTS, FEATURIZER_VERSION, MoleculeGraphs,
+                                   atom_count_bounds, featurize_smiles, featurizer_settings, scaffold_groups)
 
 __all__ = ["MoleculeDataset", "read_moleculenet_csv", "load_tox21", "TOX21_TASKS", "featurize_dataset",
            "random_split", "scaffold_split"]
@@ -52,11 +60,11 @@ class MoleculeDataset:
 
 
 def _label_column(rows, at: int) -> bool:
-    """True unless column ``at`` of the ``(line, row)`` pairs holds text and no number at all (an
-    id or name column). A label column with a bad cell stays a label column, so the cell is
-    reported with its line."""
+    """True unless column ``at`` of the ``(first line, last line, row)`` triples holds text and no
+    number at all (an id or name column). A label column with a bad cell stays a label column, so
+    the cell is reported with its line."""
     text = False
-    for _, row in rows:
+    for *_, row in rows:
         if len(row) > at and row[at].strip():
             try:
                 float(row[at])
@@ -78,10 +86,12 @@ def read_moleculenet_csv(path, smiles_column: str = "smiles", tasks: Optional[Se
     regard to case) and ``tasks`` the label columns, in the order given (default: every other
     column that holds a number, in file order, so an id or name column is left out).
     A label is a number; an empty cell (or ``nan``) is a missing label and becomes NaN.
-    Blank lines are skipped. A missing file raises ``FileNotFoundError`` (a directory
-    ``IsADirectoryError``); anything wrong in the file (no such column, a row with the
-    wrong number of fields, a label that is not a finite number, bad
-    CSV, gzip or UTF-8) raises ``ValueError`` naming the file, the line and the column.
+    Blank lines are skipped; a field may be of any length (no csv field size limit). A missing
+    file raises ``FileNotFoundError`` (a directory ``IsADirectoryError``); anything wrong in the
+    file (no such column, a row with the wrong number of fields, a label that is not a finite
+    number, a SMILES cell over several lines, bad CSV, gzip or UTF-8) raises ``ValueError``
+    naming the file, the line and the column (and a likely unclosed quote when a quoted field
+    runs on over lines).
     """
     if not isinstance(smiles_column, str):
         raise TypeError(f"smiles_column must be a str, got {type(smiles_column).__name__}")
@@ -101,61 +111,93 @@ def read_moleculenet_csv(path, smiles_column: str = "smiles", tasks: Optional[Se
     return parse_moleculenet_csv(read_text(path, "MoleculeNet CSV"), path, smiles_column, tasks)
 
 
+#: Serialises the raising and restoring of the csv module's (process-wide) field size limit.
+_FIELD_LIMIT_LOCK = threading.Lock()
+#: The largest field size limit the csv module takes (a C long).
+_MAX_FIELD_LIMIT = 2 ** 31 - 1 if sys.platform == "win32" else sys.maxsize
+
+
+@contextlib.contextmanager
+def _csv_fields_up_to(size: int):
+    """The csv module's field size limit (131,072 characters by default, so a valid file with a
+    long SMILES or name failed as "field larger than field limit") raised to ``size`` while the
+    block runs, then restored. ``size`` is the text's length: the text is in memory already and no
+    field can be longer, so the limit stays bounded and guards nothing the text does not."""
+    with _FIELD_LIMIT_LOCK:
+        old = csv.field_size_limit()
+        csv.field_size_limit(max(old, min(size + 1, _MAX_FIELD_LIMIT)))
+        try:
+            yield
+        finally:
+            csv.field_size_limit(old)
+
+
 def parse_moleculenet_csv(text: str, path: Path, smiles_column: str = "smiles",
                           tasks: Optional[Sequence[str]] = None) -> MoleculeDataset:
     """:func:`read_moleculenet_csv` on the file's text (``path`` names it in messages);
-    ``tasks=[]`` reads only the SMILES column."""
+    ``tasks=[]`` reads only the SMILES column. A field may be as long as the text (the csv
+    module's field size limit is lifted for the read); a quoted field that runs on over several
+    lines in the SMILES column, or whose row ends up with the wrong number of fields, is reported
+    with the lines it spans as a likely unclosed quote."""
     reader = csv.reader(io.StringIO(text, newline=""))
-    smiles, labels = [], []
-    try:
-        header = next(reader, None)
-        while header is not None and not header:  # leading blank lines
+    with _csv_fields_up_to(len(text)):
+        try:
             header = next(reader, None)
-        if header is None:
-            raise ValueError(f"{path}: the file is empty; expected a CSV header with a {smiles_column!r} column")
-        header_line = reader.line_num
-        header = [name.strip() for name in header]
-        for name in header:
-            if header.count(name) > 1:
-                raise ValueError(f"{path}:{header_line}: column {name!r} appears twice in the header")
-        if smiles_column not in header:
-            matches = [name for name in header if name.lower() == smiles_column.lower()]
-            if len(matches) != 1:
-                raise ValueError(f"{path}:{header_line}: no {smiles_column!r} column (smiles_column); "
-                                 f"the header has {header}")
-            smiles_column = matches[0]
-        rows = [(reader.line_num, row) for row in reader]
-        if tasks is None:
-            tasks = [name for at, name in enumerate(header) if name != smiles_column and _label_column(rows, at)]
-        for name in tasks:
-            if name not in header:
-                raise ValueError(f"{path}:{header_line}: no column for task {name!r}; the header has {header}")
-        smiles_at = header.index(smiles_column)
-        task_at = [header.index(name) for name in tasks]
-        for line, row in rows:
-            if not row:
+            while header is not None and not header:  # leading blank lines
+                header = next(reader, None)
+            header_line = reader.line_num
+            rows, last = [], header_line
+            for row in reader:  # (first line, last line, fields): a quoted field may span lines
+                rows.append((last + 1, reader.line_num, row))
+                last = reader.line_num
+        except csv.Error as error:
+            raise ValueError(f"{path}:{reader.line_num}: not valid CSV ({error})") from None
+    if header is None:
+        raise ValueError(f"{path}: the file is empty; expected a CSV header with a {smiles_column!r} column")
+    header = [name.strip() for name in header]
+    for name in header:
+        if header.count(name) > 1:
+            raise ValueError(f"{path}:{header_line}: column {name!r} appears twice in the header")
+    if smiles_column not in header:
+        matches = [name for name in header if name.lower() == smiles_column.lower()]
+        if len(matches) != 1:
+            raise ValueError(f"{path}:{header_line}: no {smiles_column!r} column (smiles_column); "
+                             f"the header has {header}")
+        smiles_column = matches[0]
+    if tasks is None:
+        tasks = [name for at, name in enumerate(header) if name != smiles_column and _label_column(rows, at)]
+    for name in tasks:
+        if name not in header:
+            raise ValueError(f"{path}:{header_line}: no column for task {name!r}; the header has {header}")
+    smiles_at = header.index(smiles_column)
+    task_at = [header.index(name) for name in tasks]
+    smiles, labels = [], []
+    for line, last, row in rows:
+        if not row:
+            continue
+        spans = "" if last == line else f" (a quoted field runs on to line {last}: an unclosed quote?)"
+        if len(row) != len(header):
+            raise ValueError(f"{path}:{line}: {len(row)} fields, but the header has {len(header)} columns{spans}")
+        molecule = row[smiles_at].strip()  # an empty one is kept: featurisation skips it as invalid
+        if "\n" in molecule or "\r" in molecule:
+            raise ValueError(f"{path}:{line}: column {smiles_column!r}: the SMILES {_shown(molecule)} spans "
+                             f"lines {line}..{last} (an unclosed quote?)")
+        values = []
+        for name, at in zip(tasks, task_at):
+            cell = row[at].strip()
+            if not cell:
+                values.append(math.nan)
                 continue
-            if len(row) != len(header):
-                raise ValueError(f"{path}:{line}: {len(row)} fields, but the header has {len(header)} columns")
-            molecule = row[smiles_at].strip()  # an empty one is kept: featurisation skips it as invalid
-            values = []
-            for name, at in zip(tasks, task_at):
-                cell = row[at].strip()
-                if not cell:
-                    values.append(math.nan)
-                    continue
-                try:
-                    value = float(cell)
-                except ValueError:
-                    raise ValueError(f"{path}:{line}: column {name!r}: label {_shown(cell)} is not a number "
-                                     f"(leave the cell empty for a missing label)") from None
-                if math.isinf(value):
-                    raise ValueError(f"{path}:{line}: column {name!r}: label {_shown(cell)} is not a finite number")
-                values.append(value)
-            smiles.append(molecule)
-            labels.append(values)
-    except csv.Error as error:
-        raise ValueError(f"{path}:{reader.line_num}: not valid CSV ({error})") from None
+            try:
+                value = float(cell)
+            except ValueError:
+                raise ValueError(f"{path}:{line}: column {name!r}: label {_shown(cell)} is not a number "
+                                 f"(leave the cell empty for a missing label){spans}") from None
+            if math.isinf(value):
+                raise ValueError(f"{path}:{line}: column {name!r}: label {_shown(cell)} is not a finite number")
+            values.append(value)
+        smiles.append(molecule)
+        labels.append(values)
     return MoleculeDataset(smiles, torch.tensor(labels, dtype=torch.float32).reshape(len(smiles), len(tasks)),
                            list(tasks))
 
@@ -177,28 +219,182 @@ def default_cache_dir() -> Path:
     return Path(base) / "rpfast"
 
 
+#: The cache file's layout; a file of another layout (older rpfast) is featurised again.
+CACHE_FORMAT = "rpfast-featurised-molecules/2"
+_TENSORS = {"x": (torch.float32, 2), "element": (torch.int64, 1), "edge_index": (torch.int64, 2),
+            "edge_attr": (torch.float32, 2), "atom_ptr": (torch.int64, 1), "edge_ptr": (torch.int64, 1),
+            "rows": (torch.int64, 1), "atom_counts": (torch.int64, 1)}
+
+
+def _smiles_digest(smiles: Sequence[str]) -> str:
+    """SHA-256 of a SMILES list, each string length-prefixed (no two lists share an encoding)."""
+    digest = hashlib.sha256(len(smiles).to_bytes(8, "little"))
+    for item in smiles:
+        data = item.encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def _content_digest(record: dict) -> str:
+    """SHA-256 over everything a cache record holds but this digest: each array's name, dtype,
+    shape and bytes, and the lists and settings as JSON."""
+    digest = hashlib.sha256()
+    for name in sorted(record):
+        if name == "content_sha256":
+            continue
+        value = record[name]
+        digest.update(name.encode())
+        if isinstance(value, torch.Tensor):
+            digest.update(f"{value.dtype}{tuple(value.shape)}".encode())
+            digest.update(value.detach().contiguous().numpy().reshape(-1).view(np.uint8))  # no copy
+        else:
+            digest.update(json.dumps(value, sort_keys=True).encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def _cache_record(graphs: MoleculeGraphs, smiles: Sequence[str], settings: dict) -> dict:
+    record = dict(graphs.state(), format=CACHE_FORMAT, featurizer=settings, smiles_sha256=_smiles_digest(smiles),
+                  num_smiles=len(smiles), atom_counts=graphs.atom_ptr.diff())
+    record["content_sha256"] = _content_digest(record)
+    return record
+
+
+def _cache_problem(record, smiles: Sequence[str], settings: dict) -> Optional[str]:
+    """Why ``record`` (a loaded cache file) is not the featurisation of ``smiles`` by the featuriser
+    ``settings`` describe, or None when every check passes: the format, the settings, the SMILES
+    list, a content hash over every stored value (bit flips, edited arrays), the structure (shapes,
+    offsets, rows), the atom counts against RDKit's parse of the SMILES, and the element and degree
+    one-hot blocks against ``element`` and the bonds."""
+    if not isinstance(record, dict) or record.get("format") != CACHE_FORMAT:
+        found = record.get("format") if isinstance(record, dict) else None
+        return (f"it has format {found!r}, not {CACHE_FORMAT!r} (written by another rpfast version, or not a "
+                f"featurisation cache)")
+    stored = record.get("featurizer")
+    if stored != settings:
+        if not isinstance(stored, dict):
+            return f"its featuriser settings are {type(stored).__name__}, not a dict"
+        differ = sorted(set(stored) | set(settings), key=str)
+        shown = "; ".join(f"{key} {stored.get(key)!r}, now {settings.get(key)!r}" for key in differ
+                          if stored.get(key) != settings.get(key))
+        return f"it was featurised with other settings ({shown[:300]})"
+    if record.get("num_smiles") != len(smiles) or record.get("smiles_sha256") != _smiles_digest(smiles):
+        return (f"it holds the features of other SMILES ({record.get('num_smiles')!r} molecules with another "
+                f"hash, this data set {len(smiles)}: another data set's cache under this name?)")
+    for name, (dtype, dim) in _TENSORS.items():
+        value = record.get(name)
+        if not (isinstance(value, torch.Tensor) and value.dtype == dtype and value.dim() == dim
+                and value.layout == torch.strided):
+            shown = (f"{value.dtype} of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor)
+                     else type(value).__name__)
+            return f"its {name} is {shown}, not a {dim}-D {dtype} tensor"
+    invalid, kept = record.get("invalid"), record.get("smiles")
+    if not (isinstance(invalid, list) and all(type(i) is int for i in invalid)
+            and isinstance(kept, list) and all(isinstance(k, str) for k in kept)):
+        return "its invalid or smiles entry is not a list of ints / strings"
+    if record.get("content_sha256") != _content_digest(record):
+        return "its content hash does not match what it holds (damaged: bit flips or edited values)"
+    problem = _structure_problem(record, smiles, invalid, kept)
+    if problem is not None:
+        return problem
+    return _feature_problem(record, smiles)
+
+
+def _structure_problem(record: dict, smiles: Sequence[str], invalid: list, kept: list) -> Optional[str]:
+    x, element, edge_index, edge_attr = (record[k] for k in ("x", "element", "edge_index", "edge_attr"))
+    atom_ptr, edge_ptr, rows, atom_counts = (record[k] for k in ("atom_ptr", "edge_ptr", "rows", "atom_counts"))
+    N, E, M = x.shape[0], edge_index.shape[1], rows.numel()
+    shapes = {"x": (x.shape, (N, ATOM_FEATURES)), "element": (element.shape, (N,)),
+              "edge_index": (edge_index.shape, (2, E)), "edge_attr": (edge_attr.shape, (E, BOND_FEATURES)),
+              "atom_ptr": (atom_ptr.shape, (M + 1,)), "edge_ptr": (edge_ptr.shape, (M + 1,)),
+              "atom_counts": (atom_counts.shape, (M,)), "smiles": ((len(kept),), (M,))}
+    for name, (shape, expected) in shapes.items():
+        if tuple(shape) != expected:
+            return f"its {name} has shape {tuple(shape)}, expected {expected}"
+    for name, ptr, total in (("atom_ptr", atom_ptr, N), ("edge_ptr", edge_ptr, E)):
+        if int(ptr[0]) != 0 or int(ptr[-1]) != total or bool((ptr.diff() < 0).any()):
+            return f"its {name} does not run from 0 up to {total}"
+    if not torch.equal(atom_counts, atom_ptr.diff()) or bool((edge_ptr.diff() % 2).any()):
+        return "its atom counts or bond offsets disagree with its offsets"
+    if sorted(rows.tolist() + invalid) != list(range(len(smiles))) or bool((rows.diff() <= 0).any()) \
+            or invalid != sorted(invalid):
+        return "its rows and invalid rows do not split the data set's rows"
+    if kept != [smiles[i] for i in rows.tolist()]:
+        return "its SMILES are not the data set's SMILES at its rows"
+    if E:
+        molecule = torch.searchsorted(edge_ptr, torch.arange(E, dtype=torch.int64), right=True) - 1
+        if bool(((edge_index < atom_ptr[molecule]) | (edge_index >= atom_ptr[molecule + 1])).any()):
+            return "its edge_index joins atoms of different molecules"
+    return None
+
+
+def _feature_problem(record: dict, smiles: Sequence[str]) -> Optional[str]:
+    """The stored atoms against what this call computes without featurising: atom counts within
+    RDKit's unsanitised parse of the SMILES, element one-hot = ``element``, degree one-hot = bonds."""
+    x, element, edge_index, rows, counts = (record[k] for k in ("x", "element", "edge_index", "rows",
+                                                                "atom_counts"))
+    if rows.numel():
+        low, high = atom_count_bounds([smiles[i] for i in rows.tolist()])
+        outside = (counts < torch.from_numpy(low)) | (counts > torch.from_numpy(high))
+        if bool(outside.any()):
+            m = int(torch.nonzero(outside)[0, 0])
+            return (f"molecule at row {int(rows[m])} has {int(counts[m])} atoms, but its SMILES has "
+                    f"{int(low[m])}..{int(high[m])}")
+    N, width = x.shape[0], len(ELEMENTS)
+    if N:
+        if int(element.min()) < 0 or int(element.max()) >= width:
+            return f"its element holds an index outside 0..{width - 1}"
+        degree = torch.bincount(edge_index[0], minlength=N)
+        expected = torch.zeros(N, width + _DEGREES, dtype=x.dtype)
+        at = torch.arange(N, dtype=torch.int64)
+        expected[at, element] = 1
+        low_degree = degree < _DEGREES
+        expected[at[low_degree], width + degree[low_degree]] = 1
+        if not torch.equal(x[:, :width + _DEGREES], expected):
+            return "its element or degree one-hot columns disagree with its element and bonds"
+    return None
+
+
 def featurize_dataset(dataset: MoleculeDataset, cache_dir=None, progress: bool = False) -> MoleculeGraphs:
     """Featurise every molecule of ``dataset`` (:func:`rpfast.data.molecules.featurize_smiles`),
     reading the result from ``cache_dir`` when the same SMILES were featurised before by the same
-    featuriser version (the key is a SHA-256 of both). ``cache_dir=False`` disables the cache. A
-    cache file is written atomically; an unreadable one is ignored and rewritten."""
+    featuriser (its settings and the RDKit release, :func:`rpfast.data.molecules.featurizer_settings`).
+    ``cache_dir=False`` disables the cache.
+
+    The file's name is a SHA-256 of the featuriser version and the SMILES; the file also holds the
+    featuriser settings, a hash of the SMILES list, the atom counts and a SHA-256 over everything it
+    holds. A file is used only when all of them match this call (and the atom counts match RDKit's
+    quick parse of the SMILES, the element and degree features the bonds); otherwise (another data
+    set's cache under the name, bit flips, edited arrays, an older format, an unreadable file) a
+    ``RuntimeWarning`` says why and the molecules are featurised again and the file rewritten.
+    The checks catch accidents, not a forger who recomputes the hashes. A cache file is written
+    atomically; a read-only or full disk costs the cache, not the run."""
     if not isinstance(dataset, MoleculeDataset):
         raise TypeError(f"dataset must be a MoleculeDataset, got {type(dataset).__name__}")
     key = hashlib.sha256("\n".join([FEATURIZER_VERSION, *dataset.smiles]).encode()).hexdigest()[:32]
     path = None
     if cache_dir is not False:
         path = Path(default_cache_dir() if cache_dir is None else cache_dir) / f"molecules-{key}.pt"
+        settings = featurizer_settings()
         if path.is_file():
             try:
-                return MoleculeGraphs(**torch.load(path, weights_only=True))
-            except Exception:  # noqa: BLE001 - a damaged cache is recomputed, never fatal
-                pass
+                record = torch.load(path, weights_only=True)
+            except Exception as error:  # noqa: BLE001 - a damaged cache is recomputed, never fatal
+                # torch's unpickling message suggests weights_only=False: never for a file found on disk
+                first = "" if isinstance(error, pickle.UnpicklingError) else (str(error).splitlines() or [""])[0]
+                problem = f"it cannot be read as a cache file ({type(error).__name__}{': ' * bool(first)}{first[:200]})"
+            else:
+                problem = _cache_problem(record, dataset.smiles, settings)
+                if problem is None:
+                    return MoleculeGraphs(**{k: record[k] for k in MoleculeGraphs.STATE})
+            warnings.warn(f"featurisation cache {path} is not used: {problem}; featurising the molecules "
+                          f"again and rewriting it", RuntimeWarning, stacklevel=2)
     graphs = featurize_smiles(dataset.smiles, progress=progress)
     if path is not None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with atomic_path(path) as tmp:
-                torch.save(graphs.state(), tmp)
+                torch.save(_cache_record(graphs, dataset.smiles, settings), tmp)
         except OSError:  # a read-only or full disk costs the cache, not the run
             pass
     return graphs
@@ -218,7 +414,7 @@ def random_split(num_molecules: int, seed: int, fractions=(0.8, 0.1, 0.1)):
     train_f, valid_f, _ = _check_fractions(fractions)
     num_molecules = check_count(num_molecules, "num_molecules")
     seed = check_count(seed, "seed")
-    order = torch.randperm(int(num_molecules), generator=torch.Generator().manual_seed(int(seed)))
+    order = torch.randperm(int(num_molecules), generator=torch.Generator().manual_seed(int(seed)), dtype=torch.int64)
     n_train = int(round(train_f * num_molecules))
     n_valid = int(round(valid_f * num_molecules))
     return order[:n_train], order[n_train:n_train + n_valid], order[n_train + n_valid:]

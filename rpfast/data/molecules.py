@@ -14,7 +14,8 @@ from torch import Tensor
 from rpfast.data.batch import GraphBatch, _offsets, _ranges
 
 __all__ = ["graph_from_smiles", "batch_from_smiles", "canonical_order_from_mol", "featurize_smiles", "MoleculeGraphs",
-           "scaffold_groups", "ELEMENTS", "ATOM_FEATURES", "BOND_FEATURES"]
+           "scaffold_groups", "featurizer_settings", "atom_count_bounds", "ELEMENTS", "ATOM_FEATURES",
+           "BOND_FEATURES", "FEATURE_DTYPE"]
 
 
 def _chem(what: str = "reading SMILES"):
@@ -49,7 +50,7 @@ def graph_from_smiles(smiles: str) -> Tuple[GraphBatch, np.ndarray]:
     if mol is None:
         raise ValueError(f"RDKit could not parse the SMILES string {smiles!r}")
     edge_index, n = _mol_graph(mol)
-    return GraphBatch(edge_index, num_nodes=n), np.arange(n)
+    return GraphBatch(edge_index, num_nodes=n), np.arange(n, dtype=np.int64)
 
 
 def batch_from_smiles(smiles_list, skip_invalid: bool = False) -> Tuple[GraphBatch, torch.Tensor]:
@@ -132,6 +133,23 @@ ATOM_FEATURES = 75
 #: bond type (single, double, triple, aromatic), conjugated, in ring, stereo (none, any, Z, E)
 BOND_FEATURES = 10
 FEATURIZER_VERSION = "convmol-75/bond-10/v1"
+#: The dtype of the atom and bond features, whatever ``torch.get_default_dtype()`` is: the
+#: featurisation cache stores them so and the kernels read float32; cast with ``.to()`` to train
+#: in another precision.
+FEATURE_DTYPE = torch.float32
+
+
+def featurizer_settings() -> dict:
+    """Everything that decides the features :func:`featurize_smiles` computes: the featuriser's
+    version, its widths, element list and dtype, and the RDKit release (its perception of
+    aromaticity, valences and stereo can change between releases). The featurisation cache keeps
+    it and recomputes when it differs."""
+    _chem("featurising molecules")
+    import rdkit
+
+    return {"version": FEATURIZER_VERSION, "atom_features": ATOM_FEATURES, "bond_features": BOND_FEATURES,
+            "elements": list(ELEMENTS), "blocks": [_DEGREES, _VALENCES, _HYBRIDS, _HCOUNTS],
+            "dtype": str(FEATURE_DTYPE), "rdkit": str(rdkit.__version__)}
 
 
 class MoleculeGraphs:
@@ -143,7 +161,9 @@ class MoleculeGraphs:
     one-hot (0..4). Bond features ``edge_attr [E, 10]`` (each bond twice, both directions):
     bond type one-hot (single, double, triple, aromatic), conjugated, in ring, stereo one-hot
     (none, any, Z, E) - DeepChem's bond features with stereo. The paper counts 14 edge
-    features without listing them; these 10 are the ones DeepChem defines.
+    features without listing them; these 10 are the ones DeepChem defines. ``x`` and ``edge_attr``
+    are float32 (:data:`FEATURE_DTYPE`) whatever ``torch.get_default_dtype()`` is; the index
+    tensors are int64.
 
     ``element [N]`` is each atom's index in :data:`ELEMENTS`; ``atom_ptr [M+1]`` and
     ``edge_ptr [M+1]`` delimit molecule ``m``; ``rows [M]`` are the molecules' rows in the
@@ -159,9 +179,12 @@ class MoleculeGraphs:
     def __len__(self) -> int:
         return self.rows.numel()
 
+    #: The constructor's arguments, the entries of :meth:`state`.
+    STATE = ("x", "element", "edge_index", "edge_attr", "atom_ptr", "edge_ptr", "rows", "invalid", "smiles")
+
     def state(self) -> dict:
-        return {k: getattr(self, k) for k in ("x", "element", "edge_index", "edge_attr", "atom_ptr", "edge_ptr",
-                                              "rows", "invalid", "smiles")}
+        """The constructor's arguments by name (what the featurisation cache stores)."""
+        return {k: getattr(self, k) for k in self.STATE}
 
     def batch(self, molecules) -> GraphBatch:
         """A :class:`GraphBatch` of molecules ``molecules`` (positions in this set, not input
@@ -224,6 +247,29 @@ def _read_molecules(smiles_list: Sequence[str], first_row: int = 0) -> dict:
             "bond_counts": bond_counts, "rows": rows, "invalid": invalid, "kept": kept}
 
 
+def atom_count_bounds(smiles_list: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
+    """``(low, high)``, int64 ``[len(smiles_list)]``: bounds on the number of atoms
+    :func:`featurize_smiles` keeps for each SMILES, from RDKit's parse without sanitisation (a
+    tenth of featurisation's cost). ``high`` counts every atom written, ``low`` those heavier than
+    hydrogen: sanitising and removing hydrogens, which featurisation does, adds no atom and removes
+    only hydrogens. Both are -1 where the string does not parse at all (featurisation then skips
+    it too); a string that parses here may still fail sanitisation and be skipped there."""
+    Chem = _chem("featurising molecules")
+    from rdkit import RDLogger
+
+    low = np.full(len(smiles_list), -1, dtype=np.int64)
+    high = np.full(len(smiles_list), -1, dtype=np.int64)
+    RDLogger.DisableLog("rdApp.*")
+    try:
+        for i, smiles in enumerate(smiles_list):
+            mol = Chem.MolFromSmiles(smiles, sanitize=False) if smiles.strip() else None
+            if mol is not None:
+                high[i], low[i] = mol.GetNumAtoms(), mol.GetNumHeavyAtoms()
+    finally:
+        RDLogger.EnableLog("rdApp.*")
+    return low, high
+
+
 def _read_in_chunks(smiles_list: List[str], workers: int, progress: bool) -> dict:
     """:func:`_read_molecules` over chunks (in ``workers`` forked processes when > 1), merged in
     order, with a progress bar per chunk."""
@@ -276,8 +322,8 @@ def featurize_smiles(smiles_list: Sequence[str], progress: bool = False, workers
     atoms, bonds = read["atoms"], read["bonds"]
     atom_counts, bond_counts, rows, invalid, kept = (read[k] for k in ("atom_counts", "bond_counts", "rows",
                                                                          "invalid", "kept"))
-    x = np.zeros((len(atoms), ATOM_FEATURES), dtype=np.float32)
-    column, at = 0, np.arange(len(atoms))
+    x = np.zeros((len(atoms), ATOM_FEATURES), dtype=np.float32)  # FEATURE_DTYPE
+    column, at = 0, np.arange(len(atoms), dtype=np.int64)
     for width, values in ((len(ELEMENTS), atoms[:, 0]), (_DEGREES, atoms[:, 1]), (_VALENCES, atoms[:, 2])):
         inside = (values >= 0) & (values < width)
         x[at[inside], column + values[inside]] = 1.0
@@ -293,8 +339,8 @@ def featurize_smiles(smiles_list: Sequence[str], progress: bool = False, workers
     x[at[inside], column + atoms[inside, 7]] = 1.0
     assert column + _HCOUNTS == ATOM_FEATURES
 
-    attr = np.zeros((len(bonds), BOND_FEATURES), dtype=np.float32)
-    b_at = np.arange(len(bonds))
+    attr = np.zeros((len(bonds), BOND_FEATURES), dtype=np.float32)  # FEATURE_DTYPE
+    b_at = np.arange(len(bonds), dtype=np.int64)
     typed = bonds[:, 0] >= 0
     attr[b_at[typed], bonds[typed, 0]] = 1.0
     attr[:, 4], attr[:, 5] = bonds[:, 1], bonds[:, 2]
@@ -308,8 +354,8 @@ def featurize_smiles(smiles_list: Sequence[str], progress: bool = False, workers
     # each bond in both directions, grouped by molecule: [bonds of m forward, the same bonds backward]
     bond_ptr = torch.cat([torch.zeros(1, dtype=torch.int64), bond_counts_t.cumsum(0)])
     edge_index = torch.empty(2, 2 * len(pairs), dtype=torch.int64)
-    edge_attr = torch.empty(2 * len(pairs), BOND_FEATURES)
-    slot = torch.arange(len(pairs)) + bond_ptr[:-1].repeat_interleave(bond_counts_t)  # forward: 2 start_m + j
+    edge_attr = torch.empty(2 * len(pairs), BOND_FEATURES, dtype=FEATURE_DTYPE)  # not the default dtype
+    slot = torch.arange(len(pairs), dtype=torch.int64) + bond_ptr[:-1].repeat_interleave(bond_counts_t)  # forward: 2 start_m + j
     edge_index[:, slot] = pairs.t()
     edge_index[:, slot + bond_counts_t.repeat_interleave(bond_counts_t)] = pairs.t().flip(0)
     attr_t = torch.from_numpy(attr)
