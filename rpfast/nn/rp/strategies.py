@@ -239,7 +239,8 @@ class KAry(Strategy):
         if self.order == "all":
             return next(self._ordered_blocks(per_graph, suffix=self.k))
         if self.order == "random":
-            per_graph = [s.gather(1, torch.rand(s.shape, generator=generator).argsort(dim=1)) for s in per_graph]
+            keys = [torch.rand(s.shape, generator=generator, dtype=torch.float32) for s in per_graph]  # any default dtype
+            per_graph = [s.gather(1, key.argsort(dim=1)) for s, key in zip(per_graph, keys)]
         return _pad_rows(per_graph, self.k)
 
     def relabel_chunks(self, graph, training, generator=None):
