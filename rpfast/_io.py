@@ -1,12 +1,16 @@
 """Files: UTF-8 input read with clear errors, and outputs that never look valid unless complete."""
 import contextlib
+import errno
 import gzip
 import os
+import shutil
+import signal
 import tempfile
+import threading
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["read_text", "atomic_path", "prepare_output_dir"]
+__all__ = ["read_text", "atomic_path", "atomic_directory", "check_output_dir"]
 
 
 def read_text(path, what: str, expected: str = "") -> str:
@@ -56,16 +60,87 @@ def atomic_path(path) -> Iterator[Path]:
         raise
 
 
-def prepare_output_dir(out_dir) -> Path:
-    """Create ``out_dir`` (and parents) and check that files can be created in it.
+def check_output_dir(out_dir, force: bool = False) -> Path:
+    """Check before any long work that ``out_dir`` can be written as a whole directory.
 
-    Meant to run before any long work, so a bad path (an existing file, a path under a
-    file, no permission) fails at once with the ``OSError``.
+    Refused, each with one clear error: an existing file; an existing non-empty directory
+    unless ``force`` (:func:`atomic_directory` then replaces it), and even then the current
+    directory or one holding it; a parent that cannot be created or written. Parents are
+    created; ``out_dir`` itself is not, so a failed run leaves nothing there.
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise FileExistsError(f"output directory {out_dir} is an existing file")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryFile(dir=out_dir):
-        pass
+    if out_dir.is_dir() and any(out_dir.iterdir()):
+        if not force:
+            raise FileExistsError(f"output directory {out_dir} exists and is not empty; pass --force to replace it")
+        if Path.cwd().resolve().is_relative_to(out_dir.resolve()):
+            raise ValueError(f"refusing to replace output directory {out_dir}: it holds the current directory")
+    parent = out_dir.resolve().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    os.rmdir(tempfile.mkdtemp(prefix=f".{out_dir.name}.check-", dir=parent))  # can we create the sibling?
     return out_dir
+
+
+@contextlib.contextmanager
+def atomic_directory(out_dir, force: bool = False) -> Iterator[Path]:
+    """Yield an empty temporary directory beside ``out_dir`` (``.NAME.tmp-<pid>``) to write a
+    whole set of outputs into, and rename it to ``out_dir`` when the block succeeds.
+
+    ``out_dir`` is then either the complete new set or untouched: on any failure, Ctrl-C and
+    the CLI's SIGTERM included, the temporary is removed. An existing empty ``out_dir`` is
+    replaced by the rename itself; a non-empty one is refused (``FileExistsError``) unless
+    ``force``, which moves it aside (``.NAME.old-<pid>``), renames the new one in and then
+    deletes the old one: two renames, with SIGINT/SIGTERM/SIGHUP held back between them. A
+    symbolic link is followed: the directory it points to is replaced.
+    """
+    shown = Path(out_dir)
+    check_output_dir(shown, force)
+    target = shown.resolve()
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    if tmp.exists():  # left by a killed run that had this process id
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        yield tmp
+        with _signals_held():
+            _swap_in(tmp, target, shown, force)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _swap_in(tmp: Path, target: Path, shown: Path, force: bool) -> None:
+    """Rename ``tmp`` to ``target``; a non-empty ``target`` is moved aside first (``force``)."""
+    try:
+        os.rename(tmp, target)  # replaces a missing or empty directory in one step
+        return
+    except OSError as error:
+        if error.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not target.is_dir():
+            raise
+    if not force:  # it filled up while we were working
+        raise FileExistsError(f"output directory {shown} exists and is not empty; pass --force to replace it")
+    old = target.with_name(f".{target.name}.old-{os.getpid()}")
+    if old.exists():
+        shutil.rmtree(old)
+    os.rename(target, old)
+    try:
+        os.rename(tmp, target)
+    except BaseException:
+        os.rename(old, target)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold back SIGINT, SIGTERM and SIGHUP (delivered when the block ends) in the main thread."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

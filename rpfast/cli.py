@@ -2,17 +2,64 @@
 
 Every error is one line on stderr, ``rpfast <command>: error: ...``, with exit status 2
 (bad options, bad input, ``OSError`` such as a missing file, no permission or a full
-disk); Ctrl-C prints ``rpfast <command>: interrupted`` and exits 130. When the reader of
-stdout goes away (``rpfast subsets ... | head``) the command stops quietly with exit
-status 141 (128 + SIGPIPE), as a shell reports for a program killed by a broken pipe.
+disk, a process of ``--nproc`` that died: ``rank 1 was killed by SIGKILL``); Ctrl-C prints
+``rpfast <command>: interrupted`` and exits 130; SIGTERM and SIGHUP are handled like Ctrl-C
+(temporary outputs removed, worker processes stopped): ``rpfast <command>: terminated by
+SIGTERM``, exit status 128 + the signal's number (143, 129). When the reader of stdout goes
+away (``rpfast subsets ... | head``) the command stops quietly with exit status 141
+(128 + SIGPIPE), as a shell reports for a program killed by a broken pipe.
 """
 import argparse
+import contextlib
 import os
+import signal
 import sys
-from typing import List, Optional
+import threading
+from typing import Iterator, List, Optional
 
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
+
+
+class Terminated(SystemExit):
+    """Raised in the main thread when SIGTERM or SIGHUP arrives during a command, so that every
+    ``finally`` and cleanup (temporary files and directories, worker processes) runs as for
+    Ctrl-C; ``code`` is 128 + the signal's number. A SystemExit, not an Exception: no
+    ``except Exception`` on the way swallows it."""
+
+    def __init__(self, signum: int):
+        super().__init__(128 + signum)
+        self.signum = signum
+
+
+TERMINATING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+@contextlib.contextmanager
+def _terminating_signals_raise() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP raise :class:`Terminated` (once; a repeated signal
+    is ignored while the cleanup runs); the previous handlers are restored after it. Only in
+    the main thread, the one where Python runs signal handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    raised = []
+
+    def handler(signum, frame):
+        if not raised:
+            raised.append(signum)
+            raise Terminated(signum)
+
+    previous = {}
+    try:
+        for signum in TERMINATING_SIGNALS:
+            if signal.getsignal(signum) is signal.SIG_IGN:
+                continue  # started under nohup (SIGHUP ignored) or told to ignore it: keep that
+            previous[signum] = signal.signal(signum, handler)
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -68,14 +115,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     prog = f"rpfast {args.command}"
     try:
-        status = args.handler(args)
-        sys.stdout.flush()
+        with _terminating_signals_raise():
+            status = args.handler(args)
+            sys.stdout.flush()
         return status
     except BrokenPipeError:
         _discard_stdout()
         return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         parser.exit(EXIT_INTERRUPTED, f"{prog}: interrupted\n")
+    except Terminated as stop:
+        _discard_stdout()
+        parser.exit(stop.code, f"{prog}: terminated by {signal.Signals(stop.signum).name}\n")
     except (ValueError, TypeError, IndexError, OverflowError, MemoryError, ImportError, OSError) as error:
         if isinstance(error, OSError):
             _discard_stdout()

@@ -127,7 +127,7 @@ def test_csl_bad_out_fails_before_any_training(make_out, graph, tmp_path, capsys
     assert graph.read_text() == EDGE_LIST
 
 
-def test_csl_disk_full_while_writing_is_one_line_and_leaves_no_partial_figure(tmp_path, capsys, monkeypatch):
+def test_csl_disk_full_while_writing_is_one_line_and_leaves_no_output(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(csl_module, "run_csl", lambda config, progress=True: _fake_results())
 
     def plot_until_disk_full(results, path, class_names, fmt=None):
@@ -138,7 +138,8 @@ def test_csl_disk_full_while_writing_is_one_line_and_leaves_no_partial_figure(tm
     out = tmp_path / "csl"
     err = cli_fails(["csl", "--no-progress", "--out", str(out)], capsys)
     assert err.strip() == "rpfast csl: error: No space left on device"
-    assert sorted(p.name for p in out.iterdir()) == ["results.json", "summary.csv"]
+    # The directory is written whole under a temporary name: no output, no half set, no temporary.
+    assert _leftovers(tmp_path, set()) == []
 
 
 @pytest.mark.parametrize("stage", ["json", "plot"])
@@ -151,10 +152,9 @@ def test_write_outputs_interrupted_keeps_previous_files_and_no_temporary(stage, 
     json.loads(before["results.json"])
 
     if stage == "json":
-        def dump_then_interrupt(obj, fh, **kwargs):
-            fh.write('{"config": ')
+        def dumps_then_interrupt(obj, **kwargs):
             raise KeyboardInterrupt
-        monkeypatch.setattr(report_module.json, "dump", dump_then_interrupt)
+        monkeypatch.setattr(report_module.json, "dumps", dumps_then_interrupt)
     else:
         def plot_then_interrupt(results, path, class_names, fmt=None):
             Path(path).write_bytes(b"\x89PNG partial")
@@ -163,11 +163,10 @@ def test_write_outputs_interrupted_keeps_previous_files_and_no_temporary(stage, 
     results = _fake_results()
     results["seconds"] = 2.0
     with pytest.raises(KeyboardInterrupt):
-        write_outputs(results, out, classes)
+        write_outputs(results, out, classes, force=True)
     after = {p.name: p.read_bytes() for p in out.iterdir()}
-    assert set(after) == set(before)
-    assert after["results.json"] == before["results.json"] or stage == "plot"
-    assert after["csl.png"] == before["csl.png"]
+    assert after == before  # the whole previous set, not a mix of two runs
+    assert _leftovers(tmp_path, {"csl"}) == []
 
 
 # --- defect 13: strict edge lists, option ranges, broken pipes, full disks ----------------

@@ -145,7 +145,8 @@ def _read_molecules(path: str, smiles_column: Optional[str]) -> Tuple[GraphBatch
 
 
 def _check_output(out: str, force: bool, npy: bool = True) -> None:
-    """Reject a bad ``--out`` before any work: wrong extension, missing directory, existing file.
+    """Reject a bad ``--out`` before any work: wrong extension, missing directory, a directory,
+    an existing file (unless ``force``).
 
     ``npy=False`` (a molecule file's count table) allows only '-' or a ``.csv`` path.
     """
@@ -157,6 +158,8 @@ def _check_output(out: str, force: bool, npy: bool = True) -> None:
     path = Path(out)
     if not path.parent.is_dir():
         raise FileNotFoundError(f"output directory {path.parent} does not exist")
+    if path.is_dir():
+        raise IsADirectoryError(f"--out {out} is a directory, not a file")
     if path.exists() and not force:
         raise FileExistsError(f"{out} already exists; pass --force to overwrite it")
 

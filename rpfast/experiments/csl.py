@@ -44,7 +44,9 @@ class CSLConfig:
     eval_samples: int = option(5, "relabelings averaged at validation", aliases=("--inference-perms",))
     num_vertices: int = option(41, cli=False)
     data_seed: int = option(0, "seed of the relabelings and folds")
-    out_dir: str = option("csl_results", "output directory", flag="--out")
+    out_dir: str = option("csl_results", "output directory (written whole under a temporary name beside it, "
+                                         "renamed when complete)", flag="--out")
+    force: bool = option(False, "replace an existing non-empty --out directory")
     threads: Optional[int] = option(None, "kernel/torch threads in all, shared by --jobs or --nproc processes "
                                           "(default: torch's)")
     jobs: Optional[int] = option(None, "runs trained at once in worker processes (default: one per core, "
@@ -143,7 +145,8 @@ def train_run(config: CSLConfig, fold: int, seed: int, name: str, report: Option
         if report is not None:
             report(1)
     record = {"model": name, "fold": fold, "seed": seed,
-              "accuracy": 100 * evaluate(model, make_batch, labels, val_idx, context), "final_train_loss": loss}
+              "accuracy": 100 * evaluate(model, make_batch, labels, val_idx, context),
+              "final_train_loss": loss if math.isfinite(loss) else None}  # None: diverged (null, not NaN, in JSON)
     embeddings = None
     if fold == 0 and seed == 0 and context.main:
         embeddings = graph_embeddings(model, make_batch, torch.arange(len(labels))).numpy()
@@ -190,13 +193,15 @@ def main(config: CSLConfig, progress: bool = True) -> Dict:
     """Run the experiment, print the paper-style table and write CSV, JSON and the figure.
 
     The options and the output directory are checked before any training: a bad
-    ``out_dir`` raises its ``OSError`` at once. Files are written atomically.
+    ``out_dir`` (an existing file, a non-empty directory without ``force``) raises its
+    ``OSError`` at once. The directory is written whole and renamed into place when complete.
     """
     config.validate()
     results, writes = distributed.run_experiment(run_csl, config, progress)
     if not writes:
         return results
     print(format_table(results["summary"], "CSL validation accuracy (%)"))
-    paths = write_outputs(results, Path(config.out_dir), class_names=[f"R={r}" for r in PAPER_SKIPS])
+    paths = write_outputs(results, Path(config.out_dir), class_names=[f"R={r}" for r in PAPER_SKIPS],
+                          force=config.force)
     print(f"finished in {results['seconds']:.0f} s; wrote " + ", ".join(str(p) for p in paths))
     return results

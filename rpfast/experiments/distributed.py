@@ -7,17 +7,23 @@
 under ``DistributedDataParallel`` on its shard of each global batch; rank 0 alone prints and
 writes files.
 """
+import multiprocessing
+import multiprocessing.connection
 import os
 import pickle
-import queue as queue_module
 import socket
+import sys
+import threading
+import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
 import torch
 import torch.distributed as dist
 
-from rpfast._io import prepare_output_dir
+from rpfast._io import check_output_dir
+from rpfast.experiments.workers import (STOP_GRACE_S, ProcessFailed, end_by_sigint, exit_description, portable,
+                                       prepare_child, stop)
 
 __all__ = ["Context", "current", "launch", "run_experiment", "under_launcher", "main_process", "rank_seed"]
 
@@ -84,20 +90,144 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank: int, world_size: int, port: int, threads: int, function: Callable, args: tuple, results) -> None:
+def _worker(rank: int, world_size: int, port: int, threads: int, function: Callable, args: tuple, channel,
+            stderr, parent: int) -> None:
+    """One process of the group: run ``function(*args)``; rank 0 sends ``("result", result)``
+    and every rank that fails sends ``("error", exception)`` over ``channel`` and exits 1. Ctrl-C
+    ends the process by SIGINT (the parent reports the run interrupted), without a traceback.
+    Its stderr goes to the pipe ``stderr``, which the parent relays (:func:`_relay`)."""
+    os.dup2(stderr.fileno(), 2)
+    stderr.close()
+    prepare_child(parent)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world_size))
     torch.set_num_threads(threads)
-    dist.init_process_group(_backend(), rank=rank, world_size=world_size)
     try:
-        result = function(*args)
-        if rank == 0:  # by value: torch's queue pickling would share tensors with a process about to exit
-            results.put(pickle.dumps(result))
-        # Every rank is past its last collective before any tears the group down: gloo can
-        # abort a process ("terminate called without an active exception") whose peer closes
-        # the connection under it.
-        dist.barrier()
+        dist.init_process_group(_backend(), rank=rank, world_size=world_size)
+        try:
+            result = function(*args)
+            if rank == 0:  # by value: torch's pickling would share tensors with a process about to exit
+                channel.send_bytes(pickle.dumps(("result", result)))
+            # Every rank is past its last collective before any tears the group down: gloo can
+            # abort a process ("terminate called without an active exception") whose peer closes
+            # the connection under it.
+            dist.barrier()
+        finally:
+            dist.destroy_process_group()
+    except KeyboardInterrupt:
+        end_by_sigint()
+    except BaseException as error:  # noqa: BLE001 - every failure goes to the parent
+        try:
+            channel.send_bytes(pickle.dumps(("error", portable(error, f"rank {rank} of the launched group"))))
+        except BaseException:  # noqa: BLE001 - the parent is gone: nobody to tell
+            pass
+        sys.exit(1)
     finally:
-        dist.destroy_process_group()
+        channel.close()
+
+
+_FAILURE_GRACE_S = 1.0  # after a first failure, how long the others may take to report theirs
+# What libstdc++ prints when gloo aborts a rank whose peer died mid-collective: noise after the
+# failure the parent reports itself (a rank that aborts on its own is reported as killed by SIGABRT).
+_ABORT_NOISE = (b"terminate called without an active exception", b"terminate called after throwing",
+                b"  what():  ")
+
+
+def _relay(reader) -> None:
+    """Copy a rank's stderr to this process's (progress bar, warnings) until the rank exits,
+    without gloo's abort messages."""
+    fd = reader.fileno()
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except OSError:
+            return
+        if not chunk:
+            return
+        if not chunk.startswith(_ABORT_NOISE):
+            try:
+                os.write(2, chunk)
+            except OSError:
+                pass
+
+
+def _spawn_group(function: Callable, nproc: int, args: tuple, threads: int) -> Any:
+    """Spawn ``nproc`` ranks running ``function(*args)`` and return rank 0's result.
+
+    Each rank reports over its own pipe (no semaphores: nothing a killed rank can leak). The
+    first failure ends the group: after a short grace in which the other ranks may fail too, a
+    rank killed by a signal is reported first (``ProcessFailed``; the others' errors are its
+    consequences), then the first exception a rank raised (re-raised here, its traceback in
+    a note), then a non-zero exit status. Whatever ends this call, Ctrl-C and the CLI's
+    SIGTERM included, the ranks still running are stopped and reaped."""
+    context = multiprocessing.get_context("spawn")
+    port, parent = _free_port(), os.getpid()
+    processes, readers, relays = [], {}, []
+    try:
+        for rank in range(nproc):
+            reader, writer = context.Pipe(duplex=False)
+            err_reader, err_writer = context.Pipe(duplex=False)
+            process = context.Process(target=_worker, args=(rank, nproc, port, threads, function, args, writer,
+                                                            err_writer, parent),
+                                      daemon=True, name=f"rpfast-rank-{rank}")
+            process.start()
+            writer.close()
+            err_writer.close()
+            processes.append(process)
+            readers[reader] = rank
+            relays.append((threading.Thread(target=_relay, args=(err_reader,), daemon=True), err_reader))
+            relays[-1][0].start()
+        messages, exits, failed_at = [], {}, None  # messages: (kind, payload) in arrival order
+
+        def receive(reader) -> bool:
+            """Take one message from ``reader``; False at its end (the rank has exited)."""
+            try:
+                messages.append(pickle.loads(reader.recv_bytes()))
+                return True
+            except EOFError:
+                del readers[reader]
+                reader.close()
+                return False
+
+        while len(exits) < nproc:
+            timeout = None if failed_at is None else max(0.0, failed_at + _FAILURE_GRACE_S - time.monotonic())
+            sentinels = {p.sentinel: rank for rank, p in enumerate(processes) if rank not in exits}
+            ready = multiprocessing.connection.wait([*readers, *sentinels], timeout)
+            if not ready and failed_at is not None:
+                break  # the others are still running (waiting for the failed rank): stop them
+            for item in ready:
+                if item in readers:
+                    receive(item)
+                else:
+                    rank = sentinels[item]
+                    processes[rank].join()
+                    exits[rank] = processes[rank].exitcode
+            if failed_at is None and (any(kind == "error" for kind, _ in messages) or any(exits.values())):
+                failed_at = time.monotonic()
+        killed = [(rank, code) for rank, code in exits.items() if code is not None and code < 0]
+        if killed:
+            rank, code = killed[0]
+            raise ProcessFailed(f"rank {rank} {exit_description(code)}")
+        for reader in list(readers):  # what a rank sent just before it exited
+            while reader.poll() and receive(reader):
+                pass
+        errors = [payload for kind, payload in messages if kind == "error"]
+        if errors:
+            raise errors[0]
+        failed = [(rank, code) for rank, code in exits.items() if code]
+        if failed:
+            rank, code = failed[0]
+            raise ProcessFailed(f"rank {rank} {exit_description(code)}")
+        results = [payload for kind, payload in messages if kind == "result"]
+        if not results:
+            raise RuntimeError("the distributed run finished without a result from rank 0")
+        return results[0]
+    finally:
+        stop(processes)
+        for reader in readers:
+            reader.close()
+        for relay, err_reader in relays:
+            relay.join(STOP_GRACE_S)  # the rank has exited: its pipe is at its end
+            err_reader.close()
 
 
 def launch(function: Callable[..., Any], nproc: int, *args, threads: Optional[int] = None) -> Optional[Any]:
@@ -107,7 +237,10 @@ def launch(function: Callable[..., Any], nproc: int, *args, threads: Optional[in
     * under ``torchrun``: this process joins the group the launcher set up (``nproc`` is
       ignored) and returns its own result (rank 0's is the one that matters).
     * otherwise: ``nproc`` processes are spawned on this machine (loopback), each with
-      ``threads`` threads (default: this process's threads divided among them).
+      ``threads`` threads (default: this process's threads divided among them). An exception
+      in a rank is raised here; a rank killed by a signal (or exiting without one) raises
+      :class:`~rpfast.experiments.workers.ProcessFailed` naming it; the other ranks are
+      stopped either way.
     """
     if under_launcher():
         if not dist.is_initialized():
@@ -121,33 +254,19 @@ def launch(function: Callable[..., Any], nproc: int, *args, threads: Optional[in
     if nproc == 1:
         return function(*args)
     threads = threads or max(1, torch.get_num_threads() // nproc)
-    results = torch.multiprocessing.get_context("spawn").Queue()
-    processes = torch.multiprocessing.start_processes(
-        _worker, args=(nproc, _free_port(), threads, function, args, results), nprocs=nproc, join=False,
-        start_method="spawn")
-    # Read rank 0's result while the processes run: a large result fills the pipe, and its
-    # writer waits for a reader before it can exit.
-    while True:
-        try:
-            result = pickle.loads(results.get(timeout=0.2))
-            break
-        except queue_module.Empty:
-            if processes.join(timeout=0):  # every process has finished (a failure raises here)
-                raise RuntimeError("the distributed run finished without a result from rank 0")
-    while not processes.join():
-        pass
-    return result
+    return _spawn_group(function, nproc, args, threads)
 
 
 def run_experiment(function: Callable[..., Any], config, progress: bool):
     """A command's ``function(config, progress)`` in ``config.nproc`` processes (or the group a
-    launcher made): the output directory is checked first by the process that writes it,
+    launcher made): the output directory is checked first by the process that writes it
+    (:func:`rpfast._io.check_output_dir`: a non-empty one only with ``config.force``),
     ``config.nproc`` records the real group size, and ``config.threads`` is shared among the
     processes. Returns ``(results, writes)``: rank 0's results (this process's under a
     launcher) and whether this process prints and writes the outputs."""
     writes = main_process()
     if writes:
-        prepare_output_dir(config.out_dir)
+        check_output_dir(config.out_dir, getattr(config, "force", False))
     if under_launcher():
         config = replace(config, nproc=int(os.environ["WORLD_SIZE"]))
     threads = max(1, config.threads // config.nproc) if config.threads else None

@@ -51,7 +51,9 @@ class MoleculesConfig:
     smiles_column: str = option("smiles", "SMILES column of a CSV")
     tasks: Optional[str] = option(None, "comma-separated label columns (default: every numeric column)")
     seed: int = option(0, "seed of the splits, initialisations and relabelings")
-    out_dir: str = option("molecules_results", "output directory", flag="--out")
+    out_dir: str = option("molecules_results", "output directory (written whole under a temporary name beside it, "
+                                               "renamed when complete)", flag="--out")
+    force: bool = option(False, "replace an existing non-empty --out directory")
     threads: Optional[int] = option(None, "kernel/torch threads in all, shared by --nproc processes (default: torch's)")
     nproc: int = option(1, "processes that train each model together (DistributedDataParallel, gloo on CPU); "
                            "torchrun sets this itself")
@@ -105,7 +107,28 @@ def load_dataset(config: MoleculesConfig) -> MoleculeDataset:
                          f"(data row {row}): rpfast molecules does binary classification, labels must be 0 or 1")
     if len(dataset) < 10:
         raise ValueError(f"{config.data}: {len(dataset)} molecules are too few for train/valid/test splits")
+    check_usable_tasks(labels, dataset.tasks, config.data)
     return dataset
+
+
+def two_classes(labels: torch.Tensor) -> torch.Tensor:
+    """Per task (column): whether its labelled entries hold both 0 and 1, so ROC-AUC is defined."""
+    return ((labels == 0).any(dim=0) & (labels == 1).any(dim=0)) if len(labels) else torch.zeros(
+        labels.shape[1], dtype=torch.bool)
+
+
+def check_usable_tasks(labels: torch.Tensor, tasks: Sequence[str], where: str) -> None:
+    """ValueError unless some task has both classes among ``labels`` (NaN = missing): without
+    one, no ROC-AUC (validation or test) is defined and nothing can be trained or scored."""
+    if two_classes(labels).any():
+        return
+    described = []
+    for t, task in enumerate(tasks[:3]):
+        known = labels[:, t][~labels[:, t].isnan()]
+        described.append(f"{task!r}: no label" if not len(known) else f"{task!r}: only {int(known[0])}")
+    more = f", ... ({len(tasks)} tasks)" if len(tasks) > 3 else ""
+    raise ValueError(f"{where}: no usable label: no task has both classes 0 and 1 ({'; '.join(described)}{more}), "
+                     "so ROC-AUC is undefined; name label columns with both classes with --tasks")
 
 
 def build_model(name: str, k: int, num_tasks: int, id_dim: int, eval_samples: int,
@@ -178,9 +201,15 @@ def predict(model: nn.Module, graphs: MoleculeGraphs, molecules: torch.Tensor, b
     return torch.sigmoid(torch.cat(outs)).numpy() if outs else np.zeros((0, 0))
 
 
-def _mean_auc(aucs: Sequence[Optional[float]]) -> float:
+def _mean_auc(aucs: Sequence[Optional[float]]) -> Optional[float]:
+    """The mean over the tasks whose AUC is defined; None (null in results.json) if none is."""
     known = [a for a in aucs if a is not None]
-    return float(np.mean(known)) if known else float("nan")
+    return float(np.mean(known)) if known else None
+
+
+def _mean(values: Sequence[Optional[float]]) -> Optional[float]:
+    known = [v for v in values if v is not None]
+    return float(np.mean(known)) if known else None
 
 
 def train_model(name: str, k: int, config: MoleculesConfig, graphs: MoleculeGraphs, labels: torch.Tensor,
@@ -223,11 +252,13 @@ def train_model(name: str, k: int, config: MoleculesConfig, graphs: MoleculeGrap
         total = context.mean(total) if context.distributed else total
         epoch_seconds.append(time.perf_counter() - start)
         valid_auc = _mean_auc(task_aucs(predict(model, graphs, valid, 512), labels[valid].numpy()))
-        if best is None or valid_auc > best["valid_auc"]:
+        # No task with both classes in the validation set (valid_auc None in every epoch): no
+        # selection, the last epoch's model is tested.
+        if best is None or valid_auc is None or best["valid_auc"] is None or valid_auc > best["valid_auc"]:
             best = {"valid_auc": valid_auc, "epoch": epoch,
                     "state": {key: v.clone() for key, v in model.state_dict().items()}}
         bar.set_postfix(model=name, k=k, epoch=epoch, loss=f"{total / max(len(order), 1):.3f}",
-                        valid=f"{valid_auc:.3f}")
+                        valid="n/a" if valid_auc is None else f"{valid_auc:.3f}")
         bar.update()
     model.load_state_dict(best["state"])
     test_aucs = task_aucs(predict(model, graphs, test, 512), labels[test].numpy())
@@ -251,6 +282,15 @@ def run_molecules(config: MoleculesConfig, progress: bool = True) -> Dict:
     if len(graphs) < 10:
         raise ValueError(f"only {len(graphs)} molecules parse: too few for train/valid/test splits")
     labels = dataset.labels[graphs.rows]
+    check_usable_tasks(labels, dataset.tasks, f"{config.data} (the {len(graphs)} molecules that parse)")
+    splits = [random_split(len(graphs), config.seed + s) if config.split == "random" else scaffold_split(graphs.smiles)
+              for s in range(config.splits)]
+    unscored = [s for s, (_, _, test) in enumerate(splits) if not two_classes(labels[test]).any()]
+    if len(unscored) == len(splits):
+        raise ValueError(f"{config.data}: no task has both classes 0 and 1 in the test set of "
+                         f"{'the' if len(splits) == 1 else 'any'} {config.split} split "
+                         f"({len(splits[0][2])} test molecules), so test ROC-AUC is undefined; "
+                         "use more molecules" + (" or another --seed" if config.split == "random" else ""))
     jobs = [(name, config.k) for name in config.model_list()]
     if config.sweep_k:
         jobs += [("kary", k) for k in SWEEP_K if ("kary", k) not in jobs]
@@ -259,10 +299,8 @@ def run_molecules(config: MoleculesConfig, progress: bool = True) -> Dict:
     bar = tqdm(total=len(jobs) * config.splits * config.epochs, desc="molecules", unit="epoch", disable=not progress)
     runs, skipped = [], set()
     start = time.perf_counter()
-    for s in range(config.splits):
+    for s, split in enumerate(splits):
         split_seed = config.seed + s
-        split = (random_split(len(graphs), split_seed) if config.split == "random"
-                 else scaffold_split(graphs.smiles))
         for name, k in jobs:
             run = train_model(name, k, config, graphs, labels, split, split_seed, bar)
             run["split"] = s
@@ -271,26 +309,28 @@ def run_molecules(config: MoleculesConfig, progress: bool = True) -> Dict:
     bar.close()
     return {"config": asdict(config), "tasks": list(dataset.tasks), "molecules": len(graphs),
             "invalid_rows": graphs.invalid, "runs": runs, "skipped_tasks": sorted(skipped),
-            "summary": summarise(runs), "seconds": time.perf_counter() - start}
+            "unscored_splits": unscored, "summary": summarise(runs), "seconds": time.perf_counter() - start}
 
 
 def summarise(runs: List[Dict]) -> List[Dict]:
-    """Per (model, k): mean and sd of the test ROC-AUC over splits, validation AUC, seconds/epoch."""
+    """Per (model, k): mean and sd of the test ROC-AUC over the splits where it is defined (None
+    where it is defined in none), validation AUC, seconds/epoch, and the splits counted."""
     rows = []
     for key in dict.fromkeys((r["model"], r["k"]) for r in runs):
         group = [r for r in runs if (r["model"], r["k"]) == key]
-        tests = np.array([r["test_auc"] for r in group])
+        tests = [r["test_auc"] for r in group if r["test_auc"] is not None]
+        sd = (float(np.std(tests, ddof=1)) if len(tests) > 1 else 0.0) if tests else None
         rows.append({"model": key[0] + ("" if key[1] is None else f" (k={key[1]})"), "name": key[0], "k": key[1],
-                     "test_auc": float(np.mean(tests)), "test_sd": float(np.std(tests, ddof=1)) if len(tests) > 1 else 0.0,
-                     "valid_auc": float(np.mean([r["valid_auc"] for r in group])),
+                     "test_auc": _mean(tests), "test_sd": sd, "valid_auc": _mean([r["valid_auc"] for r in group]),
                      "seconds_per_epoch": float(np.mean([r["seconds_per_epoch"] for r in group])),
-                     "splits": len(group)})
+                     "splits": len(tests)})
     return rows
 
 
 def main(config: MoleculesConfig, progress: bool = True) -> Dict:
     """Run the experiment, print the Table-2-style summary, write CSV, JSON and figures. The
-    options and the output directory are checked before any work; files are written atomically."""
+    options and the output directory are checked before any work; the directory is written whole
+    and renamed into place when complete."""
     config.validate()
     results, writes = distributed.run_experiment(run_molecules, config, progress)
     if not writes:
@@ -298,7 +338,11 @@ def main(config: MoleculesConfig, progress: bool = True) -> Dict:
     name = "Tox21" if config.data == "tox21" else Path(config.data).name
     print(format_table(results, f"{name}: test ROC-AUC (mean over tasks), {config.splits} {config.split} split(s)"))
     if results["skipped_tasks"]:
-        print("tasks left out of a mean (one class only in a split): " + ", ".join(results["skipped_tasks"]))
-    paths = write_outputs(results, Path(config.out_dir))
+        print("tasks left out of a mean (one class only in a split's test set; AUC null in results.json): "
+              + ", ".join(results["skipped_tasks"]))
+    if results["unscored_splits"]:
+        print("splits without a test ROC-AUC (no task with both classes in the test set; null in results.json, "
+              "not counted in 'splits'): " + ", ".join(map(str, results["unscored_splits"])))
+    paths = write_outputs(results, Path(config.out_dir), force=config.force)
     print(f"finished in {results['seconds']:.0f} s; wrote " + ", ".join(str(p) for p in paths))
     return results

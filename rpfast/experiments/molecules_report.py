@@ -6,7 +6,7 @@ from typing import Dict, List
 
 import numpy as np
 
-from rpfast._io import atomic_path, prepare_output_dir
+from rpfast._io import atomic_directory
 
 COLUMNS = ("model", "test_auc", "test_sd", "valid_auc", "seconds_per_epoch", "splits")
 
@@ -16,31 +16,44 @@ def format_table(results: Dict, title: str) -> str:
     header = f"{'model':<22}{'test AUC':>10}{'sd':>8}{'valid AUC':>11}{'s/epoch':>9}{'splits':>8}"
     lines = [title, header, "-" * len(header)]
     for row in results["summary"]:
-        lines.append(f"{row['model']:<22}{row['test_auc']:>10.3f}{row['test_sd']:>8.3f}{row['valid_auc']:>11.3f}"
-                     f"{row['seconds_per_epoch']:>9.2f}{row['splits']:>8}")
+        lines.append(f"{row['model']:<22}{_cell(row['test_auc'], 10)}{_cell(row['test_sd'], 8)}"
+                     f"{_cell(row['valid_auc'], 11)}{row['seconds_per_epoch']:>9.2f}{row['splits']:>8}")
     return "\n".join(lines)
 
 
-def write_outputs(results: Dict, out_dir: Path) -> List[Path]:
-    """summary.csv, results.json, task_auc.png and (with k-ary runs at several k) kary_sweep.png."""
-    out_dir = prepare_output_dir(out_dir)
-    summary_csv = out_dir / "summary.csv"
-    with atomic_path(summary_csv) as tmp, tmp.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(results["summary"])
-    results_json = out_dir / "results.json"
-    with atomic_path(results_json) as tmp, tmp.open("w") as fh:
-        json.dump(results, fh, indent=2)
-    paths = [summary_csv, results_json, out_dir / "task_auc.png"]
-    with atomic_path(paths[-1]) as tmp:
-        _plot_tasks(results, tmp)
+def _cell(value, width: int) -> str:
+    """A metric right-aligned with 3 decimals; 'n/a' where it is undefined (None)."""
+    return f"{'n/a':>{width}}" if value is None else f"{value:>{width}.3f}"
+
+
+def _number(value) -> float:
+    """None (an undefined metric) as NaN, which matplotlib leaves out."""
+    return np.nan if value is None else value
+
+
+def write_outputs(results: Dict, out_dir: Path, force: bool = False) -> List[Path]:
+    """summary.csv, results.json, task_auc.png and (with k-ary runs at several k) kary_sweep.png.
+
+    The files are written into a temporary directory beside ``out_dir`` that replaces it when
+    all of them are complete (:func:`atomic_directory`: a non-empty ``out_dir`` only with
+    ``force``), so ``out_dir`` never holds a mix of two runs. An undefined metric is null in
+    results.json (and empty in summary.csv), never NaN.
+    """
+    out_dir = Path(out_dir)
+    names = ["summary.csv", "results.json", "task_auc.png"]
     ks = sorted({r["k"] for r in results["summary"] if r["name"] == "kary"})
     if len(ks) > 1:
-        paths.append(out_dir / "kary_sweep.png")
-        with atomic_path(paths[-1]) as tmp:
-            _plot_sweep(results, tmp)
-    return paths
+        names.append("kary_sweep.png")
+    with atomic_directory(out_dir, force) as tmp:
+        with (tmp / names[0]).open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(results["summary"])
+        (tmp / names[1]).write_text(json.dumps(results, indent=2, allow_nan=False))
+        _plot_tasks(results, tmp / names[2])
+        if len(ks) > 1:
+            _plot_sweep(results, tmp / names[3])
+    return [out_dir / name for name in names]
 
 
 def _figure(ncols: int, width: float):
@@ -93,10 +106,11 @@ def _plot_sweep(results: Dict, path: Path) -> None:
     full = next((r for r in results["summary"] if r["name"] == "duvenaud"), None)
     plt, fig, axes = _figure(2, 10.0)
     ks = [r["k"] for r in rows]
-    axes[0].errorbar(ks, [r["test_auc"] for r in rows], yerr=[r["test_sd"] for r in rows], marker="o", capsize=3,
-                     label="k-ary Duvenaud")
+    axes[0].errorbar(ks, [_number(r["test_auc"]) for r in rows], yerr=[_number(r["test_sd"]) for r in rows],
+                     marker="o", capsize=3, label="k-ary Duvenaud")
     if full is not None:
-        axes[0].axhline(full["test_auc"], color="C1", linestyle="--", label="Duvenaud (full graph)")
+        if full["test_auc"] is not None:
+            axes[0].axhline(full["test_auc"], color="C1", linestyle="--", label="Duvenaud (full graph)")
         axes[1].plot(ks, [full["seconds_per_epoch"] / r["seconds_per_epoch"] for r in rows], marker="o")
         axes[1].axhline(1.0, color="grey", linestyle="--", linewidth=1)
     axes[0].set_xlabel("k")

@@ -6,7 +6,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from rpfast._io import atomic_path, prepare_output_dir
+from rpfast._io import atomic_directory
 
 STATS = ("mean", "median", "max", "min", "sd")
 
@@ -39,25 +39,24 @@ def format_table(summary: List[Dict], title: str) -> str:
     return "\n".join(lines)
 
 
-def write_outputs(results: Dict, out_dir: Path, class_names: Sequence[str]) -> List[Path]:
+def write_outputs(results: Dict, out_dir: Path, class_names: Sequence[str], force: bool = False) -> List[Path]:
     """Write summary.csv, results.json and a figure (per-fold accuracy, embedding projections).
 
-    Each file is written under a temporary name and renamed when complete (:func:`atomic_path`).
+    The files are written into a temporary directory beside ``out_dir`` that replaces it when
+    all of them are complete (:func:`atomic_directory`: a non-empty ``out_dir`` only with
+    ``force``), so ``out_dir`` never holds a mix of two runs. results.json holds no NaN.
     """
-    out_dir = prepare_output_dir(out_dir)
-    summary_csv = out_dir / "summary.csv"
-    with atomic_path(summary_csv) as tmp, tmp.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["model", *STATS, "runs"])
-        writer.writeheader()
-        writer.writerows(results["summary"])
-    results_json = out_dir / "results.json"
-    payload = {k: results[k] for k in ("config", "summary", "runs", "seconds")}
-    with atomic_path(results_json) as tmp, tmp.open("w") as fh:
-        json.dump(payload, fh, indent=2)
-    figure = out_dir / "csl.png"
-    with atomic_path(figure) as tmp:
-        plot(results, tmp, class_names, fmt="png")
-    return [summary_csv, results_json, figure]
+    out_dir = Path(out_dir)
+    names = ["summary.csv", "results.json", "csl.png"]
+    with atomic_directory(out_dir, force) as tmp:
+        with (tmp / names[0]).open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=["model", *STATS, "runs"])
+            writer.writeheader()
+            writer.writerows(results["summary"])
+        payload = {k: results[k] for k in ("config", "summary", "runs", "seconds")}
+        (tmp / names[1]).write_text(json.dumps(payload, indent=2, allow_nan=False))
+        plot(results, tmp / names[2], class_names, fmt="png")
+    return [out_dir / name for name in names]
 
 
 def plot(results: Dict, path: Path, class_names: Sequence[str], fmt: Optional[str] = None) -> None:
