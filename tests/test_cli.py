@@ -105,7 +105,7 @@ def test_csl_options_come_from_the_config_dataclass(capsys):
     with pytest.raises(SystemExit):
         parser.parse_args(["csl", "--help"])
     help_text = capsys.readouterr().out
-    for flag in ("--epochs", "--layers", "--eval-samples", "--out", "--threads", "--paper", "--no-progress"):
+    for flag in ("--epochs", "--layers", "--eval-samples", "--out", "--force", "--threads", "--paper", "--no-progress"):
         assert flag in help_text
     assert "--num-vertices" not in help_text and "--inference-perms" not in help_text
     assert parser.parse_args(["csl", "--inference-perms", "3"]).eval_samples == 3  # old spelling

@@ -1,13 +1,16 @@
 """Hostile-user hardening of the ``rpfast`` command (issue 8): one-line errors, atomic outputs,
 strict edge lists, SMILES argument types, broken pipes, and a clear import error from a
-source tree without the compiled extension."""
+source tree without the compiled extension; SIGTERM/SIGHUP handled like Ctrl-C and output
+directories written whole (a later issue, defects 10 and 11)."""
 import errno
 import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -262,3 +265,130 @@ def test_import_from_source_tree_without_extension_says_what_is_wrong(tmp_path):
     assert last.startswith("ImportError: the compiled extension rpfast._C is not in this source tree "
                            f"{tmp_path / 'rpfast'}")
     assert "pip install -e ." in last and "outside the source directory" in last
+
+
+# --- issue defect 10: SIGTERM and SIGHUP clean up like Ctrl-C ------------------------------
+
+# Runs the command line in a fresh interpreter after ``patch`` (Python source), so that a real
+# signal reaches a real process at a chosen point.
+_DRIVER = "import sys\n{patch}\nfrom rpfast.cli import main\nsys.exit(main({argv!r}))\n"
+
+# ``rpfast subsets`` with a stream that pauses after each chunk: the output is being written
+# (under its temporary name) for as long as the test likes.
+_SLOW_STREAM = """
+import time
+import rpfast.commands.subsets as tool
+real = tool.iter_k_subsets
+def slow(*args, **kwargs):
+    stream = real(*args, **kwargs)
+    class Slow:
+        total = stream.total
+        def __iter__(self):
+            for chunk in stream:
+                yield chunk
+                time.sleep(0.05)
+    return Slow()
+tool.iter_k_subsets = slow
+"""
+
+
+def _start(patch, argv, cwd):
+    return subprocess.Popen([sys.executable, "-c", _DRIVER.format(patch=patch, argv=argv)], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".csv"])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_subsets_signal_mid_write_removes_the_temporary(suffix, signum, tmp_path):
+    graph = _path_graph(tmp_path, 60)  # 1770 rows, one per chunk: minutes at the pace of _SLOW_STREAM
+    process = _start(_SLOW_STREAM, ["subsets", str(graph), "--k", "2", "--chunk-size", "1", "--no-progress",
+                                    "--out", "s" + suffix], tmp_path)
+    temporary = tmp_path / f".s{suffix}.tmp-{process.pid}"
+    deadline = time.monotonic() + 120  # a hang guard, not a timing assertion
+    while not temporary.exists():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the output was never started"
+        time.sleep(0.02)
+    process.send_signal(signum)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 128 + signum
+    assert err == f"rpfast subsets: terminated by {signal.Signals(signum).name}\n"
+    assert _leftovers(tmp_path, {"g.txt"}) == []
+
+
+def test_csl_sigterm_while_writing_keeps_the_previous_output_whole(tmp_path):
+    """SIGTERM lands when the new figure is complete, just before the new directory would be
+    renamed into place: the previous run's directory stays as it was, the temporary goes."""
+    out = tmp_path / "csl"
+    write_outputs(_fake_results(), out, [f"R={r}" for r in range(10)])
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    patch = ("import os, signal, time\n"
+             "import rpfast.experiments.report as report\n"
+             "real = report.plot\n"
+             "def plot(*args, **kwargs):\n"
+             "    real(*args, **kwargs)\n"
+             "    os.kill(os.getpid(), signal.SIGTERM)\n"
+             "    time.sleep(60)\n"
+             "report.plot = plot\n")
+    process = _start(patch, ["csl", "--epochs", "1", "--folds", "2", "--hidden", "4", "--jobs", "1", "--threads", "1",
+                             "--no-progress", "--force", "--out", str(out)], tmp_path)
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == 143 and err == "rpfast csl: terminated by SIGTERM\n"
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert _leftovers(tmp_path, {"csl"}) == []
+
+
+def test_signal_handlers_are_restored_after_the_command(graph, capsys):
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    assert main(["subsets", str(graph), "--k", "2", "--count"]) == 0
+    assert {signum: signal.getsignal(signum) for signum in before} == before
+
+
+# --- issue defect 11: `rpfast csl --out` is one directory, written whole ---------------------
+
+def _no_training(monkeypatch):
+    monkeypatch.setattr(csl_module, "run_csl", lambda config, progress=True: _fake_results())
+
+
+def test_csl_refuses_a_non_empty_out_before_training_unless_forced(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "csl"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+
+    def must_not_train(*args, **kwargs):
+        raise AssertionError("trained before checking --out")
+
+    monkeypatch.setattr(csl_module, "run_csl", must_not_train)
+    err = cli_fails(["csl", "--no-progress", "--out", str(out)], capsys)
+    assert err == f"rpfast csl: error: output directory {out} exists and is not empty; pass --force to replace it\n"
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    _no_training(monkeypatch)
+    assert main(["csl", "--no-progress", "--force", "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["csl.png", "results.json", "summary.csv"]  # replaced whole
+    assert _leftovers(tmp_path, {"csl"}) == []
+    capsys.readouterr()
+
+
+def test_csl_writes_into_an_existing_empty_directory(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "csl"
+    out.mkdir()
+    _no_training(monkeypatch)
+    assert main(["csl", "--no-progress", "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["csl.png", "results.json", "summary.csv"]
+    assert _leftovers(tmp_path, {"csl"}) == []
+    capsys.readouterr()
+
+
+def test_force_never_replaces_the_directory_the_command_runs_in(tmp_path, capsys, monkeypatch):
+    (tmp_path / "keep.txt").write_text("mine")
+    monkeypatch.chdir(tmp_path)
+    _no_training(monkeypatch)
+    err = cli_fails(["csl", "--no-progress", "--force", "--out", "."], capsys)
+    assert err == "rpfast csl: error: refusing to replace output directory .: it holds the current directory\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
+
+
+def test_subsets_out_that_is_a_directory_is_refused(graph, tmp_path, capsys):
+    (tmp_path / "d.csv").mkdir()
+    err = cli_fails(["subsets", str(graph), "--k", "2", "--force", "--out", str(tmp_path / "d.csv")], capsys)
+    assert err == f"rpfast subsets: error: --out {tmp_path / 'd.csv'} is a directory, not a file\n"

@@ -6,6 +6,7 @@ import pytest
 
 pytest.importorskip("rdkit")
 
+from assertions import cli_fails  # noqa: E402
 from rpfast.cli import main  # noqa: E402
 from rpfast.data import load_tox21  # noqa: E402
 
@@ -95,3 +96,152 @@ def test_molecules_command_with_two_processes(tiny_csv, tmp_path, capsys):
     results = json.loads((out / "results.json").read_text())
     assert {r["model"] for r in results["runs"]} == {"duvenaud", "rp-duvenaud"}
     assert "test ROC-AUC" in capsys.readouterr().out
+
+
+# --- issue defect 8: no usable label is an error; an undefined AUC is null, never NaN -------
+
+def _strict_json(path):
+    """results.json parsed with NaN and Infinity refused (they are not JSON)."""
+    def refuse(constant):
+        raise AssertionError(f"{path} holds {constant}")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+def _label_csv(tmp_path, columns, name="labels.csv"):
+    """The first 40 Tox21 molecules with the label columns ``columns`` (name -> 40 values)."""
+    data = load_tox21()
+    path = tmp_path / name
+    with path.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["smiles", *columns])
+        for i in range(40):
+            writer.writerow([data.smiles[i], *("" if v[i] is None else v[i] for v in columns.values())])
+    return path
+
+
+@pytest.mark.parametrize("columns, shown", [
+    ({"flat": [0] * 40}, "'flat': only 0"),
+    ({"empty": [None] * 40}, "'empty': no label"),
+    ({"flat": [1] * 40, "empty": [None] * 40}, "'flat': only 1; 'empty': no label"),
+])
+def test_no_usable_label_is_a_one_line_error(columns, shown, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("RPFAST_CACHE", str(tmp_path / "cache"))
+    path = _label_csv(tmp_path, columns)
+    out = tmp_path / "out"
+    err = cli_fails(["molecules", "--data", str(path), "--model", "duvenaud", "--epochs", "1", "--no-progress",
+                     "--out", str(out)], capsys)
+    assert err.startswith(f"rpfast molecules: error: {path}: no usable label: no task has both classes 0 and 1 "
+                          f"({shown})"), err
+    assert not out.exists()
+
+
+def test_no_task_with_both_classes_in_the_test_split_is_a_one_line_error(tmp_path, capsys, monkeypatch):
+    from rpfast.data.moleculenet import random_split
+
+    monkeypatch.setenv("RPFAST_CACHE", str(tmp_path / "cache"))
+    train, _, _ = random_split(40, 0)
+    rare = [0] * 40
+    rare[int(train[0])] = 1  # the only positive sits in the training set
+    path = _label_csv(tmp_path, {"rare": rare})
+    err = cli_fails(["molecules", "--data", str(path), "--model", "duvenaud", "--epochs", "1", "--no-progress",
+                     "--out", str(tmp_path / "out")], capsys)
+    assert "no task has both classes 0 and 1 in the test set of the random split (4 test molecules)" in err
+    assert not (tmp_path / "out").exists()
+
+
+def _labels_scored_in(scored, unscored=()):
+    """40 labels whose test set has both classes in the random splits of seeds ``scored`` and
+    one class only in those of seeds ``unscored``."""
+    from rpfast.data.moleculenet import random_split
+
+    labels = [0] * 40
+    avoid = {int(i) for seed in unscored for i in random_split(40, seed)[2]}
+    for seed in scored:
+        test = [int(i) for i in random_split(40, seed)[2]]
+        labels[next(i for i in test if i not in avoid)] = 1
+        assert any(labels[i] == 0 for i in test)
+    assert sum(labels) >= 1 and all(labels[i] == 0 for i in avoid)
+    return labels
+
+
+def test_unusable_tasks_beside_a_usable_one_are_reported_and_null(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("RPFAST_CACHE", str(tmp_path / "cache"))
+    path = _label_csv(tmp_path, {"A": _labels_scored_in([0, 1]), "flat": [0] * 40, "empty": [None] * 40})
+    out = tmp_path / "out"
+    assert main(["molecules", "--data", str(path), "--model", "duvenaud", "--epochs", "1", "--splits", "2",
+                 "--no-progress", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "nan" not in printed.lower() and "splits without a test ROC-AUC" not in printed
+    assert "tasks left out of a mean (one class only in a split's test set; AUC null in results.json): " \
+           "empty, flat" in printed
+    results = _strict_json(out / "results.json")
+    assert results["skipped_tasks"] == ["empty", "flat"] and results["unscored_splits"] == []
+    for run in results["runs"]:
+        assert run["task_aucs"][1:] == [None, None] and 0 <= run["task_aucs"][0] <= 1
+        assert run["test_auc"] == run["task_aucs"][0]
+    assert 0 <= results["summary"][0]["test_auc"] <= 1 and results["summary"][0]["splits"] == 2
+
+
+def test_a_split_without_a_test_auc_is_reported_and_left_out_of_the_mean(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("RPFAST_CACHE", str(tmp_path / "cache"))
+    path = _label_csv(tmp_path, {"A": _labels_scored_in([0], unscored=[1])})
+    out = tmp_path / "out"
+    assert main(["molecules", "--data", str(path), "--model", "duvenaud", "--epochs", "2", "--splits", "2",
+                 "--no-progress", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "nan" not in printed.lower()
+    assert "splits without a test ROC-AUC (no task with both classes in the test set; null in results.json, " \
+           "not counted in 'splits'): 1" in printed
+    results = _strict_json(out / "results.json")
+    assert results["unscored_splits"] == [1]
+    scored, unscored = sorted(results["runs"], key=lambda r: r["split"])
+    assert 0 <= scored["test_auc"] <= 1 and unscored["test_auc"] is None and unscored["task_aucs"] == [None]
+    assert results["summary"][0]["test_auc"] == scored["test_auc"] and results["summary"][0]["splits"] == 1
+
+
+def test_undefined_aucs_are_null_in_json_empty_in_csv_and_na_in_the_table(tmp_path):
+    from rpfast.experiments.molecules import summarise
+    from rpfast.experiments.molecules_report import format_table, write_outputs
+
+    runs = [{"model": "duvenaud", "k": None, "split": s, "test_auc": auc, "valid_auc": None, "best_epoch": 0,
+             "task_aucs": [auc], "seconds_per_epoch": 1.0} for s, auc in enumerate([None, 0.75])]
+    runs.append({**runs[0], "model": "rp-duvenaud"})
+    results = {"tasks": ["A"], "runs": runs, "summary": summarise(runs)}
+    assert [(r["test_auc"], r["test_sd"], r["valid_auc"], r["splits"]) for r in results["summary"]] == [
+        (0.75, 0.0, None, 1), (None, None, None, 0)]
+    table = format_table(results, "t")
+    assert "nan" not in table and table.splitlines()[-1].split()[1:4] == ["n/a", "n/a", "n/a"]
+    write_outputs(results, tmp_path / "out")
+    assert _strict_json(tmp_path / "out" / "results.json")["summary"][1]["test_auc"] is None
+    assert (tmp_path / "out" / "summary.csv").read_text().splitlines()[2] == "rp-duvenaud,,,,1.0,0"
+
+
+# --- issue defect 11: the output directory is written whole --------------------------------
+
+def test_ctrl_c_while_writing_keeps_the_previous_output_whole(tiny_csv, tmp_path, capsys, monkeypatch):
+    import rpfast.experiments.molecules_report as report
+
+    out = tmp_path / "out"
+    argv = ["molecules", "--data", str(tiny_csv), "--model", "duvenaud", "--epochs", "1", "--no-progress",
+            "--threads", "1", "--out", str(out)]
+    assert main(argv) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert set(before) == {"summary.csv", "results.json", "task_auc.png"}
+    err = cli_fails(argv + ["--epochs", "2"], capsys)  # no --force: refused before any training
+    assert err == f"rpfast molecules: error: output directory {out} exists and is not empty; pass --force " \
+                  "to replace it\n"
+
+    def plot_then_interrupt(results, path):
+        path.write_bytes(b"\x89PNG partial")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report, "_plot_tasks", plot_then_interrupt)
+    assert cli_fails(argv + ["--epochs", "2", "--force"], capsys, 130) == "rpfast molecules: interrupted\n"
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # not new CSV/JSON beside the old figure
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "out", "tiny.csv"]
+    monkeypatch.undo()
+    monkeypatch.setenv("RPFAST_CACHE", str(tmp_path / "cache"))
+    assert main(argv + ["--epochs", "2", "--force"]) == 0
+    assert _strict_json(out / "results.json")["config"]["epochs"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "out", "tiny.csv"]

@@ -1,11 +1,19 @@
 """Multi-process training (rpfast/experiments/distributed.py) and parallel runs (workers.py)."""
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
 
 from rpfast.data import csl_batch, csl_dataset
 from rpfast.experiments import distributed
+from rpfast.experiments.workers import ProcessFailed, run_in_workers
 from rpfast.nn import RPGIN, convert_sync_batch_norm
 
 STEPS, GLOBAL_BATCH, SEED = 3, 8, 7
@@ -92,3 +100,137 @@ def test_nproc_and_jobs_together_are_refused(capsys):
     with pytest.raises(SystemExit):
         main(["csl", "--nproc", "2", "--jobs", "2", "--out", "unused"])
     assert "choose one" in capsys.readouterr().err
+
+
+# --- a process that dies or fails (issue defect 9) ------------------------------------------
+
+def _rank_one_kills_itself():
+    if distributed.current().rank == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    torch.distributed.barrier()  # rank 0 waits for the rank that died
+    return "unreachable"
+
+
+def _rank_one_raises():
+    if distributed.current().rank == 1:
+        raise ValueError("bad data in rank 1")
+    torch.distributed.barrier()
+    return "unreachable"
+
+
+def test_a_rank_killed_by_a_signal_is_named_and_the_others_are_stopped():
+    with pytest.raises(ProcessFailed, match=r"^rank 1 was killed by SIGKILL$"):
+        distributed.launch(_rank_one_kills_itself, WORLD, threads=1)
+
+
+def test_an_exception_in_a_rank_is_raised_here_with_its_traceback_as_a_note():
+    with pytest.raises(ValueError) as info:
+        distributed.launch(_rank_one_raises, WORLD, threads=1)
+    assert str(info.value) == "bad data in rank 1"  # not rank 0's lost connection, which came after it
+    notes = "".join(getattr(info.value, "__notes__", []))
+    assert "rank 1 of the launched group" in notes and "_rank_one_raises" in notes
+
+
+def _call_that_kills_its_worker(index, report):
+    report(1)
+    if index == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return index
+
+
+def _call_that_raises(index, report):
+    if index == 2:
+        raise KeyError(index)
+    return index
+
+
+class _Bar:
+    def __init__(self):
+        self.n = 0
+
+    def update(self, n):
+        self.n += n
+
+
+def test_run_in_workers_reports_a_killed_worker_instead_of_waiting_for_it():
+    with pytest.raises(ProcessFailed, match=r"^worker process \d+ was killed by SIGKILL$"):
+        run_in_workers(_call_that_kills_its_worker, [(i,) for i in range(3)], 2, 1, _Bar())
+
+
+def test_run_in_workers_raises_a_workers_exception_and_keeps_the_order_of_results():
+    with pytest.raises(KeyError):
+        run_in_workers(_call_that_raises, [(i,) for i in range(4)], 2, 1, _Bar())
+    bar = _Bar()
+    assert run_in_workers(_call_that_kills_its_worker, [(0,), (2,), (3,)], 2, 1, bar) == [0, 2, 3]
+    assert bar.n == 3
+
+
+def _children(pid: int):
+    """The worker processes (multiprocessing spawn children) of process ``pid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == pid and b"spawn_main" in cmdline:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _start_csl(tmp_path, *options):
+    """``rpfast csl`` in a subprocess that trains far longer than the test waits, and its two
+    worker processes once both run."""
+    command = [sys.executable, "-m", "rpfast", "csl", "--epochs", "100000", "--folds", "2", "--hidden", "8",
+               "--no-progress", "--threads", "2", "--out", str(tmp_path / "out"), *options]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120  # a hang guard, not a timing assertion
+    while len(workers := _children(process.pid)) < 2:
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the worker processes did not start"
+        time.sleep(0.05)
+    time.sleep(1.0)  # let them get past start-up (a process killed while being spawned is another story)
+    return process, workers
+
+
+def _finished(process, workers, tmp_path):
+    out, err = process.communicate(timeout=120)
+    time.sleep(0.2)
+    assert not [w for w in workers if _alive(w)], "worker processes left running"
+    assert "Traceback" not in err and "leaked" not in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "left an output or a temporary"
+    return process.returncode, err
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the worker processes in /proc")
+@pytest.mark.parametrize("options", [("--nproc", "2"), ("--jobs", "2")])
+def test_killing_a_worker_process_is_one_line_naming_it(options, tmp_path):
+    process, workers = _start_csl(tmp_path, *options)
+    os.kill(workers[-1], signal.SIGKILL)
+    code, err = _finished(process, workers, tmp_path)
+    assert code == 2
+    if options[0] == "--nproc":
+        assert re.fullmatch(r"rpfast csl: error: rank [01] was killed by SIGKILL\n", err), err
+    else:
+        assert err == f"rpfast csl: error: worker process {workers[-1]} was killed by SIGKILL\n"
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the worker processes in /proc")
+@pytest.mark.parametrize("options", [("--nproc", "2"), ("--jobs", "2")])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_to_the_command_stops_its_workers_in_one_line(signum, options, tmp_path):
+    process, workers = _start_csl(tmp_path, *options)
+    process.send_signal(signum)
+    code, err = _finished(process, workers, tmp_path)
+    assert code == 128 + signum
+    assert err == f"rpfast csl: terminated by {signal.Signals(signum).name}\n"

@@ -93,14 +93,26 @@ def _free_port() -> int:
 def _worker(rank: int, world_size: int, port: int, threads: int, function: Callable, args: tuple, channel,
             stderr, parent: int) -> None:
     """One process of the group: run ``function(*args)``; rank 0 sends ``("result", result)``
-    and every rank that fails sends ``("error", exception)`` over ``channel`` and exits 1. Ctrl-C
-    ends the process by SIGINT (the parent reports the run interrupted), without a traceback.
-    Its stderr goes to the pipe ``stderr``, which the parent relays (:func:`_relay`)."""
+    and a rank that fails sends ``("error", time, exception)`` over ``channel`` (before it tears
+    its process group down, so the errors this causes in its peers come later) and exits 1.
+    Ctrl-C ends the process by SIGINT (the parent reports the run interrupted), without a
+    traceback. Its stderr goes to the pipe ``stderr``, which the parent relays (:func:`_relay`)."""
     os.dup2(stderr.fileno(), 2)
     stderr.close()
     prepare_child(parent)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world_size))
     torch.set_num_threads(threads)
+    reported = []
+
+    def report(error: BaseException) -> None:
+        if not reported:
+            reported.append(error)
+            try:  # CLOCK_MONOTONIC is one clock for all processes of the machine
+                channel.send_bytes(pickle.dumps(("error", time.monotonic(),
+                                                 portable(error, f"rank {rank} of the launched group"))))
+            except BaseException:  # noqa: BLE001 - the parent is gone: nobody to tell
+                pass
+
     try:
         dist.init_process_group(_backend(), rank=rank, world_size=world_size)
         try:
@@ -111,15 +123,15 @@ def _worker(rank: int, world_size: int, port: int, threads: int, function: Calla
             # abort a process ("terminate called without an active exception") whose peer closes
             # the connection under it.
             dist.barrier()
+        except Exception as error:
+            report(error)
+            raise
         finally:
             dist.destroy_process_group()
     except KeyboardInterrupt:
         end_by_sigint()
     except BaseException as error:  # noqa: BLE001 - every failure goes to the parent
-        try:
-            channel.send_bytes(pickle.dumps(("error", portable(error, f"rank {rank} of the launched group"))))
-        except BaseException:  # noqa: BLE001 - the parent is gone: nobody to tell
-            pass
+        report(error)
         sys.exit(1)
     finally:
         channel.close()
@@ -156,7 +168,7 @@ def _spawn_group(function: Callable, nproc: int, args: tuple, threads: int) -> A
     Each rank reports over its own pipe (no semaphores: nothing a killed rank can leak). The
     first failure ends the group: after a short grace in which the other ranks may fail too, a
     rank killed by a signal is reported first (``ProcessFailed``; the others' errors are its
-    consequences), then the first exception a rank raised (re-raised here, its traceback in
+    consequences), then the exception a rank raised first (re-raised here, its traceback in
     a note), then a non-zero exit status. Whatever ends this call, Ctrl-C and the CLI's
     SIGTERM included, the ranks still running are stopped and reaped."""
     context = multiprocessing.get_context("spawn")
@@ -176,7 +188,7 @@ def _spawn_group(function: Callable, nproc: int, args: tuple, threads: int) -> A
             readers[reader] = rank
             relays.append((threading.Thread(target=_relay, args=(err_reader,), daemon=True), err_reader))
             relays[-1][0].start()
-        messages, exits, failed_at = [], {}, None  # messages: (kind, payload) in arrival order
+        messages, exits, failed_at = [], {}, None  # ("result", value), ("error", time, exception)
 
         def receive(reader) -> bool:
             """Take one message from ``reader``; False at its end (the rank has exited)."""
@@ -201,7 +213,7 @@ def _spawn_group(function: Callable, nproc: int, args: tuple, threads: int) -> A
                     rank = sentinels[item]
                     processes[rank].join()
                     exits[rank] = processes[rank].exitcode
-            if failed_at is None and (any(kind == "error" for kind, _ in messages) or any(exits.values())):
+            if failed_at is None and (any(message[0] == "error" for message in messages) or any(exits.values())):
                 failed_at = time.monotonic()
         killed = [(rank, code) for rank, code in exits.items() if code is not None and code < 0]
         if killed:
@@ -210,14 +222,14 @@ def _spawn_group(function: Callable, nproc: int, args: tuple, threads: int) -> A
         for reader in list(readers):  # what a rank sent just before it exited
             while reader.poll() and receive(reader):
                 pass
-        errors = [payload for kind, payload in messages if kind == "error"]
-        if errors:
-            raise errors[0]
+        errors = sorted((message[1:] for message in messages if message[0] == "error"), key=lambda e: e[0])
+        if errors:  # the first raised: the others are likely its consequences (a peer's connection lost)
+            raise errors[0][1]
         failed = [(rank, code) for rank, code in exits.items() if code]
         if failed:
             rank, code = failed[0]
             raise ProcessFailed(f"rank {rank} {exit_description(code)}")
-        results = [payload for kind, payload in messages if kind == "result"]
+        results = [message[1] for message in messages if message[0] == "result"]
         if not results:
             raise RuntimeError("the distributed run finished without a result from rank 0")
         return results[0]
