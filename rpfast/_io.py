@@ -111,11 +111,17 @@ def atomic_directory(out_dir, force: bool = False) -> Iterator[Path]:
 
 
 def _swap_in(tmp: Path, target: Path, shown: Path, force: bool) -> None:
-    """Rename ``tmp`` to ``target``; a non-empty ``target`` is moved aside first (``force``)."""
+    """Rename ``tmp`` to ``target``; a non-empty ``target`` is moved aside first (``force``).
+    An empty ``target`` that is in use (the current directory or holding it, a mount point)
+    stays, and the files are renamed into it one by one."""
+    if Path.cwd().resolve().is_relative_to(target) and target.is_dir() and not any(target.iterdir()):
+        return _move_entries(tmp, target)
     try:
         os.rename(tmp, target)  # replaces a missing or empty directory in one step
         return
     except OSError as error:
+        if error.errno == errno.EBUSY and target.is_dir() and not any(target.iterdir()):
+            return _move_entries(tmp, target)
         if error.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not target.is_dir():
             raise
     if not force:  # it filled up while we were working
@@ -130,6 +136,12 @@ def _swap_in(tmp: Path, target: Path, shown: Path, force: bool) -> None:
         os.rename(old, target)
         raise
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _move_entries(tmp: Path, target: Path) -> None:
+    for entry in tmp.iterdir():
+        os.rename(entry, target / entry.name)
+    tmp.rmdir()
 
 
 @contextlib.contextmanager

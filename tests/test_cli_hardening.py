@@ -392,3 +392,15 @@ def test_subsets_out_that_is_a_directory_is_refused(graph, tmp_path, capsys):
     (tmp_path / "d.csv").mkdir()
     err = cli_fails(["subsets", str(graph), "--k", "2", "--force", "--out", str(tmp_path / "d.csv")], capsys)
     assert err == f"rpfast subsets: error: --out {tmp_path / 'd.csv'} is a directory, not a file\n"
+
+
+def test_out_dot_in_an_empty_directory_writes_into_it(tmp_path, capsys, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    _no_training(monkeypatch)
+    assert main(["csl", "--no-progress", "--out", "."]) == 0
+    assert Path.cwd() == work and work.is_dir()  # the directory the shell stands in stays
+    assert sorted(p.name for p in work.iterdir()) == ["csl.png", "results.json", "summary.csv"]
+    assert _leftovers(tmp_path, {"work"}) == []
+    capsys.readouterr()

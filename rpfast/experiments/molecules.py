@@ -113,8 +113,7 @@ def load_dataset(config: MoleculesConfig) -> MoleculeDataset:
 
 def two_classes(labels: torch.Tensor) -> torch.Tensor:
     """Per task (column): whether its labelled entries hold both 0 and 1, so ROC-AUC is defined."""
-    return ((labels == 0).any(dim=0) & (labels == 1).any(dim=0)) if len(labels) else torch.zeros(
-        labels.shape[1], dtype=torch.bool)
+    return (labels == 0).any(dim=0) & (labels == 1).any(dim=0)
 
 
 def check_usable_tasks(labels: torch.Tensor, tasks: Sequence[str], where: str) -> None:
