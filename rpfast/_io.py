@@ -43,14 +43,16 @@ def read_text(path, what: str, expected: str = "") -> str:
 
 @contextlib.contextmanager
 def atomic_path(path) -> Iterator[Path]:
-    """Yield a temporary name next to ``path`` (``.NAME.tmp-<pid>``) to write the file under.
+    """Yield a temporary name next to ``path`` (``.NAME.tmp-<pid>``, plus ``-<thread id>`` off the
+    main thread, so two threads writing one path do not share it) to write the file under.
 
     When the block succeeds the file is renamed to ``path`` (``os.replace``, atomic on one
     file system, replacing an existing file); on any failure, Ctrl-C included, the
     temporary is removed, so ``path`` is either the complete new file or untouched.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    thread = "" if threading.current_thread() is threading.main_thread() else f"-{threading.get_ident()}"
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}{thread}")
     try:
         yield tmp
         os.replace(tmp, path)
