@@ -6,6 +6,7 @@
 // search visits neighbours in a fresh random order and stops after k vertices; the row is
 // the visiting order. Rows of graphs without such a component are all -1.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -17,9 +18,10 @@
 
 namespace rpfast {
 
-// component size of every vertex of g (BFS), written to size_of[n].
-inline void component_sizes(const LocalGraph& g, std::vector<int64_t>& size_of, std::vector<int64_t>& queue) {
-  std::vector<int64_t> comp(g.n, -1);
+// The connected component of every vertex of g (BFS) into comp [n]: components are
+// numbered 0, 1, ... in the order of their smallest vertex. Returns their sizes.
+inline std::vector<int64_t> component_labels(const LocalGraph& g, int64_t* comp, std::vector<int64_t>& queue) {
+  std::fill(comp, comp + g.n, -1);
   std::vector<int64_t> sizes;
   for (int64_t s = 0; s < g.n; ++s) {
     if (comp[s] >= 0) continue;
@@ -34,8 +36,22 @@ inline void component_sizes(const LocalGraph& g, std::vector<int64_t>& size_of, 
         }
     sizes.push_back(static_cast<int64_t>(queue.size()));
   }
+  return sizes;
+}
+
+// component size of every vertex of g (BFS), written to size_of[n].
+inline void component_sizes(const LocalGraph& g, std::vector<int64_t>& size_of, std::vector<int64_t>& queue) {
+  std::vector<int64_t> comp(g.n);
+  const std::vector<int64_t> sizes = component_labels(g, comp.data(), queue);
   size_of.resize(g.n);
   for (int64_t v = 0; v < g.n; ++v) size_of[v] = sizes[comp[v]];
+}
+
+// comp [N]: every vertex's component within its graph (component_labels), graphs in parallel.
+inline void component_labels_batch(const GraphBatchView& batch, int64_t* comp, int threads) {
+  parallel_items(
+      batch.B, threads, 4, [] { return std::vector<int64_t>(); },
+      [&](std::vector<int64_t>& queue, int64_t b) { component_labels(batch.graph(b), comp + batch.ptr[b], queue); });
 }
 
 class GrowSampler {

@@ -61,11 +61,15 @@ inline Prune prune_from_code(int64_t code) {
 // stop the search. Before a subtree of `count` subsets whose rows all qualify, the search
 // offers skip(count): a sink that needs none of those rows accounts for them and returns
 // true (counting, or a window that starts later), and the subtree is not visited; the
-// search then asks stopped() whether to go on.
+// search then asks stopped() whether to go on. The search calls step(cost) once per search
+// node and per candidate it tests for the last position, with cost 1 plus one per 64
+// neighbour-list entries or vertices it went through for them (the work it does besides
+// emitting); a sink that bounds the work returns false to stop the search.
 struct SubsetSink {
   virtual bool emit(const int64_t* subset) = 0;
   virtual bool skip(uint64_t) { return false; }
   virtual bool stopped() const { return false; }
+  virtual bool step(uint64_t /*cost*/ = 1) { return true; }
   virtual ~SubsetSink() = default;
 };
 
@@ -200,6 +204,7 @@ class LexSearch {
 
   bool extend(int64_t depth) {
     poller_.tick();
+    if (!sink_->step(1 + static_cast<uint64_t>(g_.degree(chosen_[depth - 1]) + depth) / 64)) return false;
     if (!feasible(depth)) return true;
     if (!resuming_ && all_completions_qualify() &&
         sink_->skip(binomial(g_.n - 1 - chosen_[depth - 1], k_ - depth)))
@@ -254,6 +259,7 @@ class LexSearch {
     std::sort(candidates_.begin(), candidates_.end());
     const int64_t components = prune_ == Prune::kDisconnected ? label_components(depth) : 1;
     for (int64_t w : candidates_) {
+      if (!sink_->step(1 + static_cast<uint64_t>(depth) / 64)) return false;
       if (prune_ == Prune::kIsolated && !covers_prefix(depth, w)) continue;
       if (components > 1 && !joins_components(depth, w)) continue;
       chosen_[depth] = w;
@@ -332,6 +338,9 @@ class ConnectedSearch {
 
   bool extend(int64_t size, std::vector<int64_t> extension) {
     poller_.tick();
+    // 2: a node allocates its extension
+    if (!sink_->step(2 + static_cast<uint64_t>(extension.size() + g_.degree(chosen_[size - 1])) / 64))
+      return false;
     if (size == k_) {  // ESU adds vertices in search order; rows list them ascending
       buf_.assign(chosen_.begin(), chosen_.end());
       std::sort(buf_.begin(), buf_.end());
@@ -414,6 +423,34 @@ struct CountSink : SubsetSink {
   }
 };
 
+// Counts the subsets of one graph, root after root through the same sink, and bounds the
+// work: stops as soon as the search steps (the costs passed to step(), and one per skipped
+// subtree) pass step_limit or the count passes count_limit. Only one thread uses a sink, so where it
+// stops depends on the graph alone, never on the thread count.
+struct BoundedCountSink : SubsetSink {
+  uint64_t step_limit, count_limit;
+  uint64_t steps = 0, count = 0;
+  bool over_steps = false, over_count = false;
+
+  BoundedCountSink(uint64_t steps_, uint64_t count_) : step_limit(steps_), count_limit(count_) {}
+  bool emit(const int64_t*) override { return add(1); }  // the search charged the step that found it
+  bool skip(uint64_t c) override {
+    if (step()) add(c);
+    return true;  // accounted for (or stopped, which the search asks next)
+  }
+  bool stopped() const override { return over_steps || over_count; }
+  bool step(uint64_t cost = 1) override {
+    steps = saturating_add(steps, cost);
+    if (steps > step_limit) over_steps = true;
+    return !stopped();
+  }
+  bool add(uint64_t c) {
+    count = saturating_add(count, c);
+    if (count > count_limit) over_count = true;
+    return !stopped();
+  }
+};
+
 // Writes rows into out, skipping the first `skip` rows and stopping after `limit`.
 struct WriteSink : SubsetSink {
   int64_t k;
@@ -489,6 +526,17 @@ class SubsetSearch {
       lex_.run(root, nullptr, sink);
     }
     sink.flush();
+  }
+
+  // Counts `root`'s task into a bounded sink (closed form for kNone).
+  void count(int64_t root, BoundedCountSink& sink) {
+    if (prune_ == Prune::kNone) {
+      if (sink.step()) sink.add(binomial(g_.n - 1 - root, k_ - 1));
+    } else if (connected_) {
+      connected_->run(root, sink);
+    } else {
+      lex_.run(root, nullptr, sink);
+    }
   }
 
   // Writes all `rows` subsets of `root`'s task, in lexicographic order, to out.

@@ -86,6 +86,40 @@ inline CountResult count_tasks(const GraphBatchView& batch, int64_t k, Prune pru
   return CountResult{limits.exceeded.load(), limits.exceeded_graph.load()};
 }
 
+// What count_graphs_bounded found for one graph.
+enum class BoundedStatus : int64_t { kComplete = 0, kCountOver = 1, kStepsOver = 2 };
+
+// Counts each graph's subsets with bounded work: the roots of graph b run in order through
+// one BoundedCountSink (step_limit, count_limit). Writes task_counts [N] (complete for a
+// complete graph, zero after the root where it stopped), and per graph graph_counts [B]
+// (saturating; a lower bound unless complete), graph_steps [B] and status [B]
+// (BoundedStatus). Graphs run in parallel; each graph's result depends on it alone.
+inline void count_graphs_bounded(const GraphBatchView& batch, int64_t k, Prune prune, uint64_t step_limit,
+                                 uint64_t count_limit, uint64_t* task_counts, uint64_t* graph_counts,
+                                 uint64_t* graph_steps, int64_t* status, int threads) {
+  parallel_items(
+      batch.B, threads, 1, [] { return 0; },
+      [&](int, int64_t b) {
+        const int64_t n = batch.num_nodes(b);
+        for (int64_t t = batch.ptr[b]; t < batch.ptr[b + 1]; ++t) task_counts[t] = 0;
+        BoundedCountSink sink(step_limit, count_limit);
+        if (n >= k) {
+          SubsetSearch search(batch.graph(b), k, prune);
+          for (int64_t root = 0; root <= n - k && !sink.stopped(); ++root) {
+            poll_interrupt();
+            const uint64_t before = sink.count;
+            search.count(root, sink);
+            task_counts[batch.ptr[b] + root] = sink.count - before;
+          }
+        }
+        graph_counts[b] = sink.count;
+        graph_steps[b] = sink.steps;
+        status[b] = static_cast<int64_t>(sink.over_steps  ? BoundedStatus::kStepsOver
+                                         : sink.over_count ? BoundedStatus::kCountOver
+                                                           : BoundedStatus::kComplete);
+      });
+}
+
 // offsets [N + 1]: row offsets of each task (prefix sums of count_tasks). Writes the rows
 // of tasks [t_begin, t_end) to out, starting at row offsets[t_begin].
 inline void fill_tasks(const GraphBatchView& batch, const std::vector<int64_t>& graph_of, int64_t k, Prune prune,
