@@ -13,10 +13,11 @@ from scipy.stats import chisquare
 from rpfast.data import GraphBatch
 from rpfast.ops import count_k_subsets, iter_k_subsets, k_subsets, sample_k_subsets, set_memory_budget
 from rpfast.ops import _backend
-from rpfast.ops.subsets import PRUNE_MODES, Prune, get_memory_budget
+from rpfast.ops import subsets as subsets_module
+from rpfast.ops.subsets import DEFAULT_MAX_VISITS, PRUNE_MODES, Prune, get_memory_budget
 
 from assertions import assert_thread_invariant  # noqa: E402
-from reference import k_subsets_reference, keep_subset  # noqa: E402
+from reference import k_subsets_reference, keep_subset, nx_graph  # noqa: E402
 from strategies import graph_lists  # noqa: E402
 
 MODES = ["none", "edgeless", "isolated", "disconnected"]
@@ -405,3 +406,295 @@ def _drain_until_error(enumerator, k):
             out = torch.empty(n, k, dtype=torch.int64)
             rows += out[:enumerator.fill(out, torch.empty(n, dtype=torch.int64))].tolist()
     return rows
+
+
+# ------------------------------------------------------------------------- bounded work, dense graphs
+# Counting and uniform sampling bound their work per graph by max_visits steps (deterministic),
+# so a small max_visits shows that an answer takes no enumeration, without timing anything.
+PRUNED = ["edgeless", "isolated", "disconnected"]
+C70_35 = math.comb(70, 35)  # 112186277816662845432 > 2^63 - 1
+
+
+def one_graph(G):
+    return GraphBatch.from_networkx([G])
+
+
+def complete_minus(n, removed):
+    G = nx.complete_graph(n)
+    G.remove_edges_from(removed)
+    return G
+
+
+def brute_count(G, k, prune):
+    return sum(keep_subset(G, c, prune) for c in itertools.combinations(range(G.number_of_nodes()), k))
+
+
+@pytest.mark.parametrize("max_visits", [None, 1000])
+@pytest.mark.parametrize("prune", PRUNED)
+def test_issue_sampling_complete_graph_answers_at_once(prune, max_visits):
+    """sample_k_subsets(K_60, 8, 2, prune) gave no result in 20 s (~10^9 subsets visited)."""
+    rows = sample_k_subsets(one_graph(nx.complete_graph(60)), 8, 2, prune=prune, max_visits=max_visits,
+                            generator=torch.Generator().manual_seed(0))
+    assert rows.shape == (1, 2, 8)
+    for row in rows[0].tolist():
+        assert row == sorted(set(row)) and 0 <= row[0] and row[-1] < 60
+    again = sample_k_subsets(one_graph(nx.complete_graph(60)), 8, 2, prune=prune, max_visits=max_visits,
+                             generator=torch.Generator().manual_seed(0))
+    assert torch.equal(rows, again)
+
+
+@pytest.mark.parametrize("max_visits", [None, 1000])
+@pytest.mark.parametrize("prune", PRUNED)
+def test_issue_counting_complete_graph_reaches_the_overflow_error(prune, max_visits):
+    """count_k_subsets(K_70, 35, prune) ran forever; the documented OverflowError is now raised."""
+    with pytest.raises(OverflowError, match="more than a 64-bit count holds"):
+        count_k_subsets(one_graph(nx.complete_graph(70)), 35, prune, max_visits=max_visits)
+    if prune != "edgeless":  # counted exactly: the message gives the number
+        with pytest.raises(OverflowError, match=f"graph 0 has {C70_35} '{prune}' 35-subsets"):
+            count_k_subsets(one_graph(nx.complete_graph(70)), 35, prune, max_visits=max_visits)
+    rows = sample_k_subsets(one_graph(nx.complete_graph(70)), 35, 3, prune=prune, max_visits=max_visits,
+                            generator=torch.Generator().manual_seed(1))  # was an OverflowError for "edgeless"
+    assert rows.shape == (1, 3, 35) and all(len(set(r)) == 35 for r in rows[0].tolist())
+
+
+@pytest.mark.parametrize("prune", PRUNED)
+def test_complete_graphs_keep_every_subset_without_enumerating(prune):
+    for n, k in ((30, 15), (60, 8), (62, 31)):
+        assert count_k_subsets(one_graph(nx.complete_graph(n)), k, prune, max_visits=1000).item() == math.comb(n, k)
+
+
+@pytest.mark.parametrize("n", [12, 60])
+def test_complete_graph_minus_a_star(n):
+    """K_n minus the edges v-a, v-b, v-c: a subset is disconnected (or has an isolated vertex)
+    iff it is v with >= 2 of a, b, c, or one non-edge alone (k = 2)."""
+    G = complete_minus(n, [(0, 1), (0, 2), (0, 3)])
+    for k in range(2, 9):
+        dropped = 3 if k == 2 else math.comb(3, k - 1)
+        expected = {"edgeless": math.comb(n, k) - (3 if k == 2 else 0), "isolated": math.comb(n, k) - dropped,
+                    "disconnected": math.comb(n, k) - dropped}
+        for prune in PRUNED:
+            if n <= 12:
+                assert brute_count(G, k, prune) == expected[prune]
+            assert count_k_subsets(one_graph(G), k, prune, max_visits=10_000).item() == expected[prune], (k, prune)
+
+
+@pytest.mark.parametrize("prune", PRUNED)
+def test_dense_random_graphs_are_counted_through_their_complement(prune):
+    G = nx.gnp_random_graph(70, 0.9, seed=1)
+    with pytest.raises(OverflowError, match="more than a 64-bit count holds"):
+        count_k_subsets(one_graph(G), 35, prune, max_visits=100_000)
+    rows = sample_k_subsets(one_graph(G), 35, 4, prune=prune, max_visits=100_000,
+                            generator=torch.Generator().manual_seed(2))
+    assert all(keep_subset(G, r, prune) for r in rows[0].tolist())
+    # G(24, 0.9), k = 8: the complement count equals the enumerated one (735471 subsets)
+    small = one_graph(nx.gnp_random_graph(24, 0.9, seed=3))
+    enumerated = count_k_subsets(small, 8, prune, max_visits=2**40)
+    assert count_k_subsets(small, 8, prune, max_visits=64 * 50).item() == enumerated.item()
+
+
+def test_unions_of_cliques_have_closed_forms():
+    two = one_graph(nx.disjoint_union(nx.complete_graph(35), nx.complete_graph(35)))
+    assert count_k_subsets(two, 35, "disconnected", max_visits=1000).item() == 2
+    # "isolated": all but the 35-subsets with exactly one vertex in a clique: 2 * 35 * C(35, 34)
+    with pytest.raises(OverflowError, match=f"graph 0 has {C70_35 - 2450} 'isolated' 35-subsets"):
+        count_k_subsets(two, 35, "isolated", max_visits=1000)
+    assert count_k_subsets(two, 8, "disconnected", max_visits=1000).item() == 2 * math.comb(35, 8)
+    rows = sample_k_subsets(two, 35, 40, prune="disconnected", max_visits=1000,
+                            generator=torch.Generator().manual_seed(3))[0]
+    cliques = {tuple(range(35)), tuple(range(35, 70))}
+    assert {tuple(r) for r in rows.tolist()} == cliques  # each row is a whole clique; 40 draws see both
+    many = one_graph(nx.disjoint_union_all([nx.complete_graph(3)] * 20))  # 60 vertices
+    triples = [nx.complete_graph(3)] * 5
+    small = nx.disjoint_union_all(triples)
+    for prune in PRUNED:
+        for k in (2, 5, 8):
+            assert count_k_subsets(one_graph(small), k, prune, max_visits=64).item() == brute_count(small, k, prune)
+    # 20 triangles, k = 35: only with every triangle holding 0, 2 or 3 vertices (none isolated)
+    expected = sum(math.comb(20, a) * math.comb(20 - a, b) * 3**a for a in range(21) for b in range(21)
+                   if 2 * a + 3 * b == 35)
+    assert count_k_subsets(many, 35, "isolated", max_visits=1000).item() == expected
+    assert count_k_subsets(many, 35, "disconnected", max_visits=1000).item() == 0
+    assert (sample_k_subsets(many, 35, 2, prune="disconnected", max_visits=1000) == -1).all()
+
+
+@st.composite
+def structured_graphs(draw, max_nodes=9):
+    """Graphs that reach the structural counts: dense (complements of sparse graphs), unions of
+    cliques, and cliques beside sparse or dense random components."""
+    kind = draw(st.sampled_from(["dense", "cliques", "mixed", "random"]))
+    seed = draw(st.integers(0, 2**16))
+    n = draw(st.integers(1, max_nodes))
+    if kind == "dense":
+        return nx.complement(nx.gnp_random_graph(n, draw(st.floats(0, 0.4)), seed=seed))
+    if kind == "random":
+        return nx.gnp_random_graph(n, draw(st.floats(0, 1)), seed=seed)
+    sizes = draw(st.lists(st.integers(1, 4), min_size=1, max_size=4))
+    parts = [nx.complete_graph(s) for s in sizes]
+    if kind == "mixed":
+        parts.append(nx.gnp_random_graph(draw(st.integers(1, 6)), draw(st.floats(0, 1)), seed=seed))
+    return nx.disjoint_union_all(parts)
+
+
+@settings(max_examples=150, deadline=None)
+@given(structured_graphs(), st.integers(1, 6), st.sampled_from(PRUNED), st.booleans())
+def test_structural_counts_match_brute_force(G, k, prune, complement):
+    """Components (clique closed forms), the complement histograms and the per-component
+    enumeration, each against itertools + networkx."""
+    n = G.number_of_nodes()
+    if k > n:
+        return
+    batch = one_graph(G)
+    g = subsets_module._graph_of(batch, 0)
+    labels = subsets_module._component_labels(batch)
+    budget = subsets_module._Budget(10**8)
+    if not complement:
+        budget.complement = 0  # the components' enumeration instead
+    expected = brute_count(G, k, prune)
+    assert subsets_module._count_graph(g, labels, k, Prune(prune), 10**8) == expected
+    structure = subsets_module._Structure(g, labels)
+    assert subsets_module._structural_count(g, structure, k, Prune(prune), budget) == expected
+    # the complement formulas hold for any graph, connected or not
+    pieces = subsets_module._piece_counts(g, range(k, k + 1), Prune(prune), subsets_module._Budget(10**8))
+    assert pieces[k] == (math.comb(n, k) - expected if prune == "edgeless" else expected)
+    try:  # the public path with almost no budget: the structure alone, or a clear error
+        assert count_k_subsets(batch, k, prune, max_visits=64).tolist() == [expected]
+    except ValueError as error:
+        assert "needs more than max_visits = 64 search steps" in str(error)
+
+
+@settings(max_examples=60, deadline=None)
+@given(structured_graphs(max_nodes=8), st.integers(1, 5), st.sampled_from(PRUNED), st.integers(0, 2**32 - 1))
+def test_sampling_by_every_path_keeps_subsets_and_is_reproducible(G, k, prune, seed):
+    n = G.number_of_nodes()
+    batch = one_graph(G)
+    kept = {c for c in itertools.combinations(range(n), k) if keep_subset(G, c, prune)}
+    for max_visits in (None, 64, 640):  # the first search; rejection, counts, enumeration
+        try:
+            rows = sample_k_subsets(batch, k, 6, prune=prune, max_visits=max_visits,
+                                    generator=torch.Generator().manual_seed(seed))
+        except ValueError as error:  # a small max_visits may not suffice: the message says so
+            assert max_visits is not None and "max_visits" in str(error)
+            continue
+        again = sample_k_subsets(batch, k, 6, prune=prune, max_visits=max_visits,
+                                 generator=torch.Generator().manual_seed(seed))
+        assert torch.equal(rows, again)
+        if not kept:
+            assert (rows == -1).all()
+        else:
+            assert all(tuple(r) in kept for r in rows[0].tolist())
+
+
+def _uniformity(rows, kept):
+    index = {c: i for i, c in enumerate(sorted(kept))}
+    counts = np.zeros(len(index))
+    for row in rows.tolist():
+        counts[index[tuple(row)]] += 1
+    assert counts.min() > 0
+    return chisquare(counts).pvalue
+
+
+@pytest.mark.parametrize("path", ["rejection", "rejection-known", "enumeration", "components"])
+def test_every_sampling_path_is_uniform(path):
+    M = subsets_module
+    if path == "components":  # two cliques and a 5-cycle: a component in proportion to its subsets
+        G = nx.disjoint_union_all([nx.complete_graph(4), nx.complete_graph(3), nx.cycle_graph(5)])
+        prune, k = Prune.DISCONNECTED, 3
+    elif path == "enumeration":  # few kept subsets: counted, then resolved by index
+        G, prune, k = nx.path_graph(12), Prune.DISCONNECTED, 4
+    else:
+        G, prune, k = complete_minus(8, [(0, 1), (0, 2), (3, 4), (5, 6)]), Prune.ISOLATED, 3
+    kept = {c for c in itertools.combinations(range(G.number_of_nodes()), k) if keep_subset(G, c, prune.value)}
+    batch = one_graph(G)
+    g = M._graph_of(batch, 0)
+    num = 300 * len(kept)
+    generator = torch.Generator().manual_seed(7)
+    if path == "rejection":
+        rows, exceeded = M._rejection(g, k, prune, num, 10**9, generator, M._Budget(10**9))
+        assert not exceeded
+    elif path == "components":
+        structure = M._Structure(g, M._component_labels(batch))
+        big = [c for c in range(len(structure.sizes)) if structure.sizes[c] >= k]
+        counts = [sum(set(c) <= set(structure.vertices(b).tolist()) for c in kept) for b in big]
+        rows = M._sample_components(g, structure, big, counts, k, num, prune, generator, M._Budget(10**9), "graph")
+    else:  # too small a budget to enumerate this many kept subsets: rejection, in its free draws
+        steps = 10**9 if path == "enumeration" else len(kept) - 1
+        budget = M._Budget(steps)
+        rows = M._sample_piece(g, k, len(kept), num, prune, generator, budget, "graph")
+        assert (budget.left < steps) == (path == "enumeration")  # the enumeration spent steps
+    assert _uniformity(rows, kept) > 1e-3
+
+
+def test_work_bound_errors_name_the_graph_and_the_subsets():
+    batch = GraphBatch.from_networkx([nx.complete_graph(5), nx.path_graph(200)])
+    with pytest.raises(ValueError, match=r"counting the 'isolated' 8-subsets of graph 1 needs more than "
+                                         r"max_visits = 5000 search steps.* C\(200, 8\) = 55098996177225 "):
+        count_k_subsets(batch, 8, "isolated", max_visits=5000)
+    with pytest.raises(ValueError, match=r"sampling 2 uniform 'isolated' 8-subsets of graph 1 needs more than "
+                                         r"max_visits = 5000 steps.*C\(200, 8\) = 55098996177225"):
+        sample_k_subsets(batch, 8, 2, prune="isolated", max_visits=5000, generator=torch.Generator().manual_seed(0))
+    # a known count, too few kept for rejection and too many steps for the enumeration
+    path = subsets_module._graph_of(batch, 1)
+    with pytest.raises(ValueError, match=r"needs about \d+ random draws \(it keeps 193 of its C\(200, 8\) = "
+                                         r"55098996177225 8-subsets\) or a search through its 193 kept subsets, more "
+                                         r"than max_visits = 100"):
+        subsets_module._sample_piece(path, 8, 193, 2, Prune.DISCONNECTED, torch.Generator().manual_seed(0),
+                                     subsets_module._Budget(100), "graph 1")
+    # the same calls with a larger max_visits finish (the bound is the only limit)
+    assert count_k_subsets(batch, 8, "disconnected", max_visits=5000).tolist() == [0, 193]
+
+
+def test_max_visits_is_checked():
+    batch = small_batch()
+    for call in (count_k_subsets, lambda *a, **kw: sample_k_subsets(a[0], a[1], 2, prune=a[2], **kw)):
+        with pytest.raises(ValueError, match="max_visits must be >= 1"):
+            call(batch, 3, "isolated", max_visits=0)
+        with pytest.raises(TypeError, match="max_visits must be an int"):
+            call(batch, 3, "isolated", max_visits=1.5)
+    assert DEFAULT_MAX_VISITS == 2**23
+
+
+def test_bounded_counting_is_thread_invariant_and_stops_where_the_graph_says():
+    """A graph's bounded count stops iff its complete search takes more steps than the limit."""
+    graphs = [nx.gnp_random_graph(30, 0.3, seed=s) for s in range(6)] + [nx.path_graph(40)]
+    batch = GraphBatch.from_networkx(graphs)
+
+    def bounded(prune, limit):
+        return tuple(torch.from_numpy(a.astype(np.int64)) for a in _backend.call(
+            "subsets_count_bounded", *subsets_module._arrays(batch), 5, prune.code, limit, 2**63 - 1))
+
+    for prune in (Prune.EDGELESS, Prune.ISOLATED, Prune.DISCONNECTED):
+        _, full_counts, full_steps, full_status = bounded(prune, 2**62)
+        assert (full_status == 0).all()
+        limit = int(full_steps.median())
+        tasks, counts, steps, status = assert_thread_invariant(lambda: bounded(prune, limit))
+        assert torch.equal(status == 0, full_steps <= limit) and set(status.tolist()) == {0, 2}
+        for b, G in enumerate(graphs):
+            if status[b] == 0:
+                lo, hi = int(batch.ptr[b]), int(batch.ptr[b + 1])
+                expected = len(k_subsets(one_graph(G), 5, prune)[0])  # the enumeration (vs brute force above)
+                assert int(tasks[lo:hi].sum()) == int(counts[b]) == int(full_counts[b]) == expected
+                assert steps[b] == full_steps[b]
+            else:
+                assert steps[b] > limit
+
+
+def test_dense_sampling_and_counting_are_thread_invariant():
+    G = complete_minus(40, [(i, i + 1) for i in range(0, 20, 2)])
+    batch = GraphBatch.from_networkx([G, nx.gnp_random_graph(40, 0.9, seed=4), nx.path_graph(9)])
+    for prune in PRUNED:
+        assert_thread_invariant(lambda: sample_k_subsets(batch, 12, 30, prune=prune, max_visits=6400,
+                                                         generator=torch.Generator().manual_seed(5)))
+        assert_thread_invariant(lambda: count_k_subsets(batch, 12, prune, max_visits=6400))
+
+
+@pytest.mark.parametrize("call", [
+    lambda: sample_k_subsets(one_graph(nx.complete_graph(40)), 12, 50, prune="isolated", max_visits=64),
+    lambda: count_k_subsets(one_graph(nx.gnp_random_graph(60, 0.5, seed=1)), 12, "disconnected"),
+], ids=["rejection", "complement"])
+def test_bounded_kernels_poll_for_interrupts(call):
+    try:
+        _backend.set_interrupt_countdown(2)
+        with pytest.raises(KeyboardInterrupt):
+            call()
+    finally:
+        _backend.set_interrupt_countdown(0)

@@ -15,6 +15,18 @@ Pruning happens inside the C++ search (prefixes that cannot be completed are cut
 connected search is ESU, which only visits connected sets). Rows hold local vertex ids in
 increasing order, lexicographically sorted within a graph; results do not depend on the
 thread count.
+
+Counting and uniform sampling take work bounded per graph by ``max_visits`` steps
+(:data:`DEFAULT_MAX_VISITS`; a step is a set a search visits or a random subset drawn, plus
+one per 64 neighbour-list entries or vertices it goes through), so they answer in well under
+a second or raise a ``ValueError`` that names the graph, its C(n, k) subsets and
+``max_visits``. Dense graphs rarely come near it: components that are cliques have closed
+forms, other components are counted through their complement (the few independent sets, or
+connected sets with a vertex adjacent to none of them, that decide the count:
+``csrc/rpfast/subsets_complement.hpp``), and sampling draws uniform k-subsets and rejects
+the pruned ones where most are kept (``csrc/rpfast/subsets_rejection.hpp``). On K_n every
+mode keeps all C(n, k) subsets, found at once. Enumeration (:func:`k_subsets`,
+:func:`iter_k_subsets`) is bounded by the memory budget and the output instead.
 """
 import bisect
 import enum
@@ -172,20 +184,18 @@ def count_k_subsets(graph: GraphLike, k: int, prune: Union[Prune, str] = Prune.N
     ``prune`` is a :class:`Prune` or its value (module docstring). ``"none"`` uses the
     closed form C(n, k). The other modes first search each graph (the pruned search, only
     counting) for at most ``max_visits // 64`` steps; a graph that needs more is counted
-    from its structure where that is exact and fast: connected components that are cliques
-    have closed forms, and the other components are counted through their complement
-    (the few independent sets, or connected sets with a non-adjacent vertex, that decide
-    the count: ``csrc/rpfast/subsets_complement.hpp``), else searched again with the
-    whole ``max_visits``. On K_n every mode keeps all C(n, k) subsets, found at once.
+    from its connected components, exactly: a clique's counts have closed forms, and each
+    other component is counted through its complement (module docstring) or, where that
+    takes too long, searched again with what is left of ``max_visits``.
 
     Args:
-        max_visits: the most search steps (sets visited) one graph's count may take,
-            default :data:`DEFAULT_MAX_VISITS` (2^22, well under a second).
+        max_visits: the most steps one graph's count may take (module docstring), default
+            :data:`DEFAULT_MAX_VISITS`.
 
     Returns LongTensor ``[B]``. Raises ``OverflowError`` if a count does not fit in 64
     bits (the enumeration could never be stored anyway), and ``ValueError`` naming the
-    graph and its C(n, k) subsets if counting it would take more than ``max_visits``
-    steps (counting connected induced subgraphs is #P-hard in general).
+    graph and its C(n, k) if counting it takes more than ``max_visits`` steps (counting
+    the connected induced subgraphs of a graph is #P-hard in general).
     """
     batch = _as_batch(graph, num_nodes)
     k = check_int(k, "k", minimum=1)
@@ -203,8 +213,8 @@ def count_k_subsets(graph: GraphLike, k: int, prune: Union[Prune, str] = Prune.N
 
 # ------------------------------------------------------------------ bounded counting and sampling
 DEFAULT_MAX_VISITS = 1 << 23
-"""Default ``max_visits`` of :func:`count_k_subsets` and :func:`sample_k_subsets`: search steps
-(sets visited) or random draws for one graph; about 0.1 to 0.5 s of work."""
+"""Default ``max_visits`` of :func:`count_k_subsets` and :func:`sample_k_subsets`: the steps
+(module docstring) one graph may take, at most about half a second of work."""
 
 _FIRST_PASS = 64  # the batched first count of every graph gets max_visits // _FIRST_PASS steps
 _COMPLEMENT_SHARE = 4  # the complement searches of one graph get at most max_visits // _COMPLEMENT_SHARE
@@ -543,16 +553,17 @@ def sample_k_subsets(graph: GraphLike, k: int, num_samples: int, method: str = "
 
     * ``"uniform"``: independent draws (with replacement), each uniform over the subsets that
       ``prune`` (a :class:`Prune` or its value) keeps, rows ascending. For ``"none"`` a
-      partial Fisher-Yates shuffle. Otherwise exact, whichever of these is cheapest: a graph
-      whose pruned search takes at most ``max_visits // 64`` steps is counted and indices
-      into its enumeration are drawn; on a larger graph uniform k-subsets are drawn until
-      one is kept (rejection: exact, and fast where most subsets are kept, as on dense
-      graphs), its kept subsets counted as :func:`count_k_subsets` does, enumerated (where
-      few are kept) or, for ``"disconnected"``, one connected component is picked in
-      proportion to its connected k-subsets first. ``max_visits`` (default
-      :data:`DEFAULT_MAX_VISITS`) bounds the search steps and random draws spent on one
-      graph: a ``ValueError`` names the graph, how many subsets it keeps (where known) and
-      how many draws or steps sampling it would need.
+      partial Fisher-Yates shuffle. Otherwise exact by one of these: a graph whose pruned
+      search takes at most ``max_visits // 64`` steps is counted and uniform indices into
+      its enumeration are resolved in one more search; on a larger graph uniform k-subsets
+      are drawn until one is kept (rejection sampling: fast where most subsets are kept, as
+      on dense graphs), or, where too few are, its kept subsets are counted as
+      :func:`count_k_subsets` does and drawn among by enumeration or by rejection, for
+      ``"disconnected"`` within one connected component picked in proportion to its
+      connected k-subsets. ``max_visits`` (default :data:`DEFAULT_MAX_VISITS`) bounds the
+      steps (module docstring) spent on one graph, besides 64 random draws per sample: a
+      ``ValueError`` names the graph, how many subsets it keeps (where known) and the draws
+      or steps sampling it needs.
     * ``"bfs"`` / ``"dfs"``: grow a connected subgraph from a uniformly random start vertex
       (among those whose component has >= k vertices), visiting neighbours in random
       order, until it has k vertices; rows list the vertices in visiting order (k-ary RP
@@ -569,7 +580,8 @@ def sample_k_subsets(graph: GraphLike, k: int, num_samples: int, method: str = "
     if method not in ("uniform", "bfs", "dfs"):
         raise ValueError(f"method must be 'uniform', 'bfs' or 'dfs', got {method!r}")
     B = batch.num_graphs
-    check_output_size(B * num_samples * k, 8, f"sample_k_subsets output [B={B}, {num_samples}, k={k}]")
+    # (one graph's rows at least: torch cannot even describe an empty [0, S, k] beyond 2^63 elements)
+    check_output_size(max(B, 1) * num_samples * k, 8, f"sample_k_subsets output [B={B}, {num_samples}, k={k}]")
     if method in ("bfs", "dfs") and k == 1 and prune in (Prune.EDGELESS, Prune.ISOLATED):
         return torch.full((B, num_samples, k), -1, dtype=torch.int64)  # no single vertex has an edge
     if method in ("bfs", "dfs"):
