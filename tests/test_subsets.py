@@ -698,3 +698,20 @@ def test_bounded_kernels_poll_for_interrupts(call):
             call()
     finally:
         _backend.set_interrupt_countdown(0)
+
+
+def test_cli_count_of_a_dense_graph_and_its_work_bound(tmp_path, capsys):
+    from rpfast.cli import main
+
+    dense = tmp_path / "dense.txt"
+    dense.write_text("".join(f"{u} {v}\n" for u, v in complete_minus(70, [(0, 1)]).edges()))
+    assert main(["subsets", str(dense), "--k", "12", "--prune", "disconnected", "--count", "--max-visits",
+                 "1000", "--no-progress"]) == 0
+    assert capsys.readouterr().out.split() == [str(math.comb(70, 12))]
+    path = tmp_path / "path.txt"
+    path.write_text("".join(f"{i} {i + 1}\n" for i in range(199)))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["subsets", str(path), "--k", "8", "--prune", "isolated", "--count", "--max-visits", "1000",
+              "--no-progress"])
+    assert exit_info.value.code == 2
+    assert "graph 0 needs more than max_visits = 1000 search steps" in capsys.readouterr().err

@@ -51,6 +51,9 @@ class SubsetsConfig:
                       "when complete)")
     force: bool = option(False, "overwrite an existing --out file")
     chunk_size: int = option(1 << 20, "rows per streamed chunk", type=int_range(1))
+    max_visits: Optional[int] = option(None, "with --count and a --prune other than none: the most search steps "
+                                       "one graph's count may take (default 2^23, under a second; beyond it the "
+                                       "count stops with an error naming the graph)", type=int_range(1))
     progress: bool = option(True, "hide the progress bar")
 
 
@@ -70,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
 def run_subsets(graph: str, k: int, prune: str = "none", smiles: bool = False, count: bool = False,
                 out: str = "-", chunk_size: int = 1 << 20, progress: bool = True, force: bool = False,
-                smiles_column: Optional[str] = None) -> int:
+                smiles_column: Optional[str] = None, max_visits: Optional[int] = None) -> int:
     """Enumerate (or count) and write; returns the number of subsets. Summary on stderr.
 
     ``graph`` is an edge-list file, a molecule file (by extension, see
@@ -79,7 +82,8 @@ def run_subsets(graph: str, k: int, prune: str = "none", smiles: bool = False, c
     in the file); with ``count`` it gives a CSV table ``molecule,smiles,atoms,count``.
     A file output (``.csv`` or ``.npy``) is written under a temporary name next to it and
     renamed when complete, so a failed or interrupted run leaves no output file; an
-    existing output is refused unless ``force``.
+    existing output is refused unless ``force``. ``max_visits`` bounds each graph's count
+    (:func:`rpfast.ops.count_k_subsets`).
     """
     start = time.perf_counter()
     molecules = not smiles and is_molecule_file(graph)
@@ -101,7 +105,7 @@ def run_subsets(graph: str, k: int, prune: str = "none", smiles: bool = False, c
             return labels[chunk.subsets.numpy()]
     n, m = batch.total_nodes, batch.undirected_csr()[1].numel() // 2
     if count:
-        counts = count_k_subsets(batch, k, prune).tolist()
+        counts = count_k_subsets(batch, k, prune, max_visits=max_visits).tolist()
         total = sum(counts)
         if molecules:
             with _open_file(out) as fh:
