@@ -24,8 +24,8 @@ a second or raise a ``ValueError`` that names the graph, its C(n, k) subsets and
 forms, other components are counted through their complement (the few independent sets, or
 connected sets with a vertex adjacent to none of them, that decide the count:
 ``csrc/rpfast/subsets_complement.hpp``), and sampling draws uniform k-subsets and rejects
-the pruned ones where most are kept (``csrc/rpfast/subsets_rejection.hpp``). On K_n every
-mode keeps all C(n, k) subsets, found at once. Enumeration (:func:`k_subsets`,
+the pruned ones where most are kept (``csrc/rpfast/subsets_rejection.hpp``). On K_n
+(k >= 2) every mode keeps all C(n, k) subsets, found at once. Enumeration (:func:`k_subsets`,
 :func:`iter_k_subsets`) is bounded by the memory budget and the output instead.
 """
 import bisect
