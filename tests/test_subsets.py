@@ -650,7 +650,7 @@ def test_max_visits_is_checked():
             call(batch, 3, "isolated", max_visits=0)
         with pytest.raises(TypeError, match="max_visits must be an int"):
             call(batch, 3, "isolated", max_visits=1.5)
-    assert DEFAULT_MAX_VISITS == 2**23
+    assert DEFAULT_MAX_VISITS == 2**25
 
 
 def test_bounded_counting_is_thread_invariant_and_stops_where_the_graph_says():

@@ -52,7 +52,7 @@ class SubsetsConfig:
     force: bool = option(False, "overwrite an existing --out file")
     chunk_size: int = option(1 << 20, "rows per streamed chunk", type=int_range(1))
     max_visits: Optional[int] = option(None, "with --count and a --prune other than none: the most search steps "
-                                       "one graph's count may take (default 2^23, under a second; beyond it the "
+                                       "one graph's count may take (default 2^25, about a second; beyond it the "
                                        "count stops with an error naming the graph)", type=int_range(1))
     progress: bool = option(True, "hide the progress bar")
 
