@@ -105,7 +105,11 @@ def run_subsets(graph: str, k: int, prune: str = "none", smiles: bool = False, c
             return labels[chunk.subsets.numpy()]
     n, m = batch.total_nodes, batch.undirected_csr()[1].numel() // 2
     if count:
-        counts = count_k_subsets(batch, k, prune, max_visits=max_visits).tolist()
+        try:
+            counts = count_k_subsets(batch, k, prune, max_visits=max_visits).tolist()
+        except ValueError as error:  # the library's advice, in the command's spelling
+            raise ValueError(str(error).replace("pass a larger max_visits to count_k_subsets",
+                                                "pass a larger --max-visits")) from None
         total = sum(counts)
         if molecules:
             with _open_file(out) as fh:
