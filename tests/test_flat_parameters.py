@@ -307,6 +307,16 @@ def test_data_assignment_on_a_view_is_adopted_by_forward_state_dict_and_optimize
     assert torch.equal(flat(x, graph), default(x, graph))
 
 
+def test_data_assignment_is_kept_by_copies_and_conversions():
+    for make_copy in (copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m)), lambda m: m.double()):
+        model = GIN(2, 8, 2, 3, flat_parameters=True)
+        weight = model.layers[0].first.weight
+        weight.data = torch.full_like(weight, 3.0)
+        twin = make_copy(model)
+        assert twin.state_dict()["layers.0.first.weight"].eq(3).all()
+        assert twin.layers[0].first.weight.eq(3).all()
+
+
 def test_data_assignment_of_another_shape_is_refused():
     model = GIN(2, 8, 2, 3, flat_parameters=True)
     model.layers[0].norms[0].weight.data = torch.ones(9)

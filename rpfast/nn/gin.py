@@ -212,7 +212,7 @@ class GIN(nn.Module):
       round differently, as for any other split of the parameters.
     - After ``flat_parameter.data = ...`` the attributes follow at the next forward or ``.to()``;
       after ``layers[0].first.weight.data = values`` (an attribute), ``flat_parameter`` adopts
-      the values at the next forward, ``state_dict()`` or ``.to()`` (an optimizer step taken
+      the values at the next forward, ``state_dict()``, ``.to()`` or copy (an optimizer step taken
       in between is overwritten for that tensor). ``requires_grad_`` on a submodule raises a
       ValueError: it could freeze nothing.
 
@@ -284,6 +284,11 @@ class GIN(nn.Module):
         if self._flat_layout is not None:  # .to() / .double() made a new flat tensor: point the views at it
             self._flat_layout.install(self.flat_parameter)
         return module
+
+    def __getstate__(self):
+        if self._flat_layout is not None:  # values given with view.data = ... go with the copy
+            self._flat_layout.adopt_data(self.flat_parameter)
+        return super().__getstate__()
 
     def __setstate__(self, state):
         super().__setstate__(state)
