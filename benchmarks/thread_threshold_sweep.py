@@ -23,7 +23,7 @@ from bench_rpgin_epoch import training_epoch  # noqa: E402
 from graphs import csl_full_batch, molecule_like  # noqa: E402
 from rpfast.data import csl_dataset  # noqa: E402
 from rpfast.nn import GINConv  # noqa: E402
-from rpfast.ops import _backend  # noqa: E402
+from rpfast import _backend  # noqa: E402
 
 # fixed thresholds, then the default: 2^18 with the back-off on lagging threads (parallel.hpp)
 CASES = [(1 << 18, False), (1 << 19, False), (1 << 20, False), (1 << 21, False), (1 << 40, False), (1 << 18, True)]

@@ -45,7 +45,7 @@ def one_process() -> None:
     sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "tests")]
     from bench_csl_protocol import _rpfast_epoch
     from rpfast.data import csl_dataset
-    from rpfast.ops import _backend
+    from rpfast import _backend
 
     round_trip = _backend._C._thread_round_trip_ns()
     graphs, labels = csl_dataset()

@@ -8,7 +8,7 @@ Subpackages:
 __version__ = "0.1.0"
 
 
-# rpfast.ops._backend imports the compiled extension (the only module that does) and turns
+# rpfast._backend imports the compiled extension (the only module that does) and turns
 # a missing or stale build into an actionable ImportError.
 from rpfast import data, ops, nn
 from rpfast._config import show_config

@@ -3,8 +3,8 @@ import platform
 
 import torch
 
-from rpfast.ops._backend import build_info as extension_build_info
-from rpfast.ops._backend import num_threads
+from rpfast._backend import build_info as extension_build_info
+from rpfast._backend import num_threads
 
 
 def build_config() -> dict:

@@ -12,7 +12,7 @@ The default is half of the memory available when the check runs (``MemAvailable`
 request this machine cannot hold fails at once with a clear error instead of swapping or
 being killed. :func:`set_memory_budget` fixes a budget; ``None`` restores the default.
 
-This module sits below everything else (``_validation <- data <- ops <- nn``) and imports
+This module sits below everything else (``_validation <- _backend <- data <- ops <- nn``) and imports
 no other rpfast module.
 """
 import os
@@ -228,7 +228,7 @@ def require_flag(value, name: str) -> bool:
     return bool(value)
 
 
-# Device types with compiled kernels; rpfast.ops._backend, which owns the kernels, sets it.
+# Device types with compiled kernels (rpfast._backend, which owns them, checks its table against it).
 KERNEL_DEVICES: Tuple[str, ...] = ("cpu",)
 
 

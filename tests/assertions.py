@@ -37,7 +37,7 @@ def assert_thread_invariant(fn: Callable[[], T], threads: Sequence[int] = (1, 2)
     path while it runs (the kernels otherwise keep small loops on one thread, and would then
     compare the serial path with itself). Returns the first run's result.
     """
-    from rpfast.ops import _backend
+    from rpfast import _backend
 
     before = torch.get_num_threads()
     threshold = _backend._C._serial_work(1, adaptive=False)

@@ -1,8 +1,9 @@
 """The layering of docs/architecture.md, checked on the package's import statements.
 
-Dependencies point one way: ``_validation <- data <- ops <- nn <- experiments <- commands <- cli``;
-only ``rpfast/ops/_backend.py`` imports the compiled extension and only
-``rpfast/data/molecules.py`` imports RDKit.
+Dependencies point one way:
+``_validation <- _backend <- data <- ops <- nn <- experiments <- commands <- cli``; only
+``rpfast/_backend.py`` imports the compiled extension and only ``rpfast/data/molecules.py``
+imports RDKit; no import circle inside a package; no module assigns into another.
 """
 import ast
 from pathlib import Path
@@ -10,17 +11,30 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "rpfast"
-LAYERS = ["_validation", "data", "ops", "nn", "experiments", "commands", "cli"]
+LAYERS = ["_validation", "_backend", "data", "ops", "nn", "experiments", "commands", "cli"]
 
 
 def _modules():
     return sorted(p for p in PACKAGE.rglob("*.py"))
 
 
+def _walk_runtime(node: ast.AST):
+    """``ast.walk`` without ``if TYPE_CHECKING:`` blocks (imports for annotations never run)."""
+    todo = [node]
+    while todo:
+        node = todo.pop()
+        yield node
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            todo.extend(node.orelse)
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+
+
 def _imports(path: Path):
-    """Absolute module names imported by ``path`` (``from rpfast import x`` gives ``rpfast.x``)."""
+    """Absolute module names imported by ``path`` (``from rpfast import x`` gives ``rpfast.x``),
+    at any depth of its code (function-level imports run too, only later)."""
     tree = ast.parse(path.read_text(), str(path))
-    for node in ast.walk(tree):
+    for node in _walk_runtime(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name
@@ -44,7 +58,7 @@ def _module_name(path: Path) -> str:
 
 def test_only_the_backend_imports_the_extension():
     importers = {_module_name(p) for p in _modules() if "rpfast._C" in set(_imports(p))}
-    assert importers == {"rpfast.ops._backend"}
+    assert importers == {"rpfast._backend"}
 
 
 def test_rdkit_is_imported_in_one_module():
@@ -69,3 +83,98 @@ def test_cli_declares_no_command_options():
              if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument"]
     flags = [ast.literal_eval(call.args[0]) for call in calls if call.args]
     assert set(flags) <= {"--version"}, flags
+
+
+def _module_names():
+    return {_module_name(p): p for p in _modules()}
+
+
+def _rpfast_targets(module: str, path: Path, names: dict):
+    """The rpfast modules ``path`` imports, at any depth of its code (function-level imports
+    count: they close a circle as surely, only later)."""
+    for imported in _imports(path):
+        while imported and imported not in names:  # "rpfast.ops.permute_adjacency" -> "rpfast.ops"
+            imported = imported.rpartition(".")[0]
+        if imported and imported != module:
+            yield imported
+
+
+def _package(module: str) -> str:
+    return module.rpartition(".")[0]
+
+
+def _circles_inside_packages():
+    """Strongly connected sets of two or more modules of one package (package ``__init__``
+    re-exports excluded: they import their own modules by design)."""
+    names = _module_names()
+    edges = {m: {t for t in _rpfast_targets(m, p, names) if _package(t) == _package(m) and not t.endswith("__init__")
+                 and t != _package(m)}
+             for m, p in names.items() if not m.endswith("__init__")}
+    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):  # Tarjan's algorithm
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(frozenset(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return set(found)
+
+
+# The eager ops and their torch.compile twins in ops/library.py call each other; the op registry
+# of issue 25 (one definition per op) removes this circle, and this entry with it.
+KNOWN_CIRCLES = {frozenset({"rpfast.ops.dense", "rpfast.ops.gin", "rpfast.ops.gin_network", "rpfast.ops.library",
+                            "rpfast.ops.segment"})}
+
+
+def test_no_import_circle_inside_a_package():
+    assert _circles_inside_packages() <= KNOWN_CIRCLES
+
+
+def _module_aliases(tree: ast.AST, names: dict) -> set:
+    """Names a file binds to modules: ``import a.b as c``, ``from rpfast import _validation``."""
+    aliases = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            aliases |= {alias.asname or alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            aliases |= {alias.asname or alias.name for alias in node.names
+                        if f"{node.module}.{alias.name}" in names}
+    return aliases
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: _module_name(p))
+def test_no_module_assigns_into_another_module(path):
+    """``other_module.attribute = value`` (or ``setattr(other_module, ...)``) makes a module behave
+    differently depending on what was imported before: hooks go through arguments instead."""
+    tree = ast.parse(path.read_text(), str(path))
+    modules = _module_aliases(tree, _module_names())
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        for target in targets:
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                assert target.value.id not in modules, \
+                    f"{_module_name(path)}:{node.lineno} assigns {target.value.id}.{target.attr}"
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "setattr" and node.args \
+                and isinstance(node.args[0], ast.Name):
+            assert node.args[0].id not in modules, f"{_module_name(path)}:{node.lineno} setattr on a module"

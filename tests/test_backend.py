@@ -1,10 +1,10 @@
-"""rpfast.ops._backend: the one boundary to the compiled kernels (buffers, devices, threads)."""
+"""rpfast._backend: the one boundary to the compiled kernels (buffers, devices, threads)."""
 import pytest
 import torch
 
 from rpfast import ops
 from rpfast.data import GraphBatch
-from rpfast.ops import _backend
+from rpfast import _backend
 
 META = torch.device("meta")  # a device with no rpfast kernel, available on every machine
 DEVICE_ERROR = r"is on meta, but this rpfast build has kernels for cpu only; move it with .*\.cpu\(\)"
@@ -120,7 +120,7 @@ def test_rpfast_simd_selects_the_kernel_module():
     import subprocess
     import sys
 
-    code = "from rpfast.ops import _backend; print(_backend.build_info()['simd'])"
+    code = "from rpfast import _backend; print(_backend.build_info()['simd'])"
     env = {**os.environ, "RPFAST_SIMD": "baseline"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "baseline"

@@ -92,7 +92,7 @@ def test_rejects_bad_input():
 
 def test_kernel_validates_csr():
     """The compiled kernel checks the CSR itself, so no Python path can read out of bounds."""
-    from rpfast.ops import _backend
+    from rpfast import _backend
 
     x, out = torch.zeros(1, 3, 2), torch.zeros(1, 3, 2)
     with pytest.raises(IndexError, match=r"col\[0\] = 7"):
@@ -148,7 +148,7 @@ def test_adjoint_kernel_fuses_the_eps_gradient(shape):
     """gin_aggregate_adjoint = the aggregation over the outgoing CSR plus sum(g * z), in one
     pass, for [N, F] and [R, N, F], with chunks of one row (F > 1024) and of many; the same bits
     with one thread and with two."""
-    from rpfast.ops import _backend
+    from rpfast import _backend
 
     gen = torch.Generator().manual_seed(len(shape) + shape[-1])
     N = shape[-2]
@@ -176,7 +176,7 @@ def test_adjoint_kernel_fuses_the_eps_gradient(shape):
 def test_one_element_eps_keeps_its_shape_and_graph_buffers_are_made_once():
     """A [1] eps (GINConv's parameter) is used as it is and gets a [1] gradient; the batch's
     CSR buffers are converted on the first call and shared by every later one."""
-    from rpfast.ops import _backend
+    from rpfast import _backend
 
     batch = GraphBatch(torch.tensor([[0, 1, 2], [1, 2, 0]]), num_nodes=3)
     x = torch.randn(3, 2, requires_grad=True)
@@ -184,10 +184,10 @@ def test_one_element_eps_keeps_its_shape_and_graph_buffers_are_made_once():
     gin_aggregate(x, batch, eps).sum().backward()
     assert eps.grad.shape == (1,)
     torch.testing.assert_close(eps.grad, x.detach().sum().reshape(1))
-    incoming = _backend.graph_csr_buffers(batch, incoming=True)
-    assert _backend.graph_csr_buffers(batch, incoming=True) is incoming
+    incoming = batch.kernel_csr(incoming=True)
+    assert batch.kernel_csr(incoming=True) is incoming
     assert incoming[0].value.ctypes.data == batch.t_rowptr.data_ptr()
-    assert _backend.graph_csr_buffers(batch, incoming=False)[1].value.ctypes.data == batch.col.data_ptr()
+    assert batch.kernel_csr(incoming=False)[1].value.ctypes.data == batch.col.data_ptr()
 
 
 def test_a_used_batch_pickles_and_copies_without_its_kernel_buffers():

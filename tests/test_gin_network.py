@@ -311,7 +311,7 @@ def test_kernel_objects_are_freed_without_the_cycle_collector():
     import gc
     import weakref
 
-    from rpfast.ops import _backend
+    from rpfast import _backend
 
     graph = _batch()
     fused, _ = _pair(1, 10, 16, torch.float32)

@@ -179,7 +179,7 @@ def test_csr_equals_stable_sort_by_row_then_column(num_nodes, num_edges, seed):
 
 
 def test_build_csr_kernel_rejects_out_of_range_edges():
-    from rpfast.ops import _backend
+    from rpfast import _backend
 
     rows, cols = torch.tensor([0, 3]), torch.tensor([1, 0])
     with pytest.raises(IndexError, match=r"edge 1 \(3 -> 0\) is outside \[0, 3\)"):
@@ -192,7 +192,7 @@ def test_csr_without_the_compiled_builder_is_the_same(monkeypatch):
 
     edge_index = torch.randint(0, 40, (2, 500), generator=torch.Generator().manual_seed(4))
     compiled = GraphBatch(edge_index, total_nodes=40)
-    monkeypatch.setattr(batch_module, "cpu_csr_builder", None)
+    monkeypatch.setattr(batch_module, "_kernels_for", lambda t: False)
     fallback = GraphBatch(edge_index, total_nodes=40)
     for name in ("rowptr", "col", "csr_edge_order", "t_rowptr", "t_col", "t_edge_order"):
         assert torch.equal(getattr(compiled, name), getattr(fallback, name)), name
@@ -226,7 +226,7 @@ def test_select_slices_the_csr_views_exactly_as_building_them(seed, monkeypatch)
     gen = torch.Generator().manual_seed(1000 + seed)
     picks = torch.randint(0, batch.num_graphs, (int(torch.randint(0, 7, (1,), generator=gen)),), generator=gen)
     fast = batch.select(picks)
-    monkeypatch.setattr(batch_module, "cpu_graph_selector", None)
+    monkeypatch.setattr(batch_module, "_kernels_for", lambda t: False)
     slow = batch.select(picks)
     fresh = GraphBatch(fast.edge_index, ptr=fast.ptr)
     for name in ("ptr", "edge_index", "x", "edge_attr"):

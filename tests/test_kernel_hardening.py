@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from assertions import assert_thread_invariant
-from rpfast.ops import _backend
+from rpfast import _backend
 from rpfast.data import GraphBatch
 from rpfast.nn import RPGIN
 from rpfast.ops import (

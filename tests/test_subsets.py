@@ -12,7 +12,7 @@ from scipy.stats import chisquare
 
 from rpfast.data import GraphBatch
 from rpfast.ops import count_k_subsets, iter_k_subsets, k_subsets, sample_k_subsets, set_memory_budget
-from rpfast.ops import _backend
+from rpfast import _backend
 from rpfast.ops import subsets as subsets_module
 from rpfast.ops.subsets import DEFAULT_MAX_VISITS, PRUNE_MODES, Prune, get_memory_budget
 

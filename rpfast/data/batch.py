@@ -10,17 +10,17 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from rpfast import _backend
 from rpfast._validation import check_count, check_memory, check_sizes, float_tensor, index_tensor, is_pyg_data
 
 __all__ = ["GraphBatch"]
 
-# ``(rows [E], cols [E], N) -> (rowptr, col, order)`` for CPU edge lists, the compiled
-# counting sort; rpfast.ops installs it (this layer sits below the one that owns the
-# extension). Without it the CSR views come from a stable argsort, with the same result.
-cpu_csr_builder = None
-# ``(batch, graphs [G] int64) -> GraphBatch``: :meth:`GraphBatch.select` for CPU batches from
-# the batch's CSR slices, also installed by rpfast.ops.
-cpu_graph_selector = None
+
+
+def _kernels_for(t: Tensor) -> bool:
+    """Whether compiled kernels serve ``t``'s device (else the views come from torch ops, with
+    the same result; the tests switch this off to check that path)."""
+    return t.device.type in _backend.kernel_devices()
 
 
 def lazy_property(compute):
@@ -398,8 +398,8 @@ class GraphBatch:
         are slices of this batch's (the fast way to draw mini-batches from a dataset held as
         one GraphBatch)."""
         graphs = index_tensor(graphs, "graphs").reshape(-1)
-        if cpu_graph_selector is not None and self.edge_index.device.type == "cpu":
-            return cpu_graph_selector(self, graphs.contiguous())
+        if _kernels_for(self.edge_index):
+            return self._select_with_kernels(graphs.contiguous())
         if graphs.numel() and (int(graphs.min()) < 0 or int(graphs.max()) >= self.num_graphs):
             raise IndexError(f"graph indices must lie in [0, {self.num_graphs}), got {graphs.tolist()[:8]}")
         sizes = self.num_nodes[graphs]
@@ -415,6 +415,37 @@ class GraphBatch:
             edge_attr=None if self.edge_attr is None else self.edge_attr[edge_ids],
             ptr=new_ptr,
         )
+
+    def _select_with_kernels(self, graphs: Tensor) -> "GraphBatch":
+        """:meth:`select` by kernels: the selected graphs' slices of this batch's CSR views, node
+        and edge ids shifted, in two passes (no sort; the kernels check ``graphs``' range)."""
+        _, edge_ptr = self._edges_by_graph
+        new_ptr = torch.empty(graphs.numel() + 1, dtype=torch.int64)
+        N, E = _backend.call("select_sizes", self._ptr, edge_ptr, graphs, new_ptr)
+        edge_index = torch.empty((2, E), dtype=torch.int64)
+        old_edge, nodes = torch.empty(E, dtype=torch.int64), torch.empty(N, dtype=torch.int64)
+        views = []
+        for index, (rowptr, col, order) in enumerate((self._csr_views, self._csr_t_views)):
+            new = tuple(torch.empty(size, dtype=torch.int64) for size in (N + 1, E, E))
+            outputs = (edge_index, old_edge, nodes) if index == 0 else (None, None, None)
+            _backend.call("select_csr", self._ptr, edge_ptr, self._edge_rank, graphs, rowptr, col, order, *new,
+                          *outputs)
+            views.append(new)
+        return GraphBatch._assemble(edge_index, None if self.x is None else self.x[nodes],
+                                    None if self.edge_attr is None else self.edge_attr[old_edge], new_ptr, *views)
+
+    def kernel_csr(self, incoming: bool) -> tuple:
+        """``(rowptr, col)`` of the CSR over incoming edges (rows = targets: ``t_rowptr``,
+        ``t_col``) or outgoing ones (``rowptr``, ``col``) as kernel buffers
+        (:func:`rpfast._backend.prepare`), converted once and kept: a batch's CSR never changes,
+        and a GIN passes it to kernels several times a step."""
+        key = "_kernel_incoming_csr" if incoming else "_kernel_outgoing_csr"
+        buffers = self.__dict__.get(key)
+        if buffers is None:
+            rowptr, col = (self.t_rowptr, self.t_col) if incoming else (self.rowptr, self.col)
+            buffers = (_backend.prepare(rowptr, "graph CSR"), _backend.prepare(col, "graph CSR"))
+            self.__dict__[key] = buffers
+        return buffers
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -456,8 +487,10 @@ class GraphBatch:
     def _csr(self, rows: Tensor, cols: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
         """``(rowptr [N + 1], col [E], order [E])``: the edges stably sorted by ``(row, col)``."""
         N = self.total_nodes
-        if rows.device.type == "cpu" and cpu_csr_builder is not None:  # one O(E + N) pass, no argsort
-            return cpu_csr_builder(rows.contiguous(), cols.contiguous(), N)
+        if _kernels_for(rows):  # a counting sort: one O(E + N) pass, no argsort
+            rowptr, col, order = torch.empty(N + 1, dtype=torch.int64), torch.empty_like(rows), torch.empty_like(rows)
+            _backend.call("build_csr", rows.contiguous(), cols.contiguous(), N, rowptr, col, order)
+            return rowptr, col, order
         order = torch.argsort(rows * max(N, 1) + cols, stable=True)
         rowptr = torch.zeros(N + 1, dtype=torch.int64)
         rowptr[1:] = torch.bincount(rows, minlength=N).cumsum(0)

@@ -12,7 +12,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from rpfast.ops import _backend
+from rpfast import _backend
 from rpfast._validation import index_tensor, require_float, require_kernel_device, require_tensor
 
 __all__ = ["linear", "embedding", "rows_product", "rows_of"]

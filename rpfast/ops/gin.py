@@ -4,7 +4,8 @@ from typing import Union
 import torch
 from torch import Tensor
 
-from rpfast.ops import _backend, library
+from rpfast import _backend
+from rpfast.ops import library
 from rpfast.ops.segment import check_node_tensor
 from rpfast.data import GraphBatch
 from rpfast._validation import eps_tensor
@@ -49,7 +50,7 @@ class _GINAggregate(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, eps: Tensor, graph: GraphBatch, adjoint: bool) -> Tensor:
         out = torch.empty_like(x)
-        _run("gin_aggregate", x, _backend.graph_csr_buffers(graph, incoming=not adjoint), float(eps), out)
+        _run("gin_aggregate", x, graph.kernel_csr(incoming=not adjoint), float(eps), out)
         ctx.save_for_backward(x, eps)
         ctx.graph, ctx.adjoint = graph, adjoint
         return out
@@ -63,7 +64,7 @@ class _GINAggregate(torch.autograd.Function):
             grad_x = _GINAggregate.apply(grad, eps, ctx.graph, not ctx.adjoint) if need_x else None
             grad_eps = (grad * x).sum().reshape(eps.shape) if need_eps else None
             return grad_x, grad_eps, None, None
-        adjoint_csr = _backend.graph_csr_buffers(ctx.graph, incoming=ctx.adjoint)
+        adjoint_csr = ctx.graph.kernel_csr(incoming=ctx.adjoint)
         grad_x = torch.empty_like(grad)
         if not need_eps:
             _run("gin_aggregate", grad, adjoint_csr, float(eps), grad_x)

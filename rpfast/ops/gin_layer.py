@@ -13,7 +13,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from rpfast.data import GraphBatch
-from rpfast.ops import _backend
+from rpfast import _backend
 from rpfast._validation import (
     check_real,
     eps_tensor,

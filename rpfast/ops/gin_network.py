@@ -15,7 +15,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from rpfast.data import GraphBatch
-from rpfast.ops import _backend
+from rpfast import _backend
 from rpfast.ops.dense import rows_of, rows_product
 from rpfast.ops.norm import bn_relu_backward, bn_relu_forward
 from rpfast._validation import check_count, require_flag

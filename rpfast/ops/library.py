@@ -23,7 +23,7 @@ from typing import List, Optional, Sequence
 import torch
 from torch import Tensor
 
-from rpfast.ops import _backend
+from rpfast import _backend
 from rpfast.ops.dense import rows_of, rows_product
 from rpfast.ops.gin_network import (
     FlatGradient,

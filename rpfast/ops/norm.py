@@ -5,7 +5,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from rpfast.ops import _backend
+from rpfast import _backend
 from rpfast._validation import check_real, require_flag, require_float, require_kernel_device, require_tensor
 
 __all__ = ["batch_norm_relu"]

@@ -14,7 +14,7 @@ from torch import Tensor
 
 from rpfast._validation import check_count, check_output_size, index_tensor, require_dense
 from rpfast.data import GraphBatch
-from rpfast.ops import _backend
+from rpfast import _backend
 
 __all__ = ["dfs_order", "bfs_order", "wl_order", "WLOrder"]
 

@@ -10,7 +10,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from rpfast.ops import _backend
+from rpfast import _backend
 from rpfast._validation import (
     INT64_MAX,
     check_output_size,

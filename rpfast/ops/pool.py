@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from rpfast.data import GraphBatch
-from rpfast.ops import _backend
+from rpfast import _backend
 from rpfast.ops.segment import check_node_tensor
 
 __all__ = ["neighbour_max", "graph_max"]

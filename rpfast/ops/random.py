@@ -4,7 +4,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from rpfast.ops import _backend
+from rpfast import _backend
 from rpfast._validation import check_int, check_output_size, index_tensor, renamed_argument
 
 __all__ = ["random_permutations", "random_positions", "seed_from_generator"]

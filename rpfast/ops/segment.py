@@ -3,7 +3,8 @@ import torch
 from torch import Tensor
 
 from rpfast.data import GraphBatch
-from rpfast.ops import _backend, library
+from rpfast import _backend
+from rpfast.ops import library
 from rpfast._validation import (
     index_tensor,
     require_float,

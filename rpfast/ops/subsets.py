@@ -42,7 +42,7 @@ from torch import Tensor
 
 from rpfast.data import GraphBatch
 from rpfast._validation import INT64_MAX, check_int, check_memory, check_output_size, get_memory_budget, set_memory_budget
-from rpfast.ops import _backend
+from rpfast import _backend
 from rpfast.ops.random import random_permutations, seed_from_generator
 
 __all__ = [

@@ -2,7 +2,8 @@
 or its AVX2 twin ``rpfast._C_avx2``).
 
 Ops validate their arguments, allocate their outputs and then hand tensors to :func:`call`.
-This module alone imports the extension, and it
+This module alone imports the extension; it sits below ``rpfast.data`` (whose GraphBatch builds
+its CSR and selects graphs with kernels) and imports only ``rpfast._validation``. It
 
 * checks that every tensor argument lives on a device that has kernels
   (:func:`check_device`; one error message for every op),
@@ -22,7 +23,6 @@ from typing import Any, Dict
 import torch
 
 from rpfast import _validation
-from rpfast.data import batch as graph_batch_module
 
 __all__ = ["call", "create", "prepare", "Buffers", "persistent_buffer", "check_device", "num_threads", "build_info", "kernel_devices", "set_interrupt_countdown"]
 
@@ -59,7 +59,7 @@ def _import_extension():
     try:
         from rpfast import _C
     except ImportError as error:
-        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        here = os.path.dirname(os.path.abspath(__file__))  # the rpfast package
         if any(os.path.exists(os.path.join(here, "_C" + s)) for s in importlib.machinery.EXTENSION_SUFFIXES):
             message = (f"the compiled extension rpfast._C in {here} could not be loaded ({error}); "
                        "rebuild it with `pip install -e .`")
@@ -75,8 +75,9 @@ _C = _import_extension()
 
 # device type -> module with the kernels for tensors on that device
 _IMPLEMENTATIONS: Dict[str, Any] = {"cpu": _C}
-# the argument checks name these devices (rpfast._validation.require_kernel_device)
-_validation.KERNEL_DEVICES = tuple(_IMPLEMENTATIONS)
+# The argument checks (rpfast._validation.require_kernel_device, below this module) name the
+# devices from their own constant: a device added here must be added there.
+assert tuple(_IMPLEMENTATIONS) == _validation.KERNEL_DEVICES, "keep _validation.KERNEL_DEVICES in step"
 
 # kernels that run on one thread (every other kernel takes ``threads=``); for the classes
 # that create() builds, "Class" is the constructor and "Class.method" a method
@@ -121,50 +122,6 @@ def cpu_kernel(name: str):
     contiguous CPU tensors, passes them as :func:`_buffer` views (``.numpy()``) and passes
     ``threads=num_threads()``."""
     return getattr(_IMPLEMENTATIONS["cpu"], name)
-
-
-def graph_csr_buffers(graph, incoming: bool) -> tuple:
-    """``(rowptr, col)`` of a GraphBatch's CSR over incoming edges (rows = targets: ``t_rowptr``,
-    ``t_col``) or outgoing ones (``rowptr``, ``col``) as :class:`Buffers`, converted once per
-    batch and kept in it: a batch's CSR never changes, and a GIN passes it to kernels several
-    times a step."""
-    key = "_kernel_incoming_csr" if incoming else "_kernel_outgoing_csr"
-    buffers = graph.__dict__.get(key)
-    if buffers is None:
-        rowptr, col = (graph.t_rowptr, graph.t_col) if incoming else (graph.rowptr, graph.col)
-        buffers = (prepare(rowptr, "graph CSR"), prepare(col, "graph CSR"))
-        graph.__dict__[key] = buffers
-    return buffers
-
-
-def _build_csr(rows: torch.Tensor, cols: torch.Tensor, num_nodes: int):
-    """GraphBatch's CSR views of a CPU edge list: the stable (row, col) order in one C++ pass."""
-    rowptr, col, order = torch.empty(num_nodes + 1, dtype=torch.int64), torch.empty_like(rows), torch.empty_like(rows)
-    call("build_csr", rows, cols, num_nodes, rowptr, col, order)
-    return rowptr, col, order
-
-
-def _select_graphs(batch, graphs: torch.Tensor):
-    """GraphBatch.select on CPU: the selected graphs' slices of the batch's CSR views, node and
-    edge ids shifted, in two C++ passes (no sort, no validation of what the batch holds)."""
-    graph_batch = graph_batch_module.GraphBatch
-    _, edge_ptr = batch._edges_by_graph
-    new_ptr = torch.empty(graphs.numel() + 1, dtype=torch.int64)
-    N, E = call("select_sizes", batch.ptr, edge_ptr, graphs, new_ptr)
-    edge_index, old_edge, nodes = torch.empty((2, E), dtype=torch.int64), torch.empty(E, dtype=torch.int64), \
-        torch.empty(N, dtype=torch.int64)
-    views = []
-    for index, (rowptr, col, order) in enumerate((batch._csr_views, batch._csr_t_views)):
-        new = (torch.empty(N + 1, dtype=torch.int64), torch.empty(E, dtype=torch.int64), torch.empty(E, dtype=torch.int64))
-        outputs = (edge_index, old_edge, nodes) if index == 0 else (None, None, None)
-        call("select_csr", batch.ptr, edge_ptr, batch._edge_rank, graphs, rowptr, col, order, *new, *outputs)
-        views.append(new)
-    return graph_batch._assemble(edge_index, None if batch.x is None else batch.x[nodes],
-                                 None if batch.edge_attr is None else batch.edge_attr[old_edge], new_ptr, *views)
-
-
-graph_batch_module.cpu_csr_builder = _build_csr  # the data layer cannot import this one
-graph_batch_module.cpu_graph_selector = _select_graphs
 
 
 def _prepare_args(what: str, args) -> tuple:
