@@ -23,7 +23,7 @@ from bench_rpgin_epoch import training_epoch  # noqa: E402
 from graphs import csl_full_batch, molecule_like  # noqa: E402
 from rpfast.data import csl_dataset  # noqa: E402
 from rpfast.nn import GINConv  # noqa: E402
-from rpfast import _backend  # noqa: E402
+from rpfast import _testing  # noqa: E402
 
 # fixed thresholds, then the default: 2^18 with the back-off on lagging threads (parallel.hpp)
 CASES = [(1 << 18, False), (1 << 19, False), (1 << 20, False), (1 << 21, False), (1 << 40, False), (1 << 18, True)]
@@ -54,18 +54,18 @@ def main(rounds: int) -> None:
     for run, _ in work.values():  # warm-up: caches, workspaces, the optimizer's state
         for _ in range(3):
             run()
-    default = _backend._C._serial_work(0)
+    default = _testing.serial_work(0)
     try:
         for _ in range(rounds):
             for threshold, adaptive in CASES:
-                _backend._C._serial_work(threshold, adaptive=adaptive)
+                _testing.serial_work(threshold, adaptive=adaptive)
                 for name, (run, calls) in work.items():
                     start = time.perf_counter()
                     for _ in range(calls):
                         run()
                     times[name, (threshold, adaptive)].append((time.perf_counter() - start) / calls * 1e3)
     finally:
-        _backend._C._serial_work(default, adaptive=True)
+        _testing.serial_work(default, adaptive=True)
     print("threshold        " + "  ".join(f"{name:>16s}" for name in work) + "   (ms, median)")
     for case in CASES:
         threshold, adaptive = case

@@ -45,9 +45,9 @@ def one_process() -> None:
     sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "tests")]
     from bench_csl_protocol import _rpfast_epoch
     from rpfast.data import csl_dataset
-    from rpfast import _backend
+    from rpfast import _testing
 
-    round_trip = _backend._C._thread_round_trip_ns()
+    round_trip = _testing.thread_round_trip_ns()
     graphs, labels = csl_dataset()
     results = []
     for threads in (2, 1, 2):

@@ -24,7 +24,8 @@ import torch
 
 from rpfast import _validation
 
-__all__ = ["call", "create", "prepare", "Buffers", "persistent_buffer", "check_device", "num_threads", "build_info", "kernel_devices", "set_interrupt_countdown"]
+__all__ = ["call", "create", "prepare", "Buffers", "persistent_buffer", "check_device", "num_threads", "build_info", "kernel_devices",
+           "testing_hooks"]
 
 
 def _cpu_has_avx2() -> bool:
@@ -280,6 +281,7 @@ def build_info() -> dict:
     return dict(_C.build_info())
 
 
-def set_interrupt_countdown(polls: int) -> None:
-    """Testing only: raise the kernels' interrupt flag after ``polls`` further polls, as a Ctrl-C would."""
-    _C._set_interrupt_countdown(polls)
+def testing_hooks():
+    """The extension's ``_testing`` submodule (hooks for tests, benchmarks and diagnostics; use
+    them through :mod:`rpfast._testing`)."""
+    return _C._testing

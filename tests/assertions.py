@@ -37,10 +37,10 @@ def assert_thread_invariant(fn: Callable[[], T], threads: Sequence[int] = (1, 2)
     path while it runs (the kernels otherwise keep small loops on one thread, and would then
     compare the serial path with itself). Returns the first run's result.
     """
-    from rpfast import _backend
+    from rpfast import _testing
 
     before = torch.get_num_threads()
-    threshold = _backend._C._serial_work(1, adaptive=False)
+    threshold = _testing.serial_work(1, adaptive=False)
     results = []
     try:
         for count in threads:
@@ -48,7 +48,7 @@ def assert_thread_invariant(fn: Callable[[], T], threads: Sequence[int] = (1, 2)
             results.append(_snapshot(fn()))
     finally:
         torch.set_num_threads(before)
-        _backend._C._serial_work(threshold, adaptive=True)
+        _testing.serial_work(threshold, adaptive=True)
     for count, result in zip(threads[1:], results[1:]):
         assert bitwise_equal(results[0], result), \
             f"the result with {count} threads differs from the result with {threads[0]}"

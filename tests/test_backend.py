@@ -4,7 +4,7 @@ import torch
 
 from rpfast import ops
 from rpfast.data import GraphBatch
-from rpfast import _backend
+from rpfast import _backend, _testing
 
 META = torch.device("meta")  # a device with no rpfast kernel, available on every machine
 DEVICE_ERROR = r"is on meta, but this rpfast build has kernels for cpu only; move it with .*\.cpu\(\)"
@@ -53,65 +53,65 @@ def test_kernels_back_off_only_when_lagging_regions_repeat():
     """parallel.hpp: one parallel region whose other thread lagged (a VM's vCPU descheduled
     once) keeps the threads; two among the last 16 regions (a busy neighbour, or vCPUs the host
     placed far apart) make mid-sized loops run serially for a while."""
-    record = _backend._C._record_region
-    threshold = _backend._C._serial_work(0)
+    record = _testing.record_region
+    threshold = _testing.serial_work(0)
     try:
-        _backend._C._serial_work(threshold, adaptive=True)  # a fresh history
+        _testing.serial_work(threshold, adaptive=True)  # a fresh history
         assert not record(lagging=True)
         for _ in range(15):
             assert not record(lagging=False)
         assert not record(lagging=True)  # the first lagging region has left the window of 16
         assert not record(lagging=False)
         assert record(lagging=True)  # two within 16 regions
-        _backend._C._serial_work(threshold, adaptive=False)
+        _testing.serial_work(threshold, adaptive=False)
         assert not record(lagging=True) and not record(lagging=True)  # fixed threshold: never backs off
     finally:
-        _backend._C._serial_work(threshold, adaptive=True)
+        _testing.serial_work(threshold, adaptive=True)
 
 
 def test_a_slow_thread_runs_fewer_items_and_backs_the_kernels_off():
     """parallel.hpp: the threads take chunks of a loop in turn, so a thread that runs slowly
     leaves the rest of the loop to the others instead of holding the region up for its static
     half; and such regions count as lagging, so two of them switch mid-sized loops to serial."""
-    threshold = _backend._C._serial_work(0)
+    threshold = _testing.serial_work(0)
     try:
-        _backend._C._serial_work(threshold, adaptive=True)
+        _testing.serial_work(threshold, adaptive=True)
         with pytest.raises(ValueError, match="must be >= 0"):
-            _backend._C._item_threads(-1, 2, worker_delay_us=0)
-        owners = _backend._C._item_threads(64, 2, worker_delay_us=0)
+            _testing.item_threads(-1, 2, worker_delay_us=0)
+        owners = _testing.item_threads(64, 2, worker_delay_us=0)
         assert len(owners) == 64 and set(owners) <= {0, 1}  # every item ran, on one of the two threads
-        slow = _backend._C._item_threads(64, 2, worker_delay_us=2000)  # 2 ms per item off the calling thread
+        slow = _testing.item_threads(64, 2, worker_delay_us=2000)  # 2 ms per item off the calling thread
         assert set(slow) <= {0, 1} and slow.count(0) >= 48, f"the calling thread ran {slow.count(0)} of 64 items"
-        _backend._C._item_threads(64, 2, worker_delay_us=2000)
-        assert _backend._C._record_region(lagging=False)  # backing off now
+        _testing.item_threads(64, 2, worker_delay_us=2000)
+        assert _testing.record_region(lagging=False)  # backing off now
     finally:
-        _backend._C._serial_work(threshold, adaptive=True)
+        _testing.serial_work(threshold, adaptive=True)
 
 
 def test_kernels_back_off_when_the_threads_move_far_apart():
     """parallel.hpp: a round trip between the kernel threads over 200 ns and more than 3x the
     shortest this process has seen (the host moved the vCPUs apart) makes mid-sized loops
     serial; one that was always that long (threads on two sockets) does not."""
-    record = _backend._C._record_round_trip
-    threshold = _backend._C._serial_work(0)
+    record = _testing.record_round_trip
+    threshold = _testing.serial_work(0)
     try:
-        _backend._C._serial_work(threshold, adaptive=True)  # forgets the best round trip too
+        _testing.serial_work(threshold, adaptive=True)  # forgets the best round trip too
         assert not record(100) and not record(250)
         assert record(350)
-        _backend._C._serial_work(threshold, adaptive=True)
+        _testing.serial_work(threshold, adaptive=True)
         assert not record(20) and not record(150)  # hyperthreads, then two cores of one die: near
-        _backend._C._serial_work(threshold, adaptive=True)
+        _testing.serial_work(threshold, adaptive=True)
         assert not record(350) and not record(400)  # as far apart as ever: keep the threads
-        _backend._C._serial_work(threshold, adaptive=False)
+        _testing.serial_work(threshold, adaptive=False)
         assert not record(100) and not record(10_000)
     finally:
-        _backend._C._serial_work(threshold, adaptive=True)
+        _testing.serial_work(threshold, adaptive=True)
 
 
 def test_thread_round_trip_is_a_plausible_time():
     """The diagnostic behind benchmarks/vcpu_placement_check.py: two threads hand a counter back
     and forth; one round trip takes tens to hundreds of nanoseconds, not zero."""
-    ns = _backend._C._thread_round_trip_ns()
+    ns = _testing.thread_round_trip_ns()
     assert ns == -1 or 1 < ns < 1e6, ns  # -1: the second thread did not run within 10 ms (a busy host)
 
 
@@ -141,3 +141,14 @@ def test_prepare_converts_nested_lists_tuples_and_namedtuples():
     assert inner.ctypes.data == a.data_ptr() and prepared.device == torch.device("cpu")
     with pytest.raises(ValueError, match="arguments are on cpu and meta"):
         _backend.prepare([a, (torch.zeros(1, device=META),)], "nested")
+
+
+def test_the_production_module_has_no_test_hooks_at_top_level():
+    """Test hooks live in the extension's _testing submodule, reached through rpfast._testing."""
+    from rpfast import _testing
+
+    extension = _backend.testing_hooks().__name__.rpartition(".")[0]
+    module = __import__(extension, fromlist=["_testing"])
+    hidden = [name for name in dir(module) if name.startswith("_") and not name.startswith("__")]
+    assert hidden == ["_testing"], hidden
+    assert all(callable(getattr(_testing, name)) for name in _testing.__all__)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from assertions import assert_thread_invariant
-from rpfast import _backend
+from rpfast import _testing
 from rpfast.data import GraphBatch
 from rpfast.nn import RPGIN
 from rpfast.ops import (
@@ -116,8 +116,8 @@ def test_closed_form_skips_match_enumeration():
 # ------------------------------------------------------------------ 5. Ctrl-C
 @pytest.fixture
 def interrupt_after():
-    yield _backend.set_interrupt_countdown
-    _backend.set_interrupt_countdown(0)
+    yield _testing.set_interrupt_countdown
+    _testing.set_interrupt_countdown(0)
 
 
 @pytest.mark.parametrize("call", [

@@ -12,7 +12,7 @@ from scipy.stats import chisquare
 
 from rpfast.data import GraphBatch
 from rpfast.ops import count_k_subsets, iter_k_subsets, k_subsets, sample_k_subsets, set_memory_budget
-from rpfast import _backend
+from rpfast import _backend, _testing
 from rpfast.ops import subsets as subsets_module
 from rpfast.ops.subsets import DEFAULT_MAX_VISITS, PRUNE_MODES, Prune, get_memory_budget
 
@@ -369,11 +369,11 @@ def test_interrupted_fill_keeps_the_position(chunk_size):
     enumerator.fill(out, graph)
     n = enumerator.next_rows()
     try:
-        _backend.set_interrupt_countdown(1)
+        _testing.set_interrupt_countdown(1)
         with pytest.raises(KeyboardInterrupt):
             enumerator.fill(torch.empty(n, 5, dtype=torch.int64), torch.empty(n, dtype=torch.int64))
     finally:
-        _backend.set_interrupt_countdown(0)
+        _testing.set_interrupt_countdown(0)
     assert enumerator.position == first and enumerator.next_rows() == n
     assert torch.equal(torch.cat([out, _drain(enumerator, 5)]), expected)
 
@@ -693,11 +693,11 @@ def test_dense_sampling_and_counting_are_thread_invariant():
 ], ids=["rejection", "complement"])
 def test_bounded_kernels_poll_for_interrupts(call):
     try:
-        _backend.set_interrupt_countdown(2)
+        _testing.set_interrupt_countdown(2)
         with pytest.raises(KeyboardInterrupt):
             call()
     finally:
-        _backend.set_interrupt_countdown(0)
+        _testing.set_interrupt_countdown(0)
 
 
 def test_cli_count_of_a_dense_graph_and_its_work_bound(tmp_path, capsys):

@@ -13,4 +13,5 @@ void bind_orient(pybind11::module_& m);
 void bind_dense(pybind11::module_& m);
 void bind_csr(pybind11::module_& m);
 void bind_pool(pybind11::module_& m);
+void bind_testing(pybind11::module_& m);  // the rpfast._C._testing submodule
 }  // namespace rpfast_bindings

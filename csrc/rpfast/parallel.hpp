@@ -204,7 +204,7 @@ void parallel_for(int64_t n, int threads, int64_t cost_per_item, Body&& body) {
 
 // The median round trip between the two threads of a fresh team (round_trip.hpp), in ns, or -1
 // when the second thread did not run within timeout_ns or there is none (nested in a region):
-// diagnostics, rpfast._C._thread_round_trip_ns.
+// diagnostics, rpfast._testing.thread_round_trip_ns.
 inline int64_t thread_round_trip_ns(int64_t timeout_ns) {
   std::atomic<int64_t> ball{0}, median{-1};
   const int64_t deadline = steady_ns() + timeout_ns;
