@@ -272,3 +272,38 @@ def test_batches_and_the_edge_list_reader_under_a_float64_default(tmp_path):
         assert GraphBatch.from_edge_lists([]).num_graphs == 0
     finally:
         torch.set_default_dtype(old)
+
+
+def test_to_converts_features_and_moves_every_cached_view():
+    batch = _random_batch(3)
+    batch.extras["y"] = torch.tensor([1] * batch.num_graphs)
+    batch.dense_adj()  # a cached dense view converts too
+    double = batch.to(torch.float64)
+    assert double.x.dtype == double.edge_attr.dtype == double.dense_adj().dtype == torch.float64
+    assert double.dense_x().dtype == torch.float64 and double.rowptr.dtype == torch.int64
+    fresh = GraphBatch(batch.edge_index, x=batch.x.double(), edge_attr=batch.edge_attr.double(), ptr=batch.ptr)
+    for name in ("rowptr", "col", "csr_edge_order", "t_rowptr", "t_col", "t_edge_order", "batch", "node_mask"):
+        assert torch.equal(getattr(double, name), getattr(fresh, name)), name
+    torch.testing.assert_close(double.dense_adj(), fresh.dense_adj())  # summed in float32 before: last bits
+    assert torch.equal(double.y, batch.y)
+    assert batch.x.dtype == torch.float32  # the original is unchanged
+    plain = GraphBatch(torch.tensor([[0, 1], [1, 0]]), num_nodes=3).to(dtype=torch.float64)
+    assert plain.dense_adj().dtype == torch.float64  # no edge features: the adjacency follows dtype
+
+
+def test_to_meta_keeps_shapes_and_structure_without_data():
+    batch = _random_batch(5)
+    meta = batch.to("meta")
+    assert meta.x.device.type == meta.rowptr.device.type == meta.batch.device.type == "meta"
+    assert (meta.num_graphs, meta.total_nodes, meta.num_edges, meta.n_max) == \
+        (batch.num_graphs, batch.total_nodes, batch.num_edges, batch.n_max)
+    assert meta.dense_adj().shape == batch.dense_adj().shape and meta.dense_x().shape == batch.dense_x().shape
+    assert meta.undirected_csr()[0].shape == batch.undirected_csr()[0].shape
+
+
+def test_to_rejects_what_is_not_a_device_or_float_dtype():
+    batch = _random_batch(1)
+    with pytest.raises(TypeError, match="floating-point torch.dtype"):
+        batch.to(dtype=torch.int64)
+    with pytest.raises(ValueError, match="device must name a torch device"):
+        batch.to("no-such-device")

@@ -476,12 +476,12 @@ class GraphBatch:
     @lazy_property
     def batch(self) -> Tensor:
         """``[N]`` graph id of every node."""
-        return _repeat(torch.arange(self.num_graphs), self.num_nodes, self.total_nodes)
+        return _repeat(torch.arange(self.num_graphs, device=self._ptr.device), self.num_nodes, self.total_nodes)
 
     @lazy_property
     def local_index(self) -> Tensor:
         """``[N]`` position of every node within its graph."""
-        return torch.arange(self.total_nodes) - self._ptr[self.batch]
+        return torch.arange(self.total_nodes, device=self._ptr.device) - self._ptr[self.batch]
 
     # ------------------------------------------------------------------ sparse views
     def _csr(self, rows: Tensor, cols: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
@@ -492,7 +492,7 @@ class GraphBatch:
             _backend.call("build_csr", rows.contiguous(), cols.contiguous(), N, rowptr, col, order)
             return rowptr, col, order
         order = torch.argsort(rows * max(N, 1) + cols, stable=True)
-        rowptr = torch.zeros(N + 1, dtype=torch.int64)
+        rowptr = torch.zeros(N + 1, dtype=torch.int64, device=rows.device)
         rowptr[1:] = torch.bincount(rows, minlength=N).cumsum(0)
         return rowptr, cols[order].contiguous(), order
 
@@ -540,7 +540,7 @@ class GraphBatch:
         keep = src != dst
         key = torch.unique(torch.cat([src[keep] * N + dst[keep], dst[keep] * N + src[keep]]))  # sorted
         rows, cols = key // max(N, 1), key % max(N, 1)
-        rowptr = torch.zeros(N + 1, dtype=torch.int64)
+        rowptr = torch.zeros(N + 1, dtype=torch.int64, device=key.device)
         rowptr[1:] = torch.bincount(rows, minlength=N).cumsum(0)
         return rowptr, (cols - self._ptr[self.batch[cols]]).contiguous()
 
@@ -557,19 +557,20 @@ class GraphBatch:
     @lazy_property
     def node_mask(self) -> Tensor:
         """``[B, n_max]`` True where a real node sits."""
-        return torch.arange(self.n_max).unsqueeze(0) < self.num_nodes.unsqueeze(1)
+        return torch.arange(self.n_max, device=self._ptr.device).unsqueeze(0) < self.num_nodes.unsqueeze(1)
 
     @lazy_property
     def _dense_adj(self) -> Tensor:
         B, n = self.num_graphs, self.n_max
         channels = 1 + (0 if self.edge_attr is None else self.edge_attr.shape[1])
-        dtype = torch.get_default_dtype() if self.edge_attr is None else self.edge_attr.dtype
+        dtype = self.edge_attr.dtype if self.edge_attr is not None else \
+            self.__dict__.get("_adjacency_dtype") or torch.get_default_dtype()  # set by to(dtype=...)
         check_memory(B * n * n * channels * dtype.itemsize, f"dense_adj() [B={B}, n_max={n}, n_max={n}, {channels}]",
                      "batch graphs of similar size together, or use the sparse views")
-        adj = torch.zeros((B, n, n, channels), dtype=dtype)
+        adj = torch.zeros((B, n, n, channels), dtype=dtype, device=self.edge_index.device)
         if self.num_edges:
             src, dst = self.edge_index
-            values = torch.ones((self.num_edges, channels), dtype=dtype)
+            values = torch.ones((self.num_edges, channels), dtype=dtype, device=adj.device)
             if self.edge_attr is not None:
                 values[:, 1:] = self.edge_attr
             index = (self.batch[src], self.local_index[src], self.local_index[dst])
@@ -595,6 +596,41 @@ class GraphBatch:
         """``[B, n_max, F]`` node features, zero rows at padding."""
         return self._dense_x
 
+    def to(self, device=None, dtype: Optional[torch.dtype] = None) -> "GraphBatch":
+        """A copy on ``device`` and/or with floating-point features in ``dtype`` (``x``,
+        ``edge_attr`` and the dense views; index tensors stay int64). Every cached view moves with
+        it, and the structural ones (sizes, ``batch``, the CSRs, ``n_max``) are built here
+        first, so the copy never recomputes from data it cannot read (the ``meta`` device) or
+        sync for them; ``extras`` tensors move to ``device``. Nothing is copied that is already
+        where it is asked to be."""
+        if isinstance(device, torch.dtype) and dtype is None:
+            device, dtype = None, device
+        if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
+            raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
+        try:
+            device = None if device is None else torch.device(device)
+        except (RuntimeError, TypeError) as error:
+            raise ValueError(f"device must name a torch device, got {device!r} ({error})") from None
+        for name in ("num_nodes", "n_max", "batch", "local_index", "_csr_views", "_csr_t_views", "_edges_by_graph",
+                     "_edge_rank", "_undirected_views"):
+            getattr(self, name)  # structural views: built once, here, on the source device
+
+        def move(value, features: bool = False):
+            if isinstance(value, Tensor):
+                return value.to(device=device, dtype=dtype if features and value.is_floating_point() else None)
+            if isinstance(value, tuple):
+                return tuple(move(v, features) for v in value)
+            return value
+
+        out = object.__new__(GraphBatch)
+        for key, value in self.__getstate__().items():
+            features = key in ("x", "edge_attr", "_lazy__dense_adj", "_lazy__dense_x")
+            out.__dict__[key] = ({k: move(v) for k, v in value.items()} if key == "extras"
+                                 else move(value, features))
+        if dtype is not None:  # the adjacency of a batch without edge features too
+            out.__dict__["_adjacency_dtype"] = dtype
+        return out
+
     def __getstate__(self) -> dict:
         """Pickled (and copied) without the kernel buffers that ``rpfast.ops`` keeps in the batch
         (NumPy views of its CSR tensors, ``_kernel_*``): they would not view the copy's tensors.
@@ -610,14 +646,14 @@ class GraphBatch:
 
 def _offsets(counts: Tensor) -> Tensor:
     """``[len + 1]`` exclusive prefix sums of ``counts`` (a ``ptr``)."""
-    return torch.cat([torch.zeros(1, dtype=torch.int64), counts.cumsum(0)])
+    return torch.cat([torch.zeros(1, dtype=torch.int64, device=counts.device), counts.cumsum(0)])
 
 
 def _ranges(starts: Tensor, counts: Tensor) -> Tensor:
     """Concatenation of ``arange(starts[i], starts[i] + counts[i])`` over ``i``."""
     offsets = _offsets(counts)
     total = int(offsets[-1])
-    return _repeat(starts - offsets[:-1], counts, total) + torch.arange(total)
+    return _repeat(starts - offsets[:-1], counts, total) + torch.arange(total, device=counts.device)
 
 
 def _repeat(values: Tensor, counts: Tensor, total: int) -> Tensor:
