@@ -49,4 +49,11 @@ inline void expect_leading(const py::array& a, const char* name, std::initialize
 
 inline bool is_float64(const py::array& a) { return a.dtype().equal(py::dtype::of<double>()); }
 
+// run(double{}) for a float64 array, else run(float{}): the one float/double dispatch of the
+// bindings (each kernel's in_ptr / out_ptr calls then check every array against that type).
+template <class Run>
+decltype(auto) dispatch_float(const py::array& a, Run&& run) {
+  return is_float64(a) ? run(double{}) : run(float{});
+}
+
 }  // namespace rpfast_bindings

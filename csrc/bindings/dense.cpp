@@ -19,7 +19,7 @@ void matmul_tn(const py::array& a, const py::array& b, py::array& out, int threa
     py::gil_scoped_release release;
     rpfast::matmul_tn<T>(pa, pb, M, H1, H2, po, threads);
   };
-  if (is_float64(a)) run(double{}); else run(float{});
+  dispatch_float(a, run);
 }
 
 // out [M, C] = a [M, K] b [K, C].
@@ -36,7 +36,7 @@ void matmul(const py::array& a, const py::array& b, py::array& out, int threads)
     py::gil_scoped_release release;
     rpfast::rows_times<T>(pa, M, K, pb, C, po, threads);
   };
-  if (is_float64(a)) run(double{}); else run(float{});
+  dispatch_float(a, run);
 }
 
 // out [V, H]: out[v] = sum of g[m] over index[m] = v.
@@ -57,7 +57,7 @@ void scatter_rows_sum(const py::array& index, const py::array& g, py::array& out
     py::gil_scoped_release release;
     rpfast::scatter_rows_sum<T>(idx, pg, M, V, H, po, threads);
   };
-  if (is_float64(g)) run(double{}); else run(float{});
+  dispatch_float(g, run);
 }
 
 }  // namespace

@@ -48,7 +48,7 @@ void gin_aggregate(const py::array& x, const py::array& rowptr, const py::array&
     py::gil_scoped_release release;
     rpfast::gin_aggregate<T>(xs, rp, cl, static_cast<T>(1 + eps), o, s.R, s.N, s.F, threads);
   };
-  if (is_float64(x)) run(double{}); else run(float{});
+  dispatch_float(x, run);
 }
 
 // The aggregation's backward in one pass: grad_z = (1 + eps) g + A^T g over the outgoing CSR
@@ -69,7 +69,7 @@ double gin_aggregate_adjoint(const py::array& g, const py::array& rowptr, const 
     return rpfast::gin_aggregate_adjoint<T>(gs, rp, cl, static_cast<T>(1 + eps), zs, o, s.R, s.N, s.F,
                                             threads);
   };
-  return is_float64(g) ? run(double{}) : run(float{});
+  return dispatch_float(g, run);
 }
 
 double sum_product(const py::array& a, const py::array& b, int threads) {
@@ -82,7 +82,7 @@ double sum_product(const py::array& a, const py::array& b, int threads) {
     py::gil_scoped_release release;
     return rpfast::sum_product<T>(pa, pb, a.size(), threads);
   };
-  return is_float64(a) ? run(double{}) : run(float{});
+  return dispatch_float(a, run);
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ void forward(const py::array& x, const py::array& gamma, const py::array& beta, 
     py::gil_scoped_release release;
     rpfast::batch_norm_relu_forward<T>(xs, M, H, p, ys, ns, is, threads);
   };
-  if (is_float64(x)) run(double{}); else run(float{});
+  dispatch_float(x, run);
 }
 
 void backward(const py::array& g, const py::array& y, const py::array& xhat, const py::array& gamma,
@@ -51,7 +51,7 @@ void backward(const py::array& g, const py::array& y, const py::array& xhat, con
     py::gil_scoped_release release;
     rpfast::batch_norm_relu_backward<T>(gs, ys, ns, gm, is, training, M, H, gx, gg, gb, threads);
   };
-  if (is_float64(g)) run(double{}); else run(float{});
+  dispatch_float(g, run);
 }
 
 }  // namespace

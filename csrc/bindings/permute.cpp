@@ -61,7 +61,7 @@ void forward(const py::array& src, const py::array& perms, py::array& out, int t
     else
       rpfast::permute_nodes_forward<T>(s, p, o, d, threads);
   };
-  if (is_float64(src)) run(double{}); else run(float{});
+  dispatch_float(src, run);
 }
 
 template <int FeatureNdim>
@@ -84,7 +84,7 @@ void backward(const py::array& grad, const py::array& perms, py::array& grad_src
     else
       rpfast::permute_nodes_backward<T>(g, iv, o, d, threads);
   };
-  if (is_float64(grad_src)) run(double{}); else run(float{});
+  dispatch_float(grad_src, run);
 }
 
 }  // namespace

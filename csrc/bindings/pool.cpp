@@ -50,7 +50,7 @@ void neighbour_max(const py::array& x, const py::array& rowptr, const py::array&
     py::gil_scoped_release release;
     rpfast::neighbour_max<T>(xs, rp, cl, N, F, o, t, threads);
   };
-  if (is_float64(x)) run(double{}); else run(float{});
+  dispatch_float(x, run);
 }
 
 // x, out, ties, g, grad_x: [N, F]; (out_rowptr, out_col): the outgoing-edge CSR.
@@ -69,7 +69,7 @@ void neighbour_max_backward(const py::array& x, const py::array& out, const py::
     py::gil_scoped_release release;
     rpfast::neighbour_max_backward<T>(a.x, a.out, a.ties, a.g, rp, cl, N, F, a.grad_x, threads);
   };
-  if (is_float64(x)) run(double{}); else run(float{});
+  dispatch_float(x, run);
 }
 
 // x [N, F], ptr [B + 1] -> out, ties [B, F].
@@ -88,7 +88,7 @@ void segment_max(const py::array& x, const py::array& ptr, py::array& out, py::a
     py::gil_scoped_release release;
     rpfast::segment_max<T>(xs, p, B, F, o, t, threads);
   };
-  if (is_float64(x)) run(double{}); else run(float{});
+  dispatch_float(x, run);
 }
 
 // x, grad_x [N, F]; out, ties, g [B, F].
@@ -106,7 +106,7 @@ void segment_max_backward(const py::array& x, const py::array& ptr, const py::ar
     py::gil_scoped_release release;
     rpfast::segment_max_backward<T>(a.x, p, B, F, a.out, a.ties, a.g, a.grad_x, threads);
   };
-  if (is_float64(x)) run(double{}); else run(float{});
+  dispatch_float(x, run);
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ void segment(const py::array& src, const py::array& ptr, py::array& out, int thr
     else
       rpfast::segment_broadcast<T>(s, p, R, N, B, F, o, threads);
   };
-  if (is_float64(src)) run(double{}); else run(float{});
+  dispatch_float(src, run);
 }
 
 }  // namespace
