@@ -317,6 +317,31 @@ def test_data_assignment_is_kept_by_copies_and_conversions():
         assert twin.layers[0].first.weight.eq(3).all()
 
 
+def test_load_state_dict_wins_over_an_earlier_data_assignment():
+    """Found by the issue-24 campaign: the stale assigned values were adopted over the loaded ones."""
+    graph = GraphBatch(torch.tensor([[0, 1, 2], [1, 2, 0]]), num_nodes=3)
+    x = torch.randn(3, 3, generator=torch.Generator().manual_seed(0))
+    models = []
+    for flat in (True, False):
+        torch.manual_seed(0)
+        models.append(GIN(3, 8, 2, 2, flat_parameters=flat))
+    loaded = {key: value + 1 for key, value in models[1].state_dict().items()}
+    for model in models:
+        weight = model.layers[0].linears[0].weight
+        weight.data = torch.zeros_like(weight)
+        model.load_state_dict(loaded)
+    assert torch.equal(models[0](x, graph), models[1](x, graph))
+    for key, value in models[1].state_dict().items():
+        assert torch.equal(models[0].state_dict()[key], value), key
+
+
+def test_a_flat_parameter_of_another_size_is_named_by_state_dict():
+    model = GIN(3, 8, 2, 2, flat_parameters=True)
+    model.flat_parameter.data = torch.zeros(5)
+    with pytest.raises(ValueError, match=r"the flat parameter must have shape \[322\], got \(5,\)"):
+        model.state_dict()
+
+
 def test_data_assignment_of_another_shape_is_refused():
     model = GIN(2, 8, 2, 3, flat_parameters=True)
     model.layers[0].norms[0].weight.data = torch.ones(9)

@@ -395,3 +395,14 @@ def test_unsigned_values_beyond_int64_are_reported_as_they_are(make):
     with pytest.raises(ValueError, match=r"edge_index\[1, 0\] = 9223372036854775813 is beyond int64"):
         GraphBatch(make([[0], [2**63 + 5]]), num_nodes=3)
     assert random_permutations(make([3]), 1).shape == (1, 1, 3)  # in range: accepted as before
+
+
+def test_python_int_sizes_beyond_int64_are_named():
+    """Found by the issue-24 campaign: a Python int 2^64 gave torch's 'Overflow when unpacking long long'."""
+    ei = torch.tensor([[0, 1], [1, 0]])
+    for build, name in ((lambda: GraphBatch(ei, num_nodes=2**64), "num_nodes"),
+                        (lambda: GraphBatch.from_edge_lists([(ei, 2**64)]), r"graphs\[0\] num_nodes"),
+                        (lambda: GraphBatch(ei, total_nodes=2**63), "total_nodes"),
+                        (lambda: GraphBatch(ei, num_nodes=np.uint64(2**63 + 5)), "num_nodes")):
+        with pytest.raises(ValueError, match=f"{name} must be <= 9223372036854775807"):
+            build()

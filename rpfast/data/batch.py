@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from rpfast import _backend
-from rpfast._validation import check_count, check_memory, check_sizes, float_tensor, index_tensor, is_pyg_data
+from rpfast._validation import check_int, check_memory, check_sizes, float_tensor, index_tensor, is_pyg_data
 
 __all__ = ["GraphBatch"]
 
@@ -85,8 +85,8 @@ class GraphBatch:
         *,
         _edges_checked: bool = False,
     ):
-        total_nodes = None if total_nodes is None else check_count(total_nodes, "total_nodes")
-        num_graphs = None if num_graphs is None else check_count(num_graphs, "num_graphs")
+        total_nodes = None if total_nodes is None else check_int(total_nodes, "total_nodes")
+        num_graphs = None if num_graphs is None else check_int(num_graphs, "num_graphs")
         edge_index = index_tensor(edge_index, "edge_index")
         if edge_index.dim() != 2 or edge_index.shape[0] != 2:
             raise ValueError(f"edge_index must have shape [2, E], got {tuple(edge_index.shape)}")
@@ -124,7 +124,7 @@ class GraphBatch:
         sequence = isinstance(num_nodes, (list, tuple, np.ndarray)) or (
             isinstance(num_nodes, Tensor) and num_nodes.dim() > 0)
         if not sequence:
-            n = check_count(num_nodes, "num_nodes")
+            n = check_int(num_nodes, "num_nodes")
             described = None if ptr is None and batch is None else "ptr" if ptr is not None else "batch"
             if described is not None:
                 graphs = GraphBatch._count_graphs(batch, ptr)
@@ -247,7 +247,7 @@ class GraphBatch:
             if ei.dim() != 2 or ei.shape[0] != 2:
                 raise ValueError(f"graphs[{g}] edge_index must have shape [2, E], got {tuple(ei.shape)}")
             edges.append(ei)
-            sizes.append(check_count(item[1], f"graphs[{g}] num_nodes"))
+            sizes.append(check_int(item[1], f"graphs[{g}] num_nodes"))
         sizes_t = torch.tensor(sizes, dtype=torch.int64)
         edge_counts = [e.shape[1] for e in edges]
         E = sum(edge_counts)

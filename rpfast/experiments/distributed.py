@@ -144,9 +144,14 @@ _ABORT_NOISE = (b"terminate called without an active exception", b"terminate cal
                 b"  what():  ")
 
 
+# DDP's performance hint when find_unused_parameters=True found none in a step: the molecule
+# models need the flag (a shard may miss an element's or a degree's weights), so the hint is noise.
+_DDP_HINT = b"find_unused_parameters=True was specified in DDP constructor"
+
+
 def _relay(reader) -> None:
     """Copy a rank's stderr to this process's (progress bar, warnings) until the rank exits,
-    without gloo's abort messages."""
+    without gloo's abort messages and DDP's unused-parameter hint."""
     fd = reader.fileno()
     while True:
         try:
@@ -155,7 +160,9 @@ def _relay(reader) -> None:
             return
         if not chunk:
             return
-        if not chunk.startswith(_ABORT_NOISE):
+        if _DDP_HINT in chunk:
+            chunk = b"".join(line for line in chunk.splitlines(keepends=True) if _DDP_HINT not in line)
+        if chunk and not chunk.startswith(_ABORT_NOISE):
             try:
                 os.write(2, chunk)
             except OSError:

@@ -136,14 +136,16 @@ class FlatLayout:
         if not torch.compiler.is_compiling():
             self.adopt_data(getattr(root, self.name))
 
-    def adopt_data(self, flat: Tensor) -> None:
+    def adopt_data(self, flat: Tensor, keep_values: bool = True) -> None:
         """Follows ``attribute.data = values`` on a parameter view: such an assignment gives the
         view new storage, so the forward (reading the attribute) and ``flat`` (what the optimizer
         updates and ``state_dict`` saves) would disagree. The values are copied into ``flat``
         and the view is pointed back at its slice (the same object, so bindings stay valid).
         Called on every forward, ``state_dict()`` and ``.to()``; an optimizer step taken between
         the assignment and that call is overwritten for that tensor, as the assignment came
-        first. A new shape is a ValueError."""
+        first. A new shape is a ValueError. ``keep_values=False`` only points the views back
+        (``load_state_dict``: the loaded values win over an earlier assignment)."""
+        self._check_size(flat)
         if self._detached is None:
             return
         (_, base, dtype, device), views = self._detached  # the flat storage the views were made from
@@ -153,13 +155,14 @@ class FlatLayout:
             if view.data_ptr() == base + offset * element_size and view.shape == shape \
                     and view.dtype == dtype and view.device == device and view.is_contiguous():
                 continue  # still a view of that storage (which install() re-points if flat itself moved)
-            if view.shape != shape:
+            if view.shape != shape and keep_values:
                 raise ValueError(f"{path} was given values of shape {tuple(view.shape)} (.data = ...), but this "
                                  f"model keeps a {tuple(shape)} tensor there in its flat parameter ({self.name}); "
                                  f"build the model with flat_parameters=False to change shapes")
             piece = flat[offset:offset + numel].view(shape)
-            with torch.no_grad():
-                piece.copy_(view.data)
+            if keep_values:
+                with torch.no_grad():
+                    piece.copy_(view.data)
             view.data = piece
 
     def _offsets(self) -> List[int]:
@@ -173,8 +176,7 @@ class FlatLayout:
         """Sets every attribute to its view of ``flat`` (detached unless ``connected``). The
         detached views are made once per flat storage and reinstalled as the same objects
         (a binding checks the attributes by identity)."""
-        if flat.shape != (self.size,):
-            raise ValueError(f"the flat parameter must have shape [{self.size}], got {tuple(flat.shape)}")
+        self._check_size(flat)
         if connected:
             views = self.views(flat)
         elif torch.compiler.is_compiling() and self._detached is not None:
@@ -186,6 +188,11 @@ class FlatLayout:
             views = self._detached[1]
         for (owner, leaf), view in zip(self.owners, views):
             setattr(owner, leaf, view)
+
+    def _check_size(self, flat: Tensor) -> None:
+        if flat.shape != (self.size,):
+            raise ValueError(f"the flat parameter must have shape [{self.size}], got {tuple(flat.shape)} (was "
+                             f"{self.name}.data replaced by a tensor of another size?)")
 
     def refresh(self, root: nn.Module, flat: Tensor) -> None:
         """:meth:`check`, then the detached views of ``flat`` (which may have moved: ``.data =
@@ -233,9 +240,10 @@ class FlatLayout:
                                  unexpected_keys, error_msgs) -> None:
         """A load-state-dict pre hook: per-parameter entries are packed into the flat entry
         (missing ones are reported as missing, wrong shapes as size mismatches)."""
+        flat = getattr(module, self.name)
+        self.adopt_data(flat, keep_values=False)  # a view given .data = ... before: the loaded values win
         if prefix + self.name in state_dict:
             return
-        flat = getattr(module, self.name)
         pieces = []
         for path, shape, current in zip(self.paths, self.shapes, self.views(flat.detach())):
             key = prefix + path
