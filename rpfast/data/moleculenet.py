@@ -155,10 +155,12 @@ def parse_moleculenet_csv(text: str, path: Path, smiles_column: str = "smiles",
     if header is None:
         raise ValueError(f"{path}: the file is empty; expected a CSV header with a {smiles_column!r} column")
     header = [name.strip() for name in header]
-    for name in header:
-        if header.count(name) > 1:
+    column_of = {}  # name -> position (a dict: files with thousands of columns stay linear)
+    for at, name in enumerate(header):
+        if name in column_of:
             raise ValueError(f"{path}:{header_line}: column {name!r} appears twice in the header")
-    if smiles_column not in header:
+        column_of[name] = at
+    if smiles_column not in column_of:
         matches = [name for name in header if name.lower() == smiles_column.lower()]
         if len(matches) != 1:
             raise ValueError(f"{path}:{header_line}: no {smiles_column!r} column (smiles_column); "
@@ -167,10 +169,10 @@ def parse_moleculenet_csv(text: str, path: Path, smiles_column: str = "smiles",
     if tasks is None:
         tasks = [name for at, name in enumerate(header) if name != smiles_column and _label_column(rows, at)]
     for name in tasks:
-        if name not in header:
+        if name not in column_of:
             raise ValueError(f"{path}:{header_line}: no column for task {name!r}; the header has {header}")
-    smiles_at = header.index(smiles_column)
-    task_at = [header.index(name) for name in tasks]
+    smiles_at = column_of[smiles_column]
+    task_at = [column_of[name] for name in tasks]
     smiles, labels = [], []
     for line, last, row in rows:
         if not row:
