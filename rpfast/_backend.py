@@ -25,7 +25,7 @@ import torch
 from rpfast import _validation
 
 __all__ = ["call", "create", "prepare", "Buffers", "persistent_buffer", "check_device", "num_threads", "build_info", "kernel_devices",
-           "testing_hooks"]
+           "testing_hooks", "set_threads_policy", "threads_policy", "THREADS_POLICIES"]
 
 
 def _cpu_has_avx2() -> bool:
@@ -73,6 +73,30 @@ def _import_extension():
 
 
 _C = _import_extension()
+
+THREADS_POLICIES = ("adaptive", "fixed")
+
+
+def set_threads_policy(policy: str) -> None:
+    """``"adaptive"`` (the default): kernels back off to one thread for a while when their other
+    threads lag (another process holds a core) or run far apart (the host placed them so), as
+    docs/architecture.md describes; ``"fixed"``: kernels always use ``torch.get_num_threads()``
+    threads for loops above the serial threshold. The environment variable
+    ``RPFAST_THREADS_POLICY`` sets it at import."""
+    if policy not in THREADS_POLICIES:
+        raise ValueError(f"the threads policy must be 'adaptive' or 'fixed', got {policy!r}")
+    _C.set_adaptive_threads(policy == "adaptive")
+
+
+def threads_policy() -> str:
+    """The active threads policy: ``"adaptive"`` or ``"fixed"`` (:func:`set_threads_policy`)."""
+    return "adaptive" if _C.adaptive_threads() else "fixed"
+
+
+_policy = os.environ.get("RPFAST_THREADS_POLICY", "adaptive")
+if _policy not in THREADS_POLICIES:
+    raise ImportError(f"RPFAST_THREADS_POLICY must be 'adaptive' or 'fixed', got {_policy!r}")
+set_threads_policy(_policy)
 
 # device type -> module with the kernels for tensors on that device
 _IMPLEMENTATIONS: Dict[str, Any] = {"cpu": _C}

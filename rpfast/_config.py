@@ -4,13 +4,16 @@ import platform
 import torch
 
 from rpfast._backend import build_info as extension_build_info
-from rpfast._backend import num_threads
+from rpfast._backend import num_threads, set_threads_policy, threads_policy
+
+__all__ = ["build_config", "show_config", "set_threads_policy", "threads_policy"]
 
 
 def build_config() -> dict:
     """The compiled extension's build settings plus the runtime thread count."""
     info = extension_build_info()
     info["torch_threads"] = num_threads()
+    info["threads_policy"] = threads_policy()
     info["torch"] = torch.__version__
     info["python"] = platform.python_version()
     return info
@@ -28,6 +31,7 @@ def show_config() -> None:
         f"  kernel module  : {info.get('simd', 'baseline')} (RPFAST_SIMD=baseline forces the baseline build)",
         f"  OpenMP         : {info['openmp']} (max threads {info['omp_max_threads']})",
         f"  kernel threads : {info['torch_threads']} (torch.get_num_threads())",
+        f"  threads policy : {info['threads_policy']} (RPFAST_THREADS_POLICY=adaptive|fixed)",
         f"  CUDA kernels   : {'yes' if info['cuda'] else 'no'}",
         f"  torch          : {info['torch']}",
         f"  python         : {info['python']}",

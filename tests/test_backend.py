@@ -1,4 +1,8 @@
 """rpfast._backend: the one boundary to the compiled kernels (buffers, devices, threads)."""
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -116,10 +120,6 @@ def test_thread_round_trip_is_a_plausible_time():
 
 
 def test_rpfast_simd_selects_the_kernel_module():
-    import os
-    import subprocess
-    import sys
-
     code = "from rpfast import _backend; print(_backend.build_info()['simd'])"
     env = {**os.environ, "RPFAST_SIMD": "baseline"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
@@ -152,3 +152,23 @@ def test_the_production_module_has_no_test_hooks_at_top_level():
     hidden = [name for name in dir(module) if name.startswith("_") and not name.startswith("__")]
     assert hidden == ["_testing"], hidden
     assert all(callable(getattr(_testing, name)) for name in _testing.__all__)
+
+
+def test_threads_policy_switch_and_environment_variable():
+    import rpfast
+
+    assert rpfast.threads_policy() == "adaptive"
+    try:
+        rpfast.set_threads_policy("fixed")
+        assert rpfast.threads_policy() == "fixed"
+        with pytest.raises(ValueError, match="'adaptive' or 'fixed', got 'sometimes'"):
+            rpfast.set_threads_policy("sometimes")
+    finally:
+        rpfast.set_threads_policy("adaptive")
+    code = "import rpfast; print(rpfast.threads_policy())"
+    env = {**os.environ, "RPFAST_THREADS_POLICY": "fixed"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "fixed", done.stderr
+    env["RPFAST_THREADS_POLICY"] = "bogus"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "RPFAST_THREADS_POLICY must be 'adaptive' or 'fixed'" in done.stderr
