@@ -61,27 +61,23 @@ __attribute__((noinline)) void run_range(Body& body, int64_t begin, int64_t end)
 //   - Another process holds a core: a woken thread waits for that core's time slice
 //     (milliseconds) and the join waits for it; a 50 us region then takes 3 ms. Seen as a thread
 //     that starts more than kLateStartNs after the region began.
-//   - The host places the vCPUs far apart: on this project's 2-vCPU development VM a cache-line
-//     round trip between the two threads takes ~330 ns instead of ~55 ns for seconds to minutes
-//     at a time, idle or not. Every line one thread wrote and the other reads then crosses that
-//     distance, and on small loops the other thread runs at a fraction of the calling thread's
-//     speed: the paper-protocol epoch took 14 ms instead of 5 on two threads (5.4 ms on one).
-//     Seen two ways: the other threads run at most a quarter of their fair share of the
-//     chunks (parallel_for deals chunks out in turn; on a well-placed VM that happened in 0 to 3
-//     of every 1000 regions, on a badly placed one in 1 of 10), and, where they keep up but
-//     every shared line is slow (a training step of wider layers: 35 ms on two threads
-//     against 29 ms on one and 16 ms well placed), the round trip between threads 0 and 1
+//   - The host places the vCPUs far apart: every line one thread wrote and another reads then
+//     crosses that distance, and on small loops the other threads run at a fraction of the
+//     calling thread's speed. Seen two ways: the other threads run at most a quarter of their
+//     fair share of the chunks (parallel_for deals chunks out in turn), and, where they keep up
+//     but every shared line is slow (wider layers), the round trip between threads 0 and 1
 //     (round_trip.hpp), timed in one region every kProbeIntervalNs, is more than
 //     kFarApartFactor times the shortest this process has seen and over kFarApartMinNs.
 // When kLaggingToBackOff of the last kLagHistory regions lagged, or a round trip was far, loops
 // below kContendedSerialWork run serially for kContendedBackoffNs before trying again: fast on
-// an idle machine, graceful on a shared one (benchmarks/README.md, "Shared machines"). The
-// round trip is compared with the process's own best so that machines whose threads are always
-// that far apart (two sockets) keep their threads. One lagging
-// region is not evidence: a virtual machine's vCPU is descheduled now and then (about twice a
-// second on this idle host), and backing off on each of those ran mid-sized kernels serially a
-// fifth of the time. Beside a busy process most regions lag, so the back-off still begins
-// within a few regions, however far apart they are.
+// an idle machine, graceful on a shared one. The round trip is compared with the process's own
+// best so that machines whose threads are always that far apart (two sockets) keep their
+// threads. One lagging region is not evidence: a virtual machine's vCPU is descheduled now and
+// then, and backing off on each of those would run mid-sized kernels serially much of the
+// time. Beside a busy process most regions lag, so the back-off still begins within a few
+// regions. This is the "adaptive" thread policy (RPFAST_THREADS_POLICY, the README); "fixed"
+// turns it off (SerialWorkState::adaptive). The measurements behind these constants are in
+// benchmarks/README.md ("Shared machines").
 constexpr int64_t kBaseSerialWork = int64_t{1} << 18;
 constexpr int64_t kContendedSerialWork = int64_t{1} << 24;
 constexpr int64_t kContendedBackoffNs = 250'000'000;

@@ -1,11 +1,11 @@
 // How far apart two threads run: the time a cache line takes to travel from one to the other
 // and back, measured by handing a counter back and forth.
 //
-// On a virtual machine the host decides where the vCPUs run, and can change it at any time. On
-// this project's 2-vCPU development VM a round trip takes ~55-135 ns most of the time and
-// ~330 ns in windows of seconds to minutes, when the host has placed the vCPUs far apart; in
-// those windows every line that one kernel thread writes and another reads crosses that
-// distance, and small and mid-sized loops run faster on one thread (parallel.hpp).
+// On a virtual machine the host decides where the vCPUs run, and can change it at any time: a
+// round trip can grow several-fold for seconds to minutes when the host places the vCPUs far
+// apart (measurements: benchmarks/README.md, "Shared machines"). In those windows every line
+// that one kernel thread writes and another reads crosses that distance, and small and
+// mid-sized loops run faster on one thread (parallel.hpp).
 #pragma once
 #include <algorithm>
 #include <atomic>
