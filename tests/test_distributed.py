@@ -234,3 +234,12 @@ def test_sigterm_to_the_command_stops_its_workers_in_one_line(signum, options, t
     code, err = _finished(process, workers, tmp_path)
     assert code == 128 + signum
     assert err == f"rpfast csl: terminated by {signal.Signals(signum).name}\n"
+
+
+def test_process_group_backend_follows_the_model_device_not_the_machine(monkeypatch):
+    """A CPU model on a machine with GPUs must use gloo (NCCL carries CUDA tensors only)."""
+    from rpfast.experiments import distributed
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert distributed._backend() == "gloo"
+    assert distributed._backend(torch.device("cpu")) == "gloo"

@@ -1,8 +1,8 @@
 """Multi-process training on ``torch.distributed``: process groups, launching, reductions.
 
 ``rpfast csl --nproc N`` and ``rpfast molecules --nproc N`` start N processes on this machine
-(gloo over loopback on CPU; NCCL when every process has a GPU); the same commands run under
-``torchrun --nproc-per-node N -m rpfast ...`` (or on a cluster with ``--nnodes``), which sets
+(gloo over loopback: the models train on CPU; NCCL would serve models on CUDA); the same
+commands run under ``torchrun --nproc-per-node N -m rpfast ...`` (or on a cluster with ``--nnodes``), which sets
 ``RANK``/``WORLD_SIZE``/``MASTER_ADDR`` itself. Every process trains one replica of the model
 under ``DistributedDataParallel`` on its shard of each global batch; rank 0 alone prints and
 writes files.
@@ -80,8 +80,10 @@ def main_process() -> bool:
     return not under_launcher() or os.environ.get("RANK") == "0"
 
 
-def _backend() -> str:
-    return "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
+def _backend(device: torch.device = torch.device("cpu")) -> str:
+    """The process group's backend for models on ``device``: NCCL carries CUDA tensors only, so
+    gloo unless the model is on CUDA (the experiments train on CPU, even on a machine with GPUs)."""
+    return "nccl" if device.type == "cuda" and dist.is_nccl_available() else "gloo"
 
 
 def _free_port() -> int:
