@@ -13,7 +13,7 @@ from scipy.stats import chisquare
 from rpfast.data import GraphBatch
 from rpfast.ops import count_k_subsets, iter_k_subsets, k_subsets, sample_k_subsets, set_memory_budget
 from rpfast import _backend, _testing
-from rpfast.ops import subsets as subsets_module
+from rpfast.ops import subsets_bounded as subsets_module
 from rpfast.ops.subsets import DEFAULT_MAX_VISITS, PRUNE_MODES, Prune, get_memory_budget
 
 from assertions import assert_thread_invariant  # noqa: E402
