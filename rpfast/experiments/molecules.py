@@ -200,13 +200,9 @@ def predict(model: nn.Module, graphs: MoleculeGraphs, molecules: torch.Tensor, b
     return torch.sigmoid(torch.cat(outs)).numpy() if outs else np.zeros((0, 0))
 
 
-def _mean_auc(aucs: Sequence[Optional[float]]) -> Optional[float]:
-    """The mean over the tasks whose AUC is defined; None (null in results.json) if none is."""
-    known = [a for a in aucs if a is not None]
-    return float(np.mean(known)) if known else None
-
-
-def _mean(values: Sequence[Optional[float]]) -> Optional[float]:
+def _mean_defined(values: Sequence[Optional[float]]) -> Optional[float]:
+    """The mean of the values that are defined (an AUC per task, per split); None (null in
+    results.json) if none is."""
     known = [v for v in values if v is not None]
     return float(np.mean(known)) if known else None
 
@@ -250,7 +246,7 @@ def train_model(name: str, k: int, config: MoleculesConfig, graphs: MoleculeGrap
             total += float(loss.detach()) * len(chunk)
         total = context.mean(total) if context.distributed else total
         epoch_seconds.append(time.perf_counter() - start)
-        valid_auc = _mean_auc(task_aucs(predict(model, graphs, valid, 512), labels[valid].numpy()))
+        valid_auc = _mean_defined(task_aucs(predict(model, graphs, valid, 512), labels[valid].numpy()))
         # No task with both classes in the validation set (valid_auc None in every epoch): no
         # selection, the last epoch's model is tested.
         if best is None or valid_auc is None or best["valid_auc"] is None or valid_auc > best["valid_auc"]:
@@ -262,7 +258,7 @@ def train_model(name: str, k: int, config: MoleculesConfig, graphs: MoleculeGrap
     model.load_state_dict(best["state"])
     test_aucs = task_aucs(predict(model, graphs, test, 512), labels[test].numpy())
     return {"model": name, "k": k if name in ("kary", "cnn-dfs", "rnn-dfs") else None,
-            "valid_auc": best["valid_auc"], "best_epoch": best["epoch"], "test_auc": _mean_auc(test_aucs),
+            "valid_auc": best["valid_auc"], "best_epoch": best["epoch"], "test_auc": _mean_defined(test_aucs),
             "task_aucs": test_aucs, "seconds_per_epoch": float(np.mean(epoch_seconds))}
 
 
@@ -320,7 +316,8 @@ def summarise(runs: List[Dict]) -> List[Dict]:
         tests = [r["test_auc"] for r in group if r["test_auc"] is not None]
         sd = (float(np.std(tests, ddof=1)) if len(tests) > 1 else 0.0) if tests else None
         rows.append({"model": key[0] + ("" if key[1] is None else f" (k={key[1]})"), "name": key[0], "k": key[1],
-                     "test_auc": _mean(tests), "test_sd": sd, "valid_auc": _mean([r["valid_auc"] for r in group]),
+                     "test_auc": _mean_defined(tests), "test_sd": sd,
+                     "valid_auc": _mean_defined([r["valid_auc"] for r in group]),
                      "seconds_per_epoch": float(np.mean([r["seconds_per_epoch"] for r in group])),
                      "splits": len(tests)})
     return rows
