@@ -11,8 +11,8 @@ __version__ = "0.1.0"
 # rpfast._backend imports the compiled extension (the only module that does) and turns
 # a missing or stale build into an actionable ImportError.
 from rpfast import data, ops, nn
-from rpfast._config import set_threads_policy, show_config, threads_policy
+from rpfast._config import backend, set_backend, set_threads_policy, show_config, threads_policy
 from rpfast._validation import get_memory_budget, set_memory_budget
 
-__all__ = ["__version__", "data", "ops", "nn", "show_config", "set_threads_policy", "threads_policy", "get_memory_budget",
+__all__ = ["__version__", "data", "ops", "nn", "show_config", "set_threads_policy", "threads_policy", "set_backend", "backend", "get_memory_budget",
            "set_memory_budget"]

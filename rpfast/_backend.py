@@ -25,7 +25,8 @@ import torch
 from rpfast import _validation
 
 __all__ = ["call", "create", "prepare", "Buffers", "persistent_buffer", "check_device", "num_threads", "build_info", "kernel_devices",
-           "testing_hooks", "set_threads_policy", "threads_policy", "THREADS_POLICIES"]
+           "testing_hooks", "set_threads_policy", "threads_policy", "THREADS_POLICIES", "BACKENDS", "set_backend",
+           "backend", "runs_kernels", "kernels_enabled", "compiling"]
 
 
 def _cpu_has_avx2() -> bool:
@@ -97,6 +98,49 @@ _policy = os.environ.get("RPFAST_THREADS_POLICY", "adaptive")
 if _policy not in THREADS_POLICIES:
     raise ImportError(f"RPFAST_THREADS_POLICY must be 'adaptive' or 'fixed', got {_policy!r}")
 set_threads_policy(_policy)
+
+def compiling() -> bool:
+    """Whether ``torch.compile`` is tracing the caller. The one place rpfast asks: code that has
+    an eager-only form asks :func:`rpfast.ops._registry.eager_kernels` (or this, below ``ops``)."""
+    return torch.compiler.is_compiling()
+
+
+BACKENDS = ("auto", "torch")
+_kernels_enabled = True  # "auto": C++ kernels on the devices that have them
+
+
+def set_backend(name: str) -> None:
+    """Which implementation rpfast's ops run: ``"auto"`` (the default) runs the C++ kernels on
+    the devices that have them (the CPU) and the torch-composed implementation elsewhere;
+    ``"torch"`` runs the composed implementation everywhere (to compare, or to test it without
+    a GPU). Data-dependent algorithms (subset enumeration, DFS/BFS/WL orders, CSR building,
+    random relabelings) run their CPU code in both. ``RPFAST_BACKEND`` sets it at import."""
+    global _kernels_enabled
+    if name not in BACKENDS:
+        raise ValueError(f"the backend must be 'auto' or 'torch', got {name!r}")
+    _kernels_enabled = name == "auto"
+
+
+def backend() -> str:
+    """The active backend, ``"auto"`` or ``"torch"`` (:func:`set_backend`)."""
+    return "auto" if _kernels_enabled else "torch"
+
+
+def kernels_enabled() -> bool:
+    """Whether the backend runs C++ kernels at all (``"auto"``)."""
+    return _kernels_enabled
+
+
+def runs_kernels(t: torch.Tensor) -> bool:
+    """Whether ops on ``t`` run the C++ kernels: the backend is ``"auto"`` and ``t``'s device has
+    kernels. Otherwise they run their torch-composed implementation."""
+    return _kernels_enabled and t.device.type in _IMPLEMENTATIONS
+
+
+_choice = os.environ.get("RPFAST_BACKEND", "auto")
+if _choice not in BACKENDS:
+    raise ImportError(f"RPFAST_BACKEND must be 'auto' or 'torch', got {_choice!r}")
+set_backend(_choice)
 
 # device type -> module with the kernels for tensors on that device
 _IMPLEMENTATIONS: Dict[str, Any] = {"cpu": _C}

@@ -4,9 +4,9 @@ import platform
 import torch
 
 from rpfast._backend import build_info as extension_build_info
-from rpfast._backend import num_threads, set_threads_policy, threads_policy
+from rpfast._backend import backend, num_threads, set_backend, set_threads_policy, threads_policy
 
-__all__ = ["build_config", "show_config", "set_threads_policy", "threads_policy"]
+__all__ = ["build_config", "show_config", "set_threads_policy", "threads_policy", "set_backend", "backend"]
 
 
 def build_config() -> dict:
@@ -14,6 +14,7 @@ def build_config() -> dict:
     info = extension_build_info()
     info["torch_threads"] = num_threads()
     info["threads_policy"] = threads_policy()
+    info["backend"] = backend()
     info["torch"] = torch.__version__
     info["python"] = platform.python_version()
     return info
@@ -32,6 +33,8 @@ def show_config() -> None:
         f"  OpenMP         : {info['openmp']} (max threads {info['omp_max_threads']})",
         f"  kernel threads : {info['torch_threads']} (torch.get_num_threads())",
         f"  threads policy : {info['threads_policy']} (RPFAST_THREADS_POLICY=adaptive|fixed)",
+        f"  backend        : {info['backend']} (RPFAST_BACKEND=auto|torch; auto: C++ kernels on the CPU, "
+        f"torch-composed ops elsewhere)",
         f"  CUDA kernels   : {'yes' if info['cuda'] else 'no'}",
         f"  torch          : {info['torch']}",
         f"  python         : {info['python']}",

@@ -104,16 +104,15 @@ def _reject_graph_objects(value, name: str) -> None:
 
 
 def index_tensor(value, name: str, *, ndim: Optional[int] = None) -> torch.Tensor:
-    """Integers (tensor/array/list) -> contiguous int64 tensor on a kernel device, else
+    """Integers (tensor/array/list) -> contiguous int64 tensor (a tensor keeps its device), else
     TypeError/ValueError; with ``ndim``, also checks the number of dimensions."""
-    if type(value) is torch.Tensor and value.dtype == torch.int64 and value.layout == torch.strided \
-            and value.device.type in KERNEL_DEVICES:  # the common case, without the general checks
+    if type(value) is torch.Tensor and value.dtype == torch.int64 and value.layout == torch.strided:
+        # the common case, without the general checks
         t = value.contiguous()
     elif isinstance(value, torch.Tensor):
         _reject_graph_objects(value, name)
         if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
             raise TypeError(f"{name} must hold integers (int64), got {value.dtype}")
-        require_kernel_device(value, name)
         _check_unsigned_fits(value, name)
         t = value.to(torch.int64).contiguous()
     else:
@@ -149,9 +148,10 @@ def _raise_beyond_int64(name: str, where, value: int) -> None:
 
 
 def float_tensor(value, name: str) -> torch.Tensor:
-    """Numbers (tensor/array/list) -> CPU floating tensor (integers become the default dtype)."""
-    if type(value) is torch.Tensor and value.dtype.is_floating_point and value.layout == torch.strided \
-            and value.device.type in KERNEL_DEVICES:  # the common case, without the general checks
+    """Numbers (tensor/array/list) -> floating tensor (integers become the default dtype; a tensor
+    keeps its device)."""
+    if type(value) is torch.Tensor and value.dtype.is_floating_point and value.layout == torch.strided:
+        # the common case, without the general checks
         return value
     _reject_graph_objects(value, name)
     if not isinstance(value, torch.Tensor):
@@ -162,7 +162,6 @@ def float_tensor(value, name: str) -> torch.Tensor:
         if arr.dtype == object:
             raise TypeError(f"{name} must be numeric, got {type(value).__name__} of dtype object")
         value = torch.as_tensor(arr)
-    require_kernel_device(value, name)
     if not (value.dtype.is_floating_point or value.dtype in (torch.int64, torch.int32, torch.bool, torch.uint8)):
         raise TypeError(f"{name} must be numeric, got {value.dtype}")
     if not value.dtype.is_floating_point:
@@ -274,18 +273,20 @@ def check_output_size(numel: int, element_size: int, name: str) -> None:
     check_memory(numel * element_size, name, "reduce the batch, the samples or k")
 
 
-def eps_tensor(eps, dtype: torch.dtype) -> torch.Tensor:
-    """GIN's epsilon as a one-element tensor of ``dtype`` (keeps autograd) from a Python/NumPy
-    number (0-d) or a one-element floating-point tensor (kept as it is when it has ``dtype``:
-    a reshape would add an autograd node to every call; gradients keep its shape)."""
+def eps_tensor(eps, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """GIN's epsilon as a one-element tensor of ``dtype`` on ``device`` (keeps autograd) from a
+    Python/NumPy number (0-d) or a one-element floating-point tensor on ``device`` (kept as it
+    is when it has ``dtype``: a reshape would add an autograd node to every call; gradients keep
+    its shape)."""
     if isinstance(eps, torch.Tensor):
         require_dense(eps, "eps")
-        require_kernel_device(eps, "eps")
         if eps.numel() != 1 or not eps.dtype.is_floating_point:
             raise ValueError(f"eps must be a float or a one-element float tensor, got shape {tuple(eps.shape)} "
                              f"{eps.dtype}")
+        if eps.device != device:
+            raise ValueError(f"eps is on {eps.device} but the input is on {device}; put them on one device")
         return eps if eps.dtype == dtype else eps.to(dtype)
-    return torch.tensor(check_real(eps, "eps"), dtype=dtype)
+    return torch.tensor(check_real(eps, "eps"), dtype=dtype, device=device)
 
 
 def renamed_argument(new_value, old_value, new: str, old: str, default):

@@ -11,7 +11,7 @@ from rpfast.data import GraphBatch
 from rpfast import _backend, _testing
 
 META = torch.device("meta")  # a device with no rpfast kernel, available on every machine
-DEVICE_ERROR = r"is on meta, but this rpfast build has kernels for cpu only; move it with .*\.cpu\(\)"
+MIXED_ERROR = r"is on (cpu|meta) but .* is on (cpu|meta); (put them on one device|move one with \.to\(\))"
 
 
 @pytest.mark.parametrize("call", [
@@ -20,11 +20,12 @@ DEVICE_ERROR = r"is on meta, but this rpfast build has kernels for cpu only; mov
     lambda: ops.permute_adjacency(torch.zeros(1, 3, 3, device=META), torch.zeros(1, 1, 3, dtype=torch.long)),
     lambda: ops.permute_nodes(torch.zeros(1, 3, 2, device=META), torch.zeros(1, 1, 3, dtype=torch.long)),
     lambda: ops.gin_aggregate(torch.zeros(2, 1, device=META), GraphBatch(torch.tensor([[0], [1]]))),
-    lambda: ops.random_permutations(torch.tensor([3], device=META)),
     lambda: ops.linear(torch.zeros(2, 3, device=META), torch.zeros(4, 3)),
+    lambda: ops.embedding(torch.zeros(4, 3, device=META), torch.tensor([0, 1])),
 ])
-def test_one_error_for_a_device_without_kernels(call):
-    with pytest.raises(ValueError, match=DEVICE_ERROR):
+def test_one_error_for_inputs_on_two_devices(call):
+    """Every op runs on any device, but all its inputs must be on one: the error names both."""
+    with pytest.raises(ValueError, match=MIXED_ERROR):
         call()
 
 

@@ -1,4 +1,4 @@
-"""torch.compile(fullgraph=True) on GINConv, GIN, RP-GIN and RelationalPooling (rpfast/ops/library.py)."""
+"""torch.compile(fullgraph=True) on GINConv, GIN, RP-GIN and RelationalPooling (rpfast/ops/_registry.py, rpfast/ops/gin_network_compiled.py)."""
 import copy
 
 import pytest
@@ -7,7 +7,7 @@ import torch
 from rpfast.data import csl_batch, csl_dataset
 from rpfast.nn import GIN, RPGIN, GINConv
 from rpfast.nn.rp import Exact, PiSGD, RelationalPooling, VecMLP
-from rpfast.ops import library
+from rpfast.ops import gin_network_compiled as library
 from rpfast.ops.gin import graph_csr
 
 

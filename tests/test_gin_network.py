@@ -7,7 +7,8 @@ import torch
 from assertions import assert_thread_invariant
 from rpfast.data import GraphBatch, csl_batch, csl_dataset
 from rpfast.nn import GIN
-from rpfast.ops import gin_network as gin_network_module
+from rpfast.ops import gin_network_engine as gin_network_module
+from rpfast.ops.gin_network import gin_model
 
 
 def _batch():
@@ -335,14 +336,14 @@ def test_gin_model_rejects_bad_arguments_with_clear_errors():
     weights = fused._bound().weights(True)
     x = graph.x.unsqueeze(0)
     with pytest.raises(TypeError, match="graph must be an rpfast.data.GraphBatch"):
-        gin_network_module.gin_model(x, ids, graph.edge_index, weights, True, 1)
+        gin_model(x, ids, graph.edge_index, weights, True, 1)
     with pytest.raises(TypeError, match="weights must be"):
-        gin_network_module.gin_model(x, ids, graph, [weights], True, 1)
+        gin_model(x, ids, graph, [weights], True, 1)
     with pytest.raises(ValueError, match="replicas must be"):
-        gin_network_module.gin_model(x, ids, graph, weights, True, 0)
+        gin_model(x, ids, graph, weights, True, 0)
     with pytest.raises(TypeError, match="training"):
-        gin_network_module.gin_model(x, ids, graph, weights, "yes", 1)
-    out = gin_network_module.gin_model(x, ids, graph, weights, False, 1)
+        gin_model(x, ids, graph, weights, "yes", 1)
+    out = gin_model(x, ids, graph, weights, False, 1)
     torch.testing.assert_close(out, fused.eval()(graph.x, graph, ids))
 
 

@@ -434,19 +434,6 @@ class GraphBatch:
         return GraphBatch._assemble(edge_index, None if self.x is None else self.x[nodes],
                                     None if self.edge_attr is None else self.edge_attr[old_edge], new_ptr, *views)
 
-    def kernel_csr(self, incoming: bool) -> tuple:
-        """``(rowptr, col)`` of the CSR over incoming edges (rows = targets: ``t_rowptr``,
-        ``t_col``) or outgoing ones (``rowptr``, ``col``) as kernel buffers
-        (:func:`rpfast._backend.prepare`), converted once and kept: a batch's CSR never changes,
-        and a GIN passes it to kernels several times a step."""
-        key = "_kernel_incoming_csr" if incoming else "_kernel_outgoing_csr"
-        buffers = self.__dict__.get(key)
-        if buffers is None:
-            rowptr, col = (self.t_rowptr, self.t_col) if incoming else (self.rowptr, self.col)
-            buffers = (_backend.prepare(rowptr, "graph CSR"), _backend.prepare(col, "graph CSR"))
-            self.__dict__[key] = buffers
-        return buffers
-
     # ------------------------------------------------------------------ sizes
     @property
     def ptr(self) -> Tensor:
@@ -468,6 +455,11 @@ class GraphBatch:
     @property
     def num_edges(self) -> int:
         return self.edge_index.shape[1]
+
+    @property
+    def device(self) -> torch.device:
+        """The device of the batch's tensors (:meth:`to` moves them)."""
+        return self.edge_index.device
 
     @lazy_property
     def n_max(self) -> int:
@@ -632,10 +624,8 @@ class GraphBatch:
         return out
 
     def __getstate__(self) -> dict:
-        """Pickled (and copied) without the kernel buffers that ``rpfast.ops`` keeps in the batch
-        (NumPy views of its CSR tensors, ``_kernel_*``): they would not view the copy's tensors.
-        They are made again on first use."""
-        return {key: value for key, value in self.__dict__.items() if not key.startswith("_kernel_")}
+        """The batch's tensors and cached views (pickles, copies and :meth:`to` take these)."""
+        return dict(self.__dict__)
 
     def __repr__(self) -> str:
         f = None if self.x is None else self.x.shape[1]
@@ -664,7 +654,7 @@ def _repeat(values: Tensor, counts: Tensor, total: int) -> Tensor:
     when another process holds a core, each region can stall for the time slice of a
     descheduled thread. ``output_size`` spares torch's path (compiled or other devices) a
     read-back of the total."""
-    if values.device.type != "cpu" or torch.compiler.is_compiling():
+    if values.device.type != "cpu" or _backend.compiling():
         return torch.repeat_interleave(values, counts, output_size=total)
     return torch.from_numpy(np.repeat(values.numpy(), counts.numpy()))
 

@@ -136,6 +136,14 @@ def _serve(connection, threads: int, parent: int) -> None:
         return
 
 
+def _has_message(connection) -> bool:
+    """Whether a worker's pipe holds a message to read (a killed worker's may reset instead)."""
+    try:
+        return connection.poll()
+    except (EOFError, ConnectionResetError):
+        return False
+
+
 def run_in_workers(function: Callable, calls: Sequence[tuple], jobs: int, threads: int, bar) -> List[Any]:
     """``[function(*args, report=...) for args in calls]`` in ``jobs`` spawned processes with
     ``threads`` threads each; ``report(n)`` in a worker advances ``bar`` by n. Results come
@@ -174,14 +182,14 @@ def run_in_workers(function: Callable, calls: Sequence[tuple], jobs: int, thread
             for item in sorted(ready, key=lambda item: item in sentinels):  # messages before deaths
                 if item in sentinels:
                     slot = sentinels[item]
-                    if slot not in ended and connections[slot].poll():
+                    if slot not in ended and _has_message(connections[slot]):
                         continue  # read what it sent first
                     processes[slot].join()
                     raise ProcessFailed(f"worker process {processes[slot].pid} "
                                         f"{exit_description(processes[slot].exitcode)}")
                 try:
                     message = item.recv()
-                except EOFError:
+                except (EOFError, ConnectionResetError):  # a killed worker's socket resets
                     ended.add(slots.pop(item))
                     continue  # it exited: its sentinel says how
                 if message[0] == "progress":

@@ -21,6 +21,8 @@ from typing import Iterator, List, Sequence, Tuple
 import torch
 from torch import Tensor, nn
 
+from rpfast.ops._registry import compiling
+
 __all__ = ["FlatLayout"]
 
 
@@ -133,7 +135,7 @@ class FlatLayout:
                 raise ValueError(f"{path} was reassigned, but this model keeps its parameters in one flat tensor "
                                  f"({self.name}): write into {path} under torch.no_grad() instead (or build the "
                                  f"model with flat_parameters=False)")
-        if not torch.compiler.is_compiling():
+        if not compiling():
             self.adopt_data(getattr(root, self.name))
 
     def adopt_data(self, flat: Tensor, keep_values: bool = True) -> None:
@@ -179,7 +181,7 @@ class FlatLayout:
         self._check_size(flat)
         if connected:
             views = self.views(flat)
-        elif torch.compiler.is_compiling() and self._detached is not None:
+        elif compiling() and self._detached is not None:
             views = self._detached[1]  # made in eager mode (Dynamo cannot compare data pointers)
         else:
             key = (id(flat), flat.data_ptr(), flat.dtype, flat.device)
@@ -205,7 +207,7 @@ class FlatLayout:
     def connected(self, root: nn.Module, flat: Tensor) -> Iterator[None]:
         """The attributes as views of ``flat`` in the autograd graph for the duration, after
         :meth:`check`; one thread at a time (eager mode; compiled code cannot take a lock)."""
-        lock = None if torch.compiler.is_compiling() else self._lock
+        lock = None if compiling() else self._lock
         if lock is not None:
             lock.acquire()
         try:

@@ -10,7 +10,9 @@ from rpfast.data import GraphBatch
 from rpfast.nn._flat_parameters import FlatLayout
 from rpfast.nn._gin_binding import BOUND, BoundGIN
 from rpfast.nn.pooling import sum_pool
-from rpfast.ops import gin_aggregate, library
+from rpfast.ops import gin_aggregate
+from rpfast.ops import gin_network_compiled
+from rpfast.ops._registry import compiling, eager_kernels, runs_kernels
 from rpfast.ops.gin import graph_csr
 from rpfast.ops.dense import embedding, linear
 from rpfast.ops.gin_layer import gin_mlp
@@ -156,7 +158,7 @@ def batch_norm_arguments(norms, training: bool, count: bool = True, cumulative_a
         if not isinstance(bn, nn.modules.batchnorm._BatchNorm) or not bn.affine or not bn.track_running_stats:
             raise TypeError(f"norms[{i}] must be an affine BatchNorm module with running statistics "
                             f"(track_running_stats=True), got {bn!r}")
-    if training and not cumulative_as_nan and torch.compiler.is_compiling() and any(bn.momentum is None for bn in norms):
+    if training and not cumulative_as_nan and compiling() and any(bn.momentum is None for bn in norms):
         # 1 / num_batches_tracked would be read from a traced counter (a data-dependent float)
         raise NotImplementedError("torch.compile supports BatchNorm momentum=None (a cumulative average) in the "
                                   "fused GIN (widths <= 64) only; give the BatchNorm a momentum, or train this "
@@ -329,10 +331,10 @@ class GIN(nn.Module):
         return self._flat_layout.connected(self, self.flat_parameter)
 
     def _compiles_whole(self) -> bool:
-        """Whether compiled code runs the model as one custom op (:func:`rpfast.ops.library.gin_model`):
+        """Whether compiled code runs the model as one custom op (:func:`rpfast.ops.gin_network_compiled.gin_model`):
         under ``torch.compile``, fused, every layer fusable and at most ``FUSED_MAX_WIDTH`` wide,
         float32/float64."""
-        if not torch.compiler.is_compiling() or not self.fused or not all(layer.fusable() for layer in self.layers):
+        if not compiling() or not self._runs_whole_network():
             return False
         widths = [w for layer in self.layers for w in (layer.norms[0].num_features, layer.in_dim)]
         return max(widths) <= FUSED_MAX_WIDTH and self.classifier.weight.dtype in (torch.float32, torch.float64)
@@ -340,7 +342,7 @@ class GIN(nn.Module):
     def _whole_model(self, bound: Optional[BoundGIN], x, graph: GraphBatch, ids, classify: bool) -> Tensor:
         """Logits (``classify``) or embeddings from one C++ call for the whole model: in eager mode
         through the cached binding ``bound`` (:meth:`_bound`), compiled (``bound`` None, where
-        :meth:`_compiles_whole`) through one custom op (:func:`rpfast.ops.library.gin_model`)."""
+        :meth:`_compiles_whole`) through one custom op (:func:`rpfast.ops.gin_network_compiled.gin_model`)."""
         if bound is not None:
             return bound.run(self, x, graph, ids, classify)
         h, ids, replicas = self._inputs(x, graph, ids)
@@ -353,14 +355,22 @@ class GIN(nn.Module):
             self._flat_layout.check(self)  # evaluated while tracing (the modules are guarded)
             paths = self._network_paths()[:None if classify else -2]
             flat = (self.flat_parameter, [self._flat_layout.offset(path) if path else None for path in paths])
-        return library.gin_model(h, ids, (*graph_csr(graph), graph.ptr), params, classifier, self.in_dim,
-                                 self.id_dim, self.training, replicas, flat=flat)
+        return gin_network_compiled.gin_model(h, ids, (*graph_csr(graph), graph.ptr), params, classifier,
+                                              self.in_dim, self.id_dim, self.training, replicas, flat=flat)
+
+    def _runs_whole_network(self) -> bool:
+        """Whether the layers run as one node (:func:`rpfast.ops.gin_network`): ``fused``, every
+        layer fusable, and the model on a device whose C++ kernels run (the CPU unless
+        ``RPFAST_BACKEND=torch``); otherwise every layer is its own node, composed of registered
+        ops that run on any device. The one place that chooses between the two."""
+        return self.fused and runs_kernels(self.classifier.weight) and all(layer.fusable() for layer in self.layers)
 
     def _bound(self) -> Optional[BoundGIN]:
         """The whole model bound to the C++ network (cached, re-checked each call), or None when
         it cannot run there: ``fused`` is off, a layer is not fusable or wider than
-        ``FUSED_MAX_WIDTH``, or under ``torch.compile`` (which traces the custom ops)."""
-        if not self.fused or torch.compiler.is_compiling():
+        ``FUSED_MAX_WIDTH``, the model is not where the kernels run, or under ``torch.compile``
+        (which traces the custom ops)."""
+        if not self.fused or not eager_kernels(self.classifier.weight):
             return None
         bound = BOUND.get(self)
         if bound is not None and bound.snapshot.current():
@@ -388,7 +398,7 @@ class GIN(nn.Module):
             pooled.append(sum_pool(h, graph).expand(R, -1, -1))
         if self.id_dim:
             pooled.append(self._id_histogram(ids, graph))
-        if self.fused and all(layer.fusable() for layer in self.layers):
+        if self._runs_whole_network():
             if self.training:
                 count_batches([bn for layer in self.layers for bn in layer.norms])
             params = [layer.params(self.training, count=False) for layer in self.layers]
@@ -414,7 +424,7 @@ class GIN(nn.Module):
             ids = ids.to(torch.int64)
             if ids.dim() != 2 or ids.shape[1] != graph.total_nodes:
                 raise ValueError(f"ids must have shape [R, N={graph.total_nodes}], got {tuple(ids.shape)}")
-            in_range = not check_ids or torch.compiler.is_compiling() or not ids.numel() or (  # compiled: the op checks
+            in_range = not check_ids or compiling() or not ids.numel() or (  # compiled: the op checks
                 int(ids.min()) >= 0 and int(ids.max()) < self.id_dim)
             if not in_range:
                 raise IndexError(f"ids must lie in [0, {self.id_dim}), got {int(ids.min())}..{int(ids.max())}")

@@ -7,7 +7,9 @@ from torch import Tensor, nn
 from rpfast.data import GraphBatch
 from rpfast._validation import check_real, is_pyg_data, require_flag
 from rpfast.data.cache import graph_for_edge_index
-from rpfast.ops import gin_aggregate, library
+from rpfast.ops import gin_aggregate
+from rpfast.ops._registry import compiling
+from rpfast.ops.gin import csr_op, gin_aggregate_op
 
 __all__ = ["GINConv"]
 
@@ -70,11 +72,10 @@ class GINConv(nn.Module):
                             f"supported), got {type(x).__name__}")
         if x.dim() not in (2, 3):
             raise ValueError(f"x must have shape [N, F] or [R, N, F], got {tuple(x.shape)}")
-        if torch.compiler.is_compiling() and isinstance(edge_index, Tensor):
+        if compiling() and isinstance(edge_index, Tensor):
             # compiled code builds the CSR inside the graph (the eager cache is keyed on tensor identity)
             x3 = x if x.dim() == 3 else x.unsqueeze(0)
-            out = library.gin_aggregate(x3.contiguous(), *library.csr(edge_index, x.shape[-2]),
-                                        self.eps.to(x.dtype).reshape(()))
+            out = gin_aggregate_op(x3.contiguous(), *csr_op(edge_index, x.shape[-2]), self.eps.to(x.dtype))
             return self.nn(out if x.dim() == 3 else out.squeeze(0))
         if isinstance(edge_index, GraphBatch):
             graph = edge_index

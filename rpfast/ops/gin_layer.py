@@ -2,9 +2,10 @@
 
 For small graphs and widths (the RP paper's models) a GIN layer is a dozen tiny tensor
 ops whose dispatch and autograd bookkeeping cost more than the arithmetic. Here the
-forward runs the C++ aggregation and fused BatchNorm-ReLU kernels (matrix products go to
-torch's BLAS) and the backward is written out by hand, so a layer is one node in the
-autograd graph.
+forward runs the C++ aggregation and fused BatchNorm-ReLU kernels and the backward is
+written out by hand, so a layer is one node in the autograd graph. That node is an eager
+fast path (:func:`rpfast.ops._registry.eager_kernels`); elsewhere (other devices,
+``RPFAST_BACKEND=torch``, compiled code) the layer composes the registered ops, one node each.
 """
 from typing import List, Sequence, Union
 
@@ -19,11 +20,12 @@ from rpfast._validation import (
     eps_tensor,
     require_flag,
     require_float,
-    require_kernel_device,
     require_tensor,
 )
-from rpfast.ops.dense import rows_product
-from rpfast.ops.norm import bn_relu_backward, bn_relu_forward
+from rpfast.ops._registry import eager_kernels
+from rpfast.ops.dense import linear_op, rows_product
+from rpfast.ops.gin import gin_aggregate_op, graph_csr
+from rpfast.ops.norm import bn_relu_backward, bn_relu_forward, bn_relu_forward_op, copy_statistics
 
 __all__ = ["gin_mlp"]
 
@@ -46,7 +48,7 @@ class _GINMLP(torch.autograd.Function):
         saved: List[Tensor] = []
         for stage, (running_mean, running_var) in enumerate(stats):
             if stage:
-                h = rows_product(h, weights[stage - 1].t())
+                h = rows_product.run(h, weights[stage - 1].t())
             y, xhat, invstd = bn_relu_forward(h, gammas[stage].detach(), betas[stage].detach(), running_mean,
                                               running_var, training, momenta[stage], bn_eps[stage])
             saved += [y, xhat, invstd]
@@ -78,7 +80,7 @@ class _GINMLP(torch.autograd.Function):
                 previous = saved[3 * (stage - 1)]
                 grad_weights[stage - 1] = torch.empty_like(weights[stage - 1])
                 _backend.call("matmul_tn", grad_pre, previous, grad_weights[stage - 1])
-                g = rows_product(grad_pre, weights[stage - 1])
+                g = rows_product.run(grad_pre, weights[stage - 1])
             else:
                 g = grad_pre
         g = g.view(R, N, g.shape[-1])
@@ -139,7 +141,6 @@ def gin_mlp(z: Tensor, graph: GraphBatch, eps, weights: Sequence[Tensor], bn_wei
     require_tensor(z, "z")
     training = require_flag(training, "training")
     aggregate = require_flag(aggregate, "aggregate")
-    require_kernel_device(z, "z")
     require_float(z, "z")
     if not isinstance(graph, GraphBatch):
         raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")
@@ -170,11 +171,28 @@ def gin_mlp(z: Tensor, graph: GraphBatch, eps, weights: Sequence[Tensor], bn_wei
     if training and z.shape[0] * z.shape[1] < 2:
         raise ValueError("BatchNorm in training mode needs more than one node")
     z = z.contiguous()
-    eps = eps_tensor(eps, z.dtype)
+    eps = eps_tensor(eps, z.dtype, z.device)
     stats = tuple(zip(state["running_means"], state["running_vars"]))
     params = [*weights, *state["bn_weights"], *state["bn_biases"]]
-    csr = (graph.t_rowptr, graph.t_col, graph.rowptr, graph.col) if aggregate else (None,) * 4
-    return _GINMLP.apply(z, eps, *csr, stats, training, momenta, bn_eps, *params)
+    if eager_kernels(z):
+        csr = (graph.t_rowptr, graph.t_col, graph.rowptr, graph.col) if aggregate else (None,) * 4
+        return _GINMLP.apply(z, eps, *csr, stats, training, momenta, bn_eps, *params)
+    a = gin_aggregate_op(z, *graph_csr(graph), eps) if aggregate else z
+    return _composed_stages(a, weights, state["bn_weights"], state["bn_biases"], stats, training, momenta, bn_eps)
+
+
+def _composed_stages(a: Tensor, weights, gammas, betas, stats, training: bool, momenta, bn_eps) -> Tensor:
+    """The MLP stages from registered ops, one autograd node each (any device, compiled code)."""
+    R, N, H = a.shape
+    h = a.reshape(R * N, H)
+    for stage, (running_mean, running_var) in enumerate(stats):
+        if stage:
+            h = linear_op(h, weights[stage - 1], None)
+        h, _, _, mean, var = bn_relu_forward_op(h, gammas[stage], betas[stage], running_mean, running_var, training,
+                                                momenta[stage], bn_eps[stage])
+        if training:
+            copy_statistics(running_mean, running_var, mean, var)
+    return h.view(R, N, h.shape[-1])
 
 
 def _per_stage(value, stages: int, name: str) -> tuple:

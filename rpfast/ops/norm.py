@@ -1,50 +1,123 @@
-"""Fused BatchNorm + ReLU with a deterministic C++ forward and backward."""
+"""Fused BatchNorm + ReLU with a deterministic C++ forward and backward.
+
+Registered ops (:mod:`rpfast.ops._registry`): ``batch_norm_relu`` (functional: it returns the
+updated running statistics, which the caller copies into the buffers) and its backward
+``batch_norm_relu_backward``, not itself differentiable. C++ on the CPU; elsewhere
+``torch.var_mean`` and elementwise torch ops.
+"""
 import math
 
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
 from rpfast import _backend
-from rpfast._validation import check_real, require_flag, require_float, require_kernel_device, require_tensor
+from rpfast.ops._registry import declare
+from rpfast._validation import check_real, require_flag, require_float, require_tensor
 
 __all__ = ["batch_norm_relu"]
 
 
-def bn_relu_forward(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
+def _forward_kernel(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
                     training: bool, momentum: float, eps: float):
-    """The fused kernel on validated ``x [M, H]``: returns ``(y, xhat, invstd)``, the output,
-    the normalised input and ``1 / sqrt(var + eps)`` (saved for the backward). Running
-    statistics are updated in place in training."""
+    mean, var = running_mean.clone(), running_var.clone()  # functional: the caller copies them back
     y, xhat = torch.empty_like(x), torch.empty_like(x)
     invstd = x.new_empty(x.shape[1])
-    _backend.call("batch_norm_relu_forward", x, weight, bias, running_mean, running_var, training, momentum, eps,
+    _backend.call("batch_norm_relu_forward", x, weight.detach(), bias.detach(), mean, var, training, momentum, eps,
                   y, xhat, invstd)
+    return y, xhat, invstd, mean, var
+
+
+def _forward_composed(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
+                      training: bool, momentum: float, eps: float):
+    new_mean, new_var = running_mean.clone(), running_var.clone()
+    if training:
+        var, mean = torch.var_mean(x, dim=0, unbiased=False)
+        rows = x.shape[0]
+        new_mean.mul_(1 - momentum).add_(mean, alpha=momentum)
+        new_var.mul_(1 - momentum).add_(var * (rows / (rows - 1)), alpha=momentum)  # unbiased, as BatchNorm1d
+    else:
+        mean, var = running_mean, running_var
+    invstd = torch.rsqrt(var + eps)
+    xhat = (x - mean) * invstd
+    return torch.relu(xhat * weight + bias), xhat, invstd, new_mean, new_var
+
+
+def _forward_fake(x, weight, bias, running_mean, running_var, training, momentum, eps):
+    return (torch.empty_like(x), torch.empty_like(x), x.new_empty(x.shape[1]), torch.empty_like(running_mean),
+            torch.empty_like(running_var))
+
+
+def _backward_kernel(grad: Tensor, y: Tensor, xhat: Tensor, weight: Tensor, invstd: Tensor, training: bool):
+    grad_x = torch.empty_like(grad)
+    grad_w, grad_b = torch.empty_like(invstd), torch.empty_like(invstd)
+    _backend.call("batch_norm_relu_backward", grad, y, xhat, weight.detach(), invstd, training, grad_x, grad_w,
+                  grad_b)
+    return grad_x, grad_w, grad_b
+
+
+def _backward_composed(grad: Tensor, y: Tensor, xhat: Tensor, weight: Tensor, invstd: Tensor, training: bool):
+    """``g = grad * [y > 0]``; ``grad_bias = sum g``, ``grad_weight = sum g xhat`` and, with
+    ``u = g weight``, ``grad_x = invstd (u - mean(u) - xhat mean(u xhat))`` in training (the batch
+    statistics depend on ``x``) or ``invstd u`` in evaluation."""
+    g = torch.where(y > 0, grad, 0)
+    u = g * weight
+    if training:
+        grad_x = invstd * (u - u.mean(0) - xhat * (u * xhat).mean(0))
+    else:
+        grad_x = u * invstd
+    return grad_x, (g * xhat).sum(0), g.sum(0)
+
+
+def _backward_fake(grad, y, xhat, weight, invstd, training):
+    return torch.empty_like(grad), torch.empty_like(invstd), torch.empty_like(invstd)
+
+
+def _setup(ctx, inputs, output):
+    x, weight, bias, running_mean, running_var, training, momentum, eps = inputs
+    y, xhat, invstd = output[:3]
+    ctx.save_for_backward(y, xhat, weight, invstd)
+    ctx.training = training
+
+
+def _backward(ctx, grad, *unused):
+    y, xhat, weight, invstd = ctx.saved_tensors
+    grad_x, grad_w, grad_b = bn_relu_backward_op(grad.contiguous(), y, xhat, weight, invstd, ctx.training)
+    return grad_x, grad_w, grad_b, None, None, None, None, None
+
+
+bn_relu_forward_op = declare(
+    "batch_norm_relu", "(Tensor x, Tensor weight, Tensor bias, Tensor running_mean, Tensor running_var, "
+                       "bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor, Tensor)",
+    kernel=_forward_kernel, composed=_forward_composed, fake=_forward_fake, setup=_setup, backward=_backward,
+    double_backward=False)
+bn_relu_backward_op = declare(
+    "batch_norm_relu_backward", "(Tensor grad, Tensor y, Tensor xhat, Tensor weight, Tensor invstd, bool training) "
+                                "-> (Tensor, Tensor, Tensor)",
+    kernel=_backward_kernel, composed=_backward_composed, fake=_backward_fake)
+
+
+def bn_relu_forward(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
+                    training: bool, momentum: float, eps: float):
+    """The op on validated ``x [M, H]`` without autograd: returns ``(y, xhat, invstd)``, the
+    output, the normalised input and ``1 / sqrt(var + eps)`` (saved for a backward). Running
+    statistics are updated in place in training."""
+    y, xhat, invstd, mean, var = bn_relu_forward_op.run(x, weight, bias, running_mean, running_var, training,
+                                                        momentum, eps)
+    if training:
+        copy_statistics(running_mean, running_var, mean, var)
     return y, xhat, invstd
 
 
 def bn_relu_backward(grad: Tensor, y: Tensor, xhat: Tensor, weight: Tensor, invstd: Tensor, training: bool):
-    """Gradients ``(grad_x [M, H], grad_weight [H], grad_bias [H])`` of the fused forward."""
-    grad_x = torch.empty_like(grad)
-    grad_w, grad_b = torch.empty_like(invstd), torch.empty_like(invstd)
-    _backend.call("batch_norm_relu_backward", grad, y, xhat, weight, invstd, training, grad_x, grad_w, grad_b)
-    return grad_x, grad_w, grad_b
+    """Gradients ``(grad_x [M, H], grad_weight [H], grad_bias [H])`` of :func:`bn_relu_forward`."""
+    return bn_relu_backward_op.run(grad, y, xhat, weight, invstd, training)
 
 
-class _BatchNormReLU(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps):
-        y, xhat, invstd = bn_relu_forward(x, weight, bias, running_mean, running_var, training, momentum, eps)
-        ctx.save_for_backward(y, xhat, weight, invstd)
-        ctx.training = training
-        return y
-
-    @staticmethod
-    @once_differentiable  # a clear error, not a numpy() failure, on double backward
-    def backward(ctx, grad):
-        y, xhat, weight, invstd = ctx.saved_tensors
-        grad_x, grad_w, grad_b = bn_relu_backward(grad.contiguous(), y, xhat, weight, invstd, ctx.training)
-        return grad_x, grad_w, grad_b, None, None, None, None, None
+def copy_statistics(running_mean: Tensor, running_var: Tensor, mean: Tensor, var: Tensor) -> None:
+    """The op's updated statistics into the BatchNorm buffers (the op itself is functional)."""
+    with torch.no_grad():
+        running_mean.copy_(mean)
+        running_var.copy_(var)
 
 
 def batch_norm_relu(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
@@ -65,7 +138,6 @@ def batch_norm_relu(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tenso
     Not twice differentiable (double backward raises a ``RuntimeError``).
     """
     require_tensor(x, "x")
-    require_kernel_device(x, "x")
     require_float(x, "x")
     if x.dim() < 1:
         raise ValueError("x must have at least one dimension [..., H]")
@@ -73,7 +145,10 @@ def batch_norm_relu(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tenso
     for name, t in (("weight", weight), ("bias", bias), ("running_mean", running_mean), ("running_var", running_var)):
         require_tensor(t, name)
         if t.shape != (H,) or t.dtype != x.dtype or not t.is_contiguous():
-            raise ValueError(f"{name} must be a contiguous {x.dtype} tensor of shape ({H},), got {tuple(t.shape)} {t.dtype}")
+            raise ValueError(f"{name} must be a contiguous {x.dtype} tensor of shape ({H},), got {tuple(t.shape)} "
+                             f"{t.dtype}")
+        if t.device != x.device:
+            raise ValueError(f"{name} is on {t.device} but x is on {x.device}; put them on one device")
     training = require_flag(training, "training")
     if momentum is None:
         raise ValueError("momentum=None (cumulative average) needs a batch counter the functional op does not "
@@ -83,6 +158,8 @@ def batch_norm_relu(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tenso
     rows = math.prod(x.shape[:-1])
     if training and rows < 2:
         raise ValueError("batch_norm_relu needs more than one value per channel in training mode")
-    out = _BatchNormReLU.apply(x.reshape(rows, H).contiguous(), weight, bias, running_mean, running_var,
-                               training, momentum, eps)
+    out, _, _, mean, var = bn_relu_forward_op(x.reshape(rows, H).contiguous(), weight, bias, running_mean,
+                                              running_var, training, momentum, eps)
+    if training:
+        copy_statistics(running_mean, running_var, mean, var)
     return out.reshape(x.shape)

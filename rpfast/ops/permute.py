@@ -4,20 +4,27 @@ Gather convention (docs/architecture.md): ``perms[b, p, i]`` is the original ver
 placed at position ``i`` by sample ``p``; -1 marks padding and yields zeros. With
 ``K = perms.shape[-1] < n`` the result is the k-ary top-left block of the relabeled
 graph (paper Fig. 2) without computing the rest.
+
+Registered ops (:mod:`rpfast.ops._registry`): ``permute_adjacency`` / ``permute_nodes`` and their
+adjoints, each the other's backward. C++ on the CPU; elsewhere advanced indexing into the input
+padded with a zero row (and column), and ``index_add_`` for the adjoints. The permutations are
+checked on the CPU (a copy for tensors elsewhere).
 """
-from typing import Optional
+from typing import List, Optional
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from rpfast import _backend
+from rpfast.ops._registry import declare
+from rpfast.ops.random import random_permutations
 from rpfast._validation import (
     INT64_MAX,
     check_output_size,
     index_tensor,
     require_float,
     require_index,
-    require_kernel_device,
     require_ndim,
     require_tensor,
 )
@@ -25,92 +32,128 @@ from rpfast._validation import (
 __all__ = ["permute_adjacency", "permute_nodes"]
 
 
-# ----------------------------------------------------------------------------- adjacency
-@torch.library.custom_op("rpfast::permute_adjacency", mutates_args=())
-def _permute_adjacency(adj: Tensor, perms: Tensor) -> Tensor:
-    B, _, _, C = adj.shape
-    _, P, K = perms.shape
-    out = adj.new_empty((B, P, K, K, C))
+# ----------------------------------------------------------------------------- composed forms
+def _positions(perms: Tensor, n: int) -> Tensor:
+    """``perms`` with padding (-1) pointing at ``n``: the zero row appended to the input."""
+    return torch.where(perms >= 0, perms, n)
+
+
+def _graph_ids(perms: Tensor) -> Tensor:
+    return torch.arange(perms.shape[0], device=perms.device).view(-1, 1, 1)
+
+
+def _adjacency_composed(adj: Tensor, perms: Tensor) -> Tensor:
+    at = _positions(perms, adj.shape[1])
+    padded = F.pad(adj, (0, 0, 0, 1, 0, 1))  # a zero row and column at index n
+    return padded[_graph_ids(perms).unsqueeze(-1), at.unsqueeze(-1), at.unsqueeze(-2)]
+
+
+def _adjacency_backward_composed(grad: Tensor, perms: Tensor, n_max: int) -> Tensor:
+    B, C, m = grad.shape[0], grad.shape[-1], n_max + 1
+    at = _positions(perms, n_max)
+    cells = ((_graph_ids(perms).unsqueeze(-1) * m + at.unsqueeze(-1)) * m + at.unsqueeze(-2)).reshape(-1)
+    summed = grad.new_zeros((B * m * m, C)).index_add_(0, cells, grad.reshape(-1, C))
+    return summed.view(B, m, m, C)[:, :n_max, :n_max].contiguous()
+
+
+def _nodes_composed(x: Tensor, perms: Tensor) -> Tensor:
+    padded = F.pad(x, (0, 0, 0, 1))  # a zero row at index n
+    return padded[_graph_ids(perms), _positions(perms, x.shape[1])]
+
+
+def _nodes_backward_composed(grad: Tensor, perms: Tensor, n_max: int) -> Tensor:
+    B, F_, m = grad.shape[0], grad.shape[-1], n_max + 1
+    rows = (_graph_ids(perms) * m + _positions(perms, n_max)).reshape(-1)
+    summed = grad.new_zeros((B * m, F_)).index_add_(0, rows, grad.reshape(-1, F_))
+    return summed.view(B, m, F_)[:, :n_max].contiguous()
+
+
+# ----------------------------------------------------------------------------- kernels
+def _adjacency_kernel(adj: Tensor, perms: Tensor) -> Tensor:
+    out = adj.new_empty((adj.shape[0], perms.shape[1], perms.shape[2], perms.shape[2], adj.shape[3]))
     _backend.call("permute_adjacency_forward", adj, perms, out)
     return out
 
 
-@_permute_adjacency.register_fake
-def _(adj: Tensor, perms: Tensor) -> Tensor:
-    return adj.new_empty((adj.shape[0], perms.shape[1], perms.shape[2], perms.shape[2], adj.shape[3]))
-
-
-@torch.library.custom_op("rpfast::permute_adjacency_backward", mutates_args=())
-def _permute_adjacency_backward(grad: Tensor, perms: Tensor, n_max: int) -> Tensor:
-    B, C = grad.shape[0], grad.shape[-1]
-    grad_adj = grad.new_empty((B, n_max, n_max, C))
+def _adjacency_backward_kernel(grad: Tensor, perms: Tensor, n_max: int) -> Tensor:
+    grad_adj = grad.new_empty((grad.shape[0], n_max, n_max, grad.shape[-1]))
     _backend.call("permute_adjacency_backward", grad, perms, grad_adj)
     return grad_adj
 
 
-@_permute_adjacency_backward.register_fake
-def _(grad: Tensor, perms: Tensor, n_max: int) -> Tensor:
-    return grad.new_empty((grad.shape[0], n_max, n_max, grad.shape[-1]))
-
-
-def _adjacency_setup(ctx, inputs, output):
-    adj, perms = inputs
-    ctx.save_for_backward(perms)
-    ctx.n_max = adj.shape[1]
-
-
-def _adjacency_backward(ctx, grad):
-    (perms,) = ctx.saved_tensors
-    return _permute_adjacency_backward(grad.contiguous(), perms, ctx.n_max), None
-
-
-_permute_adjacency.register_autograd(_adjacency_backward, setup_context=_adjacency_setup)
-
-
-# ----------------------------------------------------------------------------- nodes
-@torch.library.custom_op("rpfast::permute_nodes", mutates_args=())
-def _permute_nodes(x: Tensor, perms: Tensor) -> Tensor:
+def _nodes_kernel(x: Tensor, perms: Tensor) -> Tensor:
     out = x.new_empty((x.shape[0], perms.shape[1], perms.shape[2], x.shape[2]))
     _backend.call("permute_nodes_forward", x, perms, out)
     return out
 
 
-@_permute_nodes.register_fake
-def _(x: Tensor, perms: Tensor) -> Tensor:
-    return x.new_empty((x.shape[0], perms.shape[1], perms.shape[2], x.shape[2]))
-
-
-@torch.library.custom_op("rpfast::permute_nodes_backward", mutates_args=())
-def _permute_nodes_backward(grad: Tensor, perms: Tensor, n_max: int) -> Tensor:
+def _nodes_backward_kernel(grad: Tensor, perms: Tensor, n_max: int) -> Tensor:
     grad_x = grad.new_empty((grad.shape[0], n_max, grad.shape[-1]))
     _backend.call("permute_nodes_backward", grad, perms, grad_x)
     return grad_x
 
 
-@_permute_nodes_backward.register_fake
-def _(grad: Tensor, perms: Tensor, n_max: int) -> Tensor:
-    return grad.new_empty((grad.shape[0], n_max, grad.shape[-1]))
+# ----------------------------------------------------------------------------- autograd
+# Both gathers are linear in their input; each backward is the adjoint scatter (a gather with
+# the inverse permutation, summed over the samples), whose backward is the gather again.
+def _setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[1])
+    ctx.n_max = inputs[0].shape[1]
 
 
-def _nodes_setup(ctx, inputs, output):
-    x, perms = inputs
-    ctx.save_for_backward(perms)
-    ctx.n_max = x.shape[1]
+def _adjoint_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[1])
+
+
+def _adjacency_backward(ctx, grad):
+    (perms,) = ctx.saved_tensors
+    return permute_adjacency_backward_op(grad.contiguous(), perms, ctx.n_max), None
+
+
+def _adjacency_double_backward(ctx, grad):
+    (perms,) = ctx.saved_tensors
+    return permute_adjacency_op(grad.contiguous(), perms), None, None
 
 
 def _nodes_backward(ctx, grad):
     (perms,) = ctx.saved_tensors
-    return _permute_nodes_backward(grad.contiguous(), perms, ctx.n_max), None
+    return permute_nodes_backward_op(grad.contiguous(), perms, ctx.n_max), None
 
 
-_permute_nodes.register_autograd(_nodes_backward, setup_context=_nodes_setup)
+def _nodes_double_backward(ctx, grad):
+    (perms,) = ctx.saved_tensors
+    return permute_nodes_op(grad.contiguous(), perms), None, None
+
+
+permute_adjacency_op = declare(
+    "permute_adjacency", "(Tensor adj, Tensor perms) -> Tensor",
+    kernel=_adjacency_kernel, composed=_adjacency_composed,
+    fake=lambda adj, perms: adj.new_empty((adj.shape[0], perms.shape[1], perms.shape[2], perms.shape[2],
+                                           adj.shape[3])),
+    setup=_setup, backward=_adjacency_backward)
+permute_adjacency_backward_op = declare(
+    "permute_adjacency_backward", "(Tensor grad, Tensor perms, SymInt n_max) -> Tensor",
+    kernel=_adjacency_backward_kernel, composed=_adjacency_backward_composed,
+    fake=lambda grad, perms, n_max: grad.new_empty((grad.shape[0], n_max, n_max, grad.shape[-1])),
+    setup=_adjoint_setup, backward=_adjacency_double_backward)
+permute_nodes_op = declare(
+    "permute_nodes", "(Tensor x, Tensor perms) -> Tensor",
+    kernel=_nodes_kernel, composed=_nodes_composed,
+    fake=lambda x, perms: x.new_empty((x.shape[0], perms.shape[1], perms.shape[2], x.shape[2])),
+    setup=_setup, backward=_nodes_backward)
+permute_nodes_backward_op = declare(
+    "permute_nodes_backward", "(Tensor grad, Tensor perms, SymInt n_max) -> Tensor",
+    kernel=_nodes_backward_kernel, composed=_nodes_backward_composed,
+    fake=lambda grad, perms, n_max: grad.new_empty((grad.shape[0], n_max, grad.shape[-1])),
+    setup=_adjoint_setup, backward=_nodes_double_backward)
 
 
 # ----------------------------------------------------------------------------- public API
-def _check_perms(perms, batch_size: int, n_max: int, num_nodes) -> Tensor:
+def _check_perms(perms, batch_size: int, n_max: int, num_nodes, device: torch.device) -> Tensor:
     require_tensor(perms, "perms")
-    require_kernel_device(perms, "perms")
     require_index(perms, "perms")
+    if perms.device != device:
+        raise ValueError(f"perms is on {perms.device} but the input is on {device}; put them on one device")
     require_ndim(perms, "perms", (3,), "[B, P, K]")
     if perms.shape[0] != batch_size:
         raise ValueError(
@@ -121,7 +164,8 @@ def _check_perms(perms, batch_size: int, n_max: int, num_nodes) -> Tensor:
         num_nodes = index_tensor(num_nodes, "num_nodes", ndim=1)
         if num_nodes.numel() != batch_size:
             raise ValueError(f"num_nodes has {num_nodes.numel()} entries, expected {batch_size}")
-        _backend.call("check_permutations", perms, batch_size, n_max, num_nodes)
+        if device.type != "meta":  # the values of a meta tensor are unknown
+            _backend.call("check_permutations", perms.cpu(), batch_size, n_max, num_nodes.cpu())
     return perms
 
 
@@ -149,20 +193,19 @@ def permute_adjacency(adj: Tensor, perms: Tensor, num_nodes: Optional[Tensor] = 
     """
     require_tensor(adj, "adj")
     require_ndim(adj, "adj", (3, 4), "[B, n, n, C] or [B, n, n]")
-    require_kernel_device(adj, "adj")
     require_float(adj, "adj")
     if adj.shape[1] != adj.shape[2]:
         raise ValueError(f"adj must be square in dims 1 and 2, got shape {tuple(adj.shape)}")
     squeeze = adj.dim() == 3
     adj4 = adj.unsqueeze(-1) if squeeze else adj
-    perms = _check_perms(perms, adj4.shape[0], adj4.shape[1], num_nodes)
+    perms = _check_perms(perms, adj4.shape[0], adj4.shape[1], num_nodes, adj.device)
     B, _, _, C = adj4.shape
     K = perms.shape[2]
     if K * K * C > INT64_MAX:  # even with no sample, torch cannot lay out a [K, K, C] block
         raise ValueError(f"perms has K = {K} positions: a relabeled [K, K, C={C}] adjacency would hold more than "
                          f"2^63 entries")
     check_output_size(B * perms.shape[1] * K * K * C, adj.element_size(), "permute_adjacency output")
-    out = _permute_adjacency(adj4.contiguous(), perms)
+    out = permute_adjacency_op(adj4.contiguous(), perms)
     return out.squeeze(-1) if squeeze else out
 
 
@@ -181,11 +224,31 @@ def permute_nodes(x: Tensor, perms: Tensor, num_nodes: Optional[Tensor] = None) 
     """
     require_tensor(x, "x")
     require_ndim(x, "x", (2, 3), "[B, n, F] or [B, n]")
-    require_kernel_device(x, "x")
     require_float(x, "x")
     squeeze = x.dim() == 2
     x3 = x.unsqueeze(-1) if squeeze else x
-    perms = _check_perms(perms, x3.shape[0], x3.shape[1], num_nodes)
+    perms = _check_perms(perms, x3.shape[0], x3.shape[1], num_nodes, x.device)
     check_output_size(perms.numel() * x3.shape[2], x.element_size(), "permute_nodes output")
-    out = _permute_nodes(x3.contiguous(), perms)
+    out = permute_nodes_op(x3.contiguous(), perms)
     return out.squeeze(-1) if squeeze else out
+
+
+# ----------------------------------------------------------------------------- pi-SGD for compiled code
+def _pisgd_relabel(adj: Tensor, x: Tensor, num_nodes: Tensor, samples: int, k: int) -> List[Tensor]:
+    perms = random_permutations(num_nodes, samples, k=k)  # torch's default generator: compiled code has no other
+    return [permute_adjacency(adj, perms).flatten(0, 1), permute_nodes(x, perms).flatten(0, 1),
+            (perms >= 0).flatten(0, 1)]
+
+
+def _pisgd_relabel_fake(adj, x, num_nodes, samples, k):
+    M = adj.shape[0] * samples
+    return [adj.new_empty((M, k, k, *adj.shape[3:])), x.new_empty((M, k, *x.shape[2:])),
+            num_nodes.new_empty((M, k), dtype=torch.bool)]
+
+
+pisgd_relabel_op = declare(
+    "pisgd_relabel", "(Tensor adj, Tensor x, Tensor num_nodes, int samples, int k) -> Tensor[]",
+    kernel=_pisgd_relabel, composed=_pisgd_relabel, fake=_pisgd_relabel_fake)
+pisgd_relabel_op.__doc__ = """``[adj_p [B P, k, k, C], x_p [B P, k, F], mask [B P, k]]``: ``samples`` uniformly
+random relabelings of every dense graph (its first ``k`` positions), as RelationalPooling's
+pi-SGD feeds f in compiled code. The relabeled inputs carry no gradient to ``adj`` and ``x``."""

@@ -5,6 +5,7 @@ import torch
 from torch import Tensor
 
 from rpfast import _backend
+from rpfast.ops._registry import declare
 from rpfast._validation import check_int, check_output_size, index_tensor, renamed_argument
 
 __all__ = ["random_permutations", "random_positions", "seed_from_generator"]
@@ -48,7 +49,8 @@ def random_permutations(
 
     Returns:
         LongTensor ``[B, P, K]`` in the gather convention, ready for
-        :func:`rpfast.ops.permute_adjacency`.
+        :func:`rpfast.ops.permute_adjacency`, on ``num_nodes``' device (drawn on the CPU: the
+        same permutations on every device).
     """
     num_nodes = index_tensor(num_nodes, "num_nodes", ndim=1)
     if num_nodes.numel() and int(num_nodes.min()) < 0:
@@ -62,8 +64,8 @@ def random_permutations(
     check_output_size(B * samples * K, 8, "random_permutations output")
     seed = seed_from_generator(generator)
     out = torch.empty((B, samples, K), dtype=torch.int64)
-    _backend.call("random_permutations", num_nodes, seed, out)
-    return out
+    _backend.call("random_permutations", num_nodes.cpu(), seed, out)
+    return out.to(num_nodes.device)
 
 
 def random_positions(ptr: Tensor, num_samples: int, modulus: int, generator: Optional[torch.Generator] = None) -> Tensor:
@@ -79,6 +81,8 @@ def random_positions(ptr: Tensor, num_samples: int, modulus: int, generator: Opt
         ptr: ``[B + 1]`` node offsets of the graphs (``GraphBatch.ptr``).
         num_samples: relabelings ``P >= 1``; modulus: ``m >= 1``.
         generator: a CPU ``torch.Generator``; advanced by one draw per call.
+
+    Drawn on the CPU and returned on ``ptr``'s device.
     """
     ptr = index_tensor(ptr, "ptr", ndim=1)
     samples = check_int(num_samples, "num_samples", minimum=1)
@@ -88,5 +92,17 @@ def random_positions(ptr: Tensor, num_samples: int, modulus: int, generator: Opt
     N = int(ptr[-1])
     check_output_size(samples * N, 8, "random_positions output")
     out = torch.empty((samples, N), dtype=torch.int64)
-    _backend.call("random_positions", ptr, modulus, seed_from_generator(generator), out)
-    return out
+    _backend.call("random_positions", ptr.cpu(), modulus, seed_from_generator(generator), out)
+    return out.to(ptr.device)
+
+
+def _sample_ids(ptr: Tensor, total_nodes: int, samples: int, id_dim: int) -> Tensor:
+    return random_positions(ptr, samples, id_dim)  # torch's default generator: compiled code has no other
+
+
+sample_ids_op = declare(
+    "sample_ids", "(Tensor ptr, SymInt total_nodes, int samples, int id_dim) -> Tensor",
+    kernel=_sample_ids, composed=_sample_ids,
+    fake=lambda ptr, total_nodes, samples, id_dim: ptr.new_empty((samples, total_nodes)))
+sample_ids_op.__doc__ = """``[samples, N]`` RP-GIN IDs for compiled code: each node's position under a uniform
+order of its graph, mod ``id_dim`` (:func:`random_positions` with torch's default generator)."""

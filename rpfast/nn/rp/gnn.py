@@ -8,7 +8,9 @@ from torch import Tensor, nn
 from rpfast._validation import check_count, is_pyg_data
 from rpfast.data import GraphBatch
 from rpfast.nn.gin import GIN
-from rpfast.ops import library, random_permutations
+from rpfast.ops import random_permutations
+from rpfast.ops._registry import compiling
+from rpfast.ops.random import sample_ids_op
 from rpfast.ops.random import random_positions
 
 __all__ = ["RPGNN", "replica_mean"]
@@ -117,9 +119,9 @@ class RPGNN(nn.Module):
         (:meth:`id_groups`), mod m. (The uniform distribution is closed under inversion, so a
         sampled row serves directly as the nodes' positions.)"""
         groups = self.id_groups(graph)
-        if groups is None and torch.compiler.is_compiling():
+        if groups is None and compiling():
             # one custom op (no data-dependent shapes); compiled code draws from torch's default generator
-            return library.sample_ids(graph.ptr, graph.total_nodes, num_samples, self.id_dim)
+            return sample_ids_op(graph.ptr, graph.total_nodes, num_samples, self.id_dim)
         if groups is None:  # the paper's IDs: positions within each graph, one C++ call
             return random_positions(graph.ptr, num_samples, self.id_dim, generator=self.generator)
         if not isinstance(groups, Tensor) or groups.shape != (graph.total_nodes,):

@@ -16,7 +16,9 @@ from rpfast._validation import (
 from rpfast.data import GraphBatch
 from rpfast.nn.rp.strategies import Exact, KAry, PiSGD, Strategy
 from rpfast.ops.subsets import Prune
-from rpfast.ops import library, permute_adjacency, permute_nodes
+from rpfast.ops import permute_adjacency, permute_nodes
+from rpfast.ops._registry import compiling
+from rpfast.ops.permute import pisgd_relabel_op
 
 __all__ = ["RelationalPooling"]
 
@@ -126,7 +128,7 @@ class RelationalPooling(nn.Module):
     def forward(self, adj, x: Optional[Tensor] = None, num_nodes=None) -> Tensor:
         if self.mode == "separate":
             return self._forward_separate(adj, x, num_nodes)
-        if torch.compiler.is_compiling():
+        if compiling():
             return self._forward_compiled(adj, x, num_nodes)
         graph, adj, x, num_nodes = self._joint_inputs(adj, x, num_nodes)
         strategy = self.strategy or (PiSGD(k=self.k, train_samples=self.train_samples, eval_samples=self.eval_samples)
@@ -157,7 +159,7 @@ class RelationalPooling(nn.Module):
         train, evaluate = ((strategy.train_samples, strategy.eval_samples) if strategy is not None
                            else (self.train_samples, self.eval_samples))
         samples = train if self.training else evaluate
-        adj_p, x_p, mask = library.pisgd_relabel(adj, x, num_nodes, samples, k)
+        adj_p, x_p, mask = pisgd_relabel_op(adj, x, num_nodes, samples, k)
         out = self.f(*(adj_p, x_p, mask, mask.sum(dim=1))[:self._arity])
         weights = torch.full((adj.shape[0], samples), 1.0 / samples, dtype=torch.float64, device=adj.device)
         return _accumulate(None, out, weights)

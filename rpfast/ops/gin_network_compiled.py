@@ -1,20 +1,13 @@
-"""``torch.ops.rpfast.*``: the kernels as ``torch.library`` custom ops, for ``torch.compile``.
+"""The whole-GIN ops of :mod:`rpfast.ops.gin_network` as ``torch.library`` custom ops, for
+compiled code: ``gin_network`` (the layers and their readouts; it returns the updated BatchNorm
+statistics, copied into the buffers by the caller; its backward is not differentiable),
+``gin_model`` (a whole :class:`rpfast.nn.GIN` with its input readouts and classifier in one C++
+call; as ``gin_model_flat`` for a model with flat parameters).
 
-In eager mode rpfast's ops are ``autograd.Function``s (a custom op's dispatch costs as much
-as a small kernel). Under ``torch.compile`` Dynamo cannot trace those (they hand NumPy views
-to C++), so every op checks ``torch.compiler.is_compiling()`` and calls its twin here
-instead: an opaque custom op with a fake (shape-only) implementation and a registered
-autograd formula, so a model compiles with ``fullgraph=True`` and no graph breaks. The
-real implementations run the same C++ kernels, so results match eager mode.
-
-Ops: ``gin_aggregate`` (differentiable twice), ``segment_sum`` / ``segment_broadcast``,
-``linear`` / ``embedding`` with deterministic weight gradients, ``gin_network`` (a whole GIN;
-it returns the updated BatchNorm statistics, copied into the buffers by the caller; its
-backward is not differentiable), ``gin_model`` (a whole :class:`rpfast.nn.GIN` with its input
-readouts and classifier, in one C++ call; it updates the BatchNorm statistics in place; as
-``gin_model_flat`` for a model with flat parameters), ``csr`` (the
-CSR of an ``edge_index``), ``sample_ids`` (RP-GIN's random IDs), ``pisgd_relabel`` (relabeled
-dense inputs for :class:`rpfast.nn.rp.RelationalPooling` with :class:`~rpfast.nn.rp.PiSGD`).
+Their eager forms are :mod:`rpfast.ops.gin_network_engine`'s autograd nodes, which hold Python
+objects (a plan, a C++ workspace) that a custom op cannot take; here those travel as flat
+argument lists and an int64 handle. CPU kernels only: on other devices (and with
+``RPFAST_BACKEND=torch``) a GIN runs layer by layer on the registered ops.
 """
 import itertools
 from collections import OrderedDict
@@ -23,9 +16,7 @@ from typing import List, Optional, Sequence
 import torch
 from torch import Tensor
 
-from rpfast import _backend
-from rpfast.ops.dense import rows_of, rows_product
-from rpfast.ops.gin_network import (
+from rpfast.ops.gin_network_engine import (
     FlatGradient,
     GINLayerParams,
     NetworkWeights,
@@ -38,206 +29,10 @@ from rpfast.ops.gin_network import (
     runs_compiled,
 )
 
-__all__ = ["gin_aggregate", "segment_sum", "linear", "embedding", "gin_network", "gin_model", "csr", "sample_ids",
-           "pisgd_relabel"]
+__all__ = ["gin_network", "gin_model"]
 
 _EMPTY = torch.empty(0)
 _COUNT_ONE = torch.ones((), dtype=torch.int64)  # the counter of a stage without one (its momentum is never NaN)
-
-
-# ------------------------------------------------------------------ GIN aggregation
-@torch.library.custom_op("rpfast::gin_aggregate", mutates_args=())
-def _gin_aggregate(x: Tensor, in_rowptr: Tensor, in_col: Tensor, out_rowptr: Tensor, out_col: Tensor,
-                   eps: Tensor) -> Tensor:
-    out = torch.empty_like(x)
-    _backend.call("gin_aggregate", x.contiguous(), in_rowptr, in_col, float(eps), out)
-    return out
-
-
-@_gin_aggregate.register_fake
-def _(x, in_rowptr, in_col, out_rowptr, out_col, eps):
-    return torch.empty_like(x)
-
-
-@torch.library.custom_op("rpfast::sum_product", mutates_args=())
-def _sum_product(a: Tensor, b: Tensor) -> Tensor:
-    return torch.tensor(_backend.call("sum_product", a.contiguous(), b.contiguous()), dtype=a.dtype)
-
-
-@_sum_product.register_fake
-def _(a, b):
-    return a.new_empty(())
-
-
-def _aggregate_setup(ctx, inputs, output):
-    x, in_rowptr, in_col, out_rowptr, out_col, eps = inputs
-    ctx.save_for_backward(x, in_rowptr, in_col, out_rowptr, out_col, eps)
-
-
-def _aggregate_backward(ctx, grad):
-    x, in_rowptr, in_col, out_rowptr, out_col, eps = ctx.saved_tensors
-    grad_x = _gin_aggregate(grad, out_rowptr, out_col, in_rowptr, in_col, eps)  # the adjoint: swapped CSRs
-    grad_eps = _sum_product(grad, x).reshape(eps.shape)
-    return grad_x, None, None, None, None, grad_eps
-
-
-_gin_aggregate.register_autograd(_aggregate_backward, setup_context=_aggregate_setup)
-
-
-def gin_aggregate(x: Tensor, in_rowptr: Tensor, in_col: Tensor, out_rowptr: Tensor, out_col: Tensor,
-                  eps: Tensor) -> Tensor:
-    """``(1 + eps) x + A x`` for ``x [R, N, F]`` over the incoming CSR (twice differentiable)."""
-    return _gin_aggregate(x, in_rowptr, in_col, out_rowptr, out_col, eps)
-
-
-# ------------------------------------------------------------------ segment sums
-@torch.library.custom_op("rpfast::segment_sum", mutates_args=())
-def _segment_sum(x: Tensor, ptr: Tensor) -> Tensor:
-    out = x.new_empty((x.shape[0], ptr.shape[0] - 1, x.shape[2]))
-    _backend.call("segment_sum", x.contiguous(), ptr, out)
-    return out
-
-
-@_segment_sum.register_fake
-def _(x, ptr):
-    return x.new_empty((x.shape[0], ptr.shape[0] - 1, x.shape[2]))
-
-
-@torch.library.custom_op("rpfast::segment_broadcast", mutates_args=())
-def _segment_broadcast(grad: Tensor, ptr: Tensor, like: Tensor) -> Tensor:
-    out = torch.empty_like(like)
-    _backend.call("segment_broadcast", grad.contiguous(), ptr, out)
-    return out
-
-
-@_segment_broadcast.register_fake
-def _(grad, ptr, like):
-    return torch.empty_like(like)
-
-
-def _segment_sum_setup(ctx, inputs, output):
-    x, ptr = inputs
-    ctx.save_for_backward(ptr, x)
-
-
-def _segment_sum_backward(ctx, grad):
-    ptr, x = ctx.saved_tensors
-    return _segment_broadcast(grad, ptr, x), None
-
-
-def _segment_broadcast_setup(ctx, inputs, output):
-    grad, ptr, like = inputs
-    ctx.save_for_backward(ptr)
-
-
-def _segment_broadcast_backward(ctx, grad):
-    (ptr,) = ctx.saved_tensors
-    return _segment_sum(grad, ptr), None, None
-
-
-_segment_sum.register_autograd(_segment_sum_backward, setup_context=_segment_sum_setup)
-_segment_broadcast.register_autograd(_segment_broadcast_backward, setup_context=_segment_broadcast_setup)
-
-
-def segment_sum(x: Tensor, ptr: Tensor) -> Tensor:
-    """``[R, N, F] -> [R, B, F]`` sums over the node ranges of ``ptr [B + 1]``."""
-    return _segment_sum(x, ptr)
-
-
-# ------------------------------------------------------------------ dense maps
-@torch.library.custom_op("rpfast::matmul_tn", mutates_args=())
-def _matmul_tn(a: Tensor, b: Tensor) -> Tensor:
-    out = a.new_empty((a.shape[1], b.shape[1]))
-    _backend.call("matmul_tn", a.contiguous(), b.contiguous(), out)
-    return out
-
-
-@_matmul_tn.register_fake
-def _(a, b):
-    return a.new_empty((a.shape[1], b.shape[1]))
-
-
-@torch.library.custom_op("rpfast::rows_product", mutates_args=())
-def _rows_product(a: Tensor, b: Tensor) -> Tensor:
-    return rows_product(a, b)
-
-
-@_rows_product.register_fake
-def _(a, b):
-    return a.new_empty((*a.shape[:-1], b.shape[1]))
-
-
-@torch.library.custom_op("rpfast::linear", mutates_args=())
-def _linear(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
-    out = rows_product(x, weight.t())
-    return out + bias if bias is not None else out
-
-
-@_linear.register_fake
-def _(x, weight, bias):
-    return x.new_empty((*x.shape[:-1], weight.shape[0]))
-
-
-def _linear_setup(ctx, inputs, output):
-    x, weight, bias = inputs
-    ctx.save_for_backward(x, weight)
-    ctx.has_bias = bias is not None
-
-
-def _linear_backward(ctx, grad):
-    x, weight = ctx.saved_tensors
-    g = rows_of(grad)
-    grad_w = _matmul_tn(g, rows_of(x))
-    grad_b = _matmul_tn(g.new_ones((g.shape[0], 1)), g).reshape(-1) if ctx.has_bias else None
-    return _rows_product(grad, weight), grad_w, grad_b
-
-
-_linear.register_autograd(_linear_backward, setup_context=_linear_setup)
-
-
-@torch.library.custom_op("rpfast::scatter_rows_sum", mutates_args=())
-def _scatter_rows_sum(index: Tensor, grad: Tensor, rows: Tensor) -> Tensor:
-    out = grad.new_empty((rows.shape[0], grad.shape[-1]))
-    _backend.call("scatter_rows_sum", index.reshape(-1).contiguous(), rows_of(grad), out)
-    return out
-
-
-@_scatter_rows_sum.register_fake
-def _(index, grad, rows):
-    return grad.new_empty((rows.shape[0], grad.shape[-1]))
-
-
-@torch.library.custom_op("rpfast::embedding", mutates_args=())
-def _embedding(weight: Tensor, index: Tensor) -> Tensor:
-    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= weight.shape[0]):
-        raise IndexError(f"index must lie in [0, {weight.shape[0]}), got {int(index.min())}..{int(index.max())}")
-    return weight[index]
-
-
-@_embedding.register_fake
-def _(weight, index):
-    return weight.new_empty((*index.shape, weight.shape[1]))
-
-
-def _embedding_setup(ctx, inputs, output):
-    weight, index = inputs
-    ctx.save_for_backward(index, weight)
-
-
-def _embedding_backward(ctx, grad):
-    index, weight = ctx.saved_tensors
-    return _scatter_rows_sum(index, grad, weight), None
-
-
-_embedding.register_autograd(_embedding_backward, setup_context=_embedding_setup)
-
-
-def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
-    return _linear(x, weight, bias)
-
-
-def embedding(weight: Tensor, index: Tensor) -> Tensor:
-    return _embedding(weight, index)
 
 
 # ------------------------------------------------------------------ a whole GIN network
@@ -706,67 +501,3 @@ def _flat_spec(params: Sequence[Tensor], flat: Tensor, offsets: Sequence[Optiona
                              f"parameter of {flat.shape[0]} elements")
         spec += [offset, tensor.shape[0], tensor.shape[1] if tensor.dim() == 2 else -1]
     return flat, extra, spec
-
-
-# ------------------------------------------------------------------ graph structure and IDs
-@torch.library.custom_op("rpfast::csr", mutates_args=())
-def _csr(edge_index: Tensor, num_nodes: int) -> List[Tensor]:
-    from rpfast.data.cache import graph_for_edge_index
-
-    graph = graph_for_edge_index(edge_index, num_nodes)  # the eager CSR cache: built once per edge_index
-    return [graph.t_rowptr.clone(), graph.t_col.clone(), graph.rowptr.clone(), graph.col.clone()]
-
-
-@_csr.register_fake
-def _(edge_index, num_nodes):
-    E = edge_index.shape[1]
-    new = edge_index.new_empty
-    return [new((num_nodes + 1,)), new((E,)), new((num_nodes + 1,)), new((E,))]
-
-
-def csr(edge_index: Tensor, num_nodes: int) -> List[Tensor]:
-    """``[in_rowptr, in_col, out_rowptr, out_col]`` of an ``edge_index [2, E]`` (checked as
-    :class:`~rpfast.data.GraphBatch` checks it)."""
-    return _csr(edge_index, num_nodes)
-
-
-@torch.library.custom_op("rpfast::sample_ids", mutates_args=())
-def _sample_ids(ptr: Tensor, total_nodes: int, samples: int, id_dim: int) -> Tensor:
-    from rpfast.ops.random import random_positions
-
-    return random_positions(ptr, samples, id_dim)  # torch's default generator: compiled code has no other
-
-
-@_sample_ids.register_fake
-def _(ptr, total_nodes, samples, id_dim):
-    return ptr.new_empty((samples, total_nodes))
-
-
-def sample_ids(ptr: Tensor, total_nodes: int, samples: int, id_dim: int) -> Tensor:
-    """``[samples, N]`` RP-GIN IDs: each node's position under a uniform order of its graph, mod ``id_dim``."""
-    return _sample_ids(ptr, total_nodes, samples, id_dim)
-
-
-# ------------------------------------------------------------------ pi-SGD relabelings for RelationalPooling
-@torch.library.custom_op("rpfast::pisgd_relabel", mutates_args=())
-def _pisgd_relabel(adj: Tensor, x: Tensor, num_nodes: Tensor, samples: int, k: int) -> List[Tensor]:
-    from rpfast.ops.permute import permute_adjacency, permute_nodes
-    from rpfast.ops.random import random_permutations
-
-    perms = random_permutations(num_nodes, samples, k=k)  # torch's default generator: compiled code has no other
-    return [permute_adjacency(adj, perms).flatten(0, 1), permute_nodes(x, perms).flatten(0, 1),
-            (perms >= 0).flatten(0, 1)]
-
-
-@_pisgd_relabel.register_fake
-def _(adj, x, num_nodes, samples, k):
-    M = adj.shape[0] * samples
-    return [adj.new_empty((M, k, k, *adj.shape[3:])), x.new_empty((M, k, *x.shape[2:])),
-            num_nodes.new_empty((M, k), dtype=torch.bool)]
-
-
-def pisgd_relabel(adj: Tensor, x: Tensor, num_nodes: Tensor, samples: int, k: int) -> List[Tensor]:
-    """``[adj_p [B P, k, k(, C)], x_p [B P, k(, F)], mask [B P, k]]``: ``samples`` uniformly random
-    relabelings of every dense graph (its first ``k`` positions), as RelationalPooling's pi-SGD
-    feeds f. The relabeled inputs carry no gradient to ``adj`` and ``x``."""
-    return _pisgd_relabel(adj, x, num_nodes, samples, k)

@@ -1,0 +1,134 @@
+"""Every op declared once: :func:`declare` turns one declaration into the eager fast path and
+the ``torch.library`` custom op ``torch.ops.rpfast.<name>`` that ``torch.compile`` traces.
+
+A declaration gives
+
+* ``schema``: the op's ``torch.library`` schema (``"(Tensor x, Tensor ptr) -> Tensor"``);
+* ``kernel``: the C++ kernel call (tensors on a device with kernels, see
+  :func:`rpfast._backend.runs_kernels`), and ``composed``: the same op from torch operations,
+  which runs on any device (CUDA, MPS, ``meta``) and, with ``RPFAST_BACKEND=torch``, on the CPU;
+* ``fake``: output shapes from input shapes (for ``torch.compile`` and the ``meta`` device);
+* for a differentiable op, ``setup(ctx, inputs, output)`` (what to save) and
+  ``backward(ctx, *grads)`` (one gradient or None per input), written in terms of registered
+  ops, so the gradient runs on every device and is itself differentiable where those are.
+
+Calling the op (:meth:`Op.__call__`) picks the form:
+
+* under ``torch.compile``: the custom op (opaque to Dynamo, with its fake function and autograd
+  formula registered, so a model compiles with ``fullgraph=True``);
+* eagerly, when an input needs a gradient: an ``autograd.Function`` built from the same
+  ``setup``/``backward`` (a custom op's dispatcher costs ~20 us a call, as much as a small kernel);
+* otherwise the implementation itself.
+
+The rule for code that has no compiled form (a module's C++ fast path that holds Python
+objects, say): it asks :func:`eager_kernels` whether it may run, and otherwise composes
+registered ops. Only this module and the data layer below it (through
+:func:`rpfast._backend.compiling`, the one call of ``torch.compiler.is_compiling()``) ask.
+"""
+from typing import Callable, Dict, Optional, Sequence
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from rpfast import _backend
+
+__all__ = ["Op", "declare", "registered", "compiling", "eager_kernels", "runs_kernels"]
+
+_OPS: Dict[str, "Op"] = {}
+
+
+compiling = _backend.compiling  # whether torch.compile is tracing the caller
+
+
+def runs_kernels(t: Tensor) -> bool:
+    """Whether an op on ``t`` runs the C++ kernels (else its torch-composed implementation)."""
+    return _backend.runs_kernels(t)
+
+
+def eager_kernels(t: Optional[Tensor]) -> bool:
+    """Whether code with no compiled form (an eager C++ fast path that keeps Python objects
+    between calls) may run for ``t``: not under ``torch.compile``, and kernels run on ``t``'s
+    device (None: on the CPU)."""
+    if compiling():
+        return False
+    return _backend.runs_kernels(t) if t is not None else _backend.kernels_enabled()
+
+
+class Op:
+    """One registered op (see the module docstring); call it like a function."""
+
+    def __init__(self, name: str, schema: str, kernel: Callable, composed: Callable, fake: Callable,
+                 setup: Optional[Callable] = None, backward: Optional[Callable] = None,
+                 double_backward: bool = True, mutates: Sequence[str] = (), device_arg: int = 0):
+        if name in _OPS:
+            raise ValueError(f"the op rpfast::{name} is declared twice")
+        if (setup is None) != (backward is None):
+            raise ValueError(f"rpfast::{name}: give both setup and backward, or neither")
+        self.name, self.schema = name, schema
+        self.kernel, self.composed, self.fake = kernel, composed, fake
+        self.setup, self.backward = setup, backward
+        self.device_arg = device_arg
+        self.library_op = torch.library.custom_op(f"rpfast::{name}", self.run, mutates_args=tuple(mutates),
+                                                  schema=schema)
+        self.library_op.register_fake(fake)
+        self.function = None
+        if backward is not None:
+            self.library_op.register_autograd(backward, setup_context=setup)
+            self.function = _eager_function(name, self.run, setup,
+                                            backward if double_backward else once_differentiable(backward))
+        _OPS[name] = self
+
+    def run(self, *args):
+        """The forward without autograd: the C++ kernel where it runs, else the composed one."""
+        if _backend.runs_kernels(args[self.device_arg]):
+            return self.kernel(*args)
+        return self.composed(*args)
+
+    def __call__(self, *args):
+        if compiling():
+            return self.library_op(*args)
+        if self.function is not None and torch.is_grad_enabled() and _needs_grad(args):
+            return self.function.apply(*args)
+        return self.run(*args)
+
+    def __repr__(self) -> str:
+        return f"<rpfast op {self.name}{self.schema}>"
+
+
+def _needs_grad(args) -> bool:
+    for a in args:
+        if type(a) is Tensor or isinstance(a, Tensor):
+            if a.requires_grad:
+                return True
+        elif type(a) in (list, tuple) and any(isinstance(t, Tensor) and t.requires_grad for t in a):
+            return True
+    return False
+
+
+def _eager_function(name: str, run: Callable, setup: Callable, backward: Callable) -> type:
+    """An ``autograd.Function`` running ``run`` with the op's ``setup`` and ``backward``."""
+
+    def forward(ctx, *args):
+        output = run(*args)
+        setup(ctx, args, output)
+        return output
+
+    return type(f"{name}_function", (torch.autograd.Function,),
+                {"forward": staticmethod(forward), "backward": staticmethod(backward)})
+
+
+def declare(name: str, schema: str, *, kernel: Callable, composed: Callable, fake: Callable,
+            setup: Optional[Callable] = None, backward: Optional[Callable] = None, double_backward: bool = True,
+            mutates: Sequence[str] = (), device_arg: int = 0) -> Op:
+    """Register the op ``rpfast::name`` (see the module docstring) and return it.
+
+    ``double_backward=False``: the backward is not itself differentiable (a second derivative
+    raises a clear ``RuntimeError``). ``mutates``: the arguments the op writes in place (running
+    statistics). ``device_arg``: the argument whose device picks kernel or composed form."""
+    return Op(name, schema, kernel, composed, fake, setup, backward, double_backward, mutates, device_arg)
+
+
+def registered() -> Dict[str, Op]:
+    """Every declared op by name (the tests run ``torch.library.opcheck`` on each)."""
+    return dict(_OPS)
