@@ -178,6 +178,7 @@ def test_rpgin_with_flat_parameters_is_one_parameter_and_learns(data):
     assert losses[-1] < 0.7 * losses[0]
 
 
+@pytest.mark.kernels
 def test_misuse_fails_with_clear_errors(data):
     full, labels = data
     _, model = _pair()
@@ -262,6 +263,7 @@ def test_sync_batch_norm_conversion_refuses_flat_models_before_converting_anythi
     assert type(wrapper[0]) is torch.nn.BatchNorm1d  # untouched
 
 
+@pytest.mark.kernels
 def test_the_flat_gradient_mapping_and_gin_model_reject_wrong_arguments(data):
     from rpfast.ops.gin_network import FlatGradient, gin_model
 

@@ -57,6 +57,7 @@ def test_float32_and_python_eps():
     torch.testing.assert_close(out, reference(x, edge_index, 0.5))
 
 
+@pytest.mark.kernels
 def test_bitwise_identical_across_thread_counts():
     gen = torch.Generator().manual_seed(0)
     edge_index = torch.randint(0, 3000, (2, 20000), generator=gen)

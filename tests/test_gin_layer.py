@@ -56,6 +56,7 @@ def test_gin_mlp_matches_unfused_layer(training, stages):
                                           *((a.bias, b.bias) for a, b in zip(norms, ref_norms))])
 
 
+@pytest.mark.kernels
 def test_gin_mlp_bitwise_identical_across_threads():
     torch.manual_seed(0)
     graph = GraphBatch(torch.randint(0, 5000, (2, 30000)), num_nodes=5000)

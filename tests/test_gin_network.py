@@ -74,6 +74,7 @@ def test_fused_network_matches_layer_by_layer(in_dim, id_dim, replicas, hidden, 
         torch.testing.assert_close(a, b, **tol, msg=lambda m: f"{name}: {m}")
 
 
+@pytest.mark.kernels
 def test_fused_network_is_one_autograd_node():
     graph = _batch()
     model, _ = _pair(1, 10, 16, torch.float32)
@@ -145,6 +146,7 @@ def test_training_needs_two_nodes_and_empty_eval_works():
     assert model.eval()(torch.zeros(0, 1), empty).shape == (0, 4)
 
 
+@pytest.mark.kernels
 def test_workspaces_return_to_a_bounded_pool():
     graph = _batch()
     model, _ = _pair(1, 10, 16, torch.float32)
@@ -245,6 +247,7 @@ def test_a_copy_of_a_trained_model_trains_on_its_own_tensors():
     assert not torch.equal(twin.classifier.weight, fused.classifier.weight)
 
 
+@pytest.mark.kernels
 def test_ids_out_of_range_are_refused_by_the_bound_network():
     graph = _batch()
     fused, _ = _pair(1, 10, 16, torch.float32)
@@ -289,6 +292,7 @@ def test_parametrized_weights_run_layer_by_layer():
     _assert_same_training(fused, unfused, graph, torch.randint(0, 10, (1, graph.total_nodes)))
 
 
+@pytest.mark.kernels
 def test_a_submodule_added_where_there_was_none_is_noticed():
     graph = _batch()
     fused, _ = _pair(1, 10, 16, torch.float32)
@@ -328,6 +332,7 @@ def test_kernel_objects_are_freed_without_the_cycle_collector():
         gc.enable()
 
 
+@pytest.mark.kernels
 def test_gin_model_rejects_bad_arguments_with_clear_errors():
     graph = _batch()
     fused, _ = _pair(1, 10, 16, torch.float32)

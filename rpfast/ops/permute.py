@@ -38,17 +38,26 @@ def _positions(perms: Tensor, n: int) -> Tensor:
     return torch.where(perms >= 0, perms, n)
 
 
+def _check(perms: Tensor, n_max: int) -> None:
+    """The kernels' check of ``perms`` (range, repeats) for the composed forms, on a CPU copy
+    (the values of a ``meta`` tensor are unknown: not checked)."""
+    if perms.device.type != "meta":
+        _backend.call("check_permutations", perms.cpu(), perms.shape[0], n_max, None)
+
+
 def _graph_ids(perms: Tensor) -> Tensor:
     return torch.arange(perms.shape[0], device=perms.device).view(-1, 1, 1)
 
 
 def _adjacency_composed(adj: Tensor, perms: Tensor) -> Tensor:
+    _check(perms, adj.shape[1])
     at = _positions(perms, adj.shape[1])
     padded = F.pad(adj, (0, 0, 0, 1, 0, 1))  # a zero row and column at index n
     return padded[_graph_ids(perms).unsqueeze(-1), at.unsqueeze(-1), at.unsqueeze(-2)]
 
 
 def _adjacency_backward_composed(grad: Tensor, perms: Tensor, n_max: int) -> Tensor:
+    _check(perms, n_max)
     B, C, m = grad.shape[0], grad.shape[-1], n_max + 1
     at = _positions(perms, n_max)
     cells = ((_graph_ids(perms).unsqueeze(-1) * m + at.unsqueeze(-1)) * m + at.unsqueeze(-2)).reshape(-1)
@@ -57,11 +66,13 @@ def _adjacency_backward_composed(grad: Tensor, perms: Tensor, n_max: int) -> Ten
 
 
 def _nodes_composed(x: Tensor, perms: Tensor) -> Tensor:
+    _check(perms, x.shape[1])
     padded = F.pad(x, (0, 0, 0, 1))  # a zero row at index n
     return padded[_graph_ids(perms), _positions(perms, x.shape[1])]
 
 
 def _nodes_backward_composed(grad: Tensor, perms: Tensor, n_max: int) -> Tensor:
+    _check(perms, n_max)
     B, F_, m = grad.shape[0], grad.shape[-1], n_max + 1
     rows = (_graph_ids(perms) * m + _positions(perms, n_max)).reshape(-1)
     summed = grad.new_zeros((B * m, F_)).index_add_(0, rows, grad.reshape(-1, F_))
