@@ -14,7 +14,8 @@ A declaration gives
 
 Calling the op (:meth:`Op.__call__`) picks the form:
 
-* under ``torch.compile``: the custom op (opaque to Dynamo, with its fake function and autograd
+* under ``torch.compile``, or on a tensor subclass (the fake and functional tensors of an
+  AOTAutograd trace, say): the custom op (opaque to Dynamo, with its fake function and autograd
   formula registered, so a model compiles with ``fullgraph=True``);
 * eagerly, when an input needs a gradient: an ``autograd.Function`` built from the same
   ``setup``/``backward`` (a custom op's dispatcher costs ~20 us a call, as much as a small kernel);
@@ -86,7 +87,9 @@ class Op:
         return self.composed(*args)
 
     def __call__(self, *args):
-        if compiling():
+        if compiling() or type(args[self.device_arg]) not in _PLAIN_TENSORS:
+            # traced (Dynamo; AOTAutograd's fake and functional tensors in a backward formula) or
+            # a tensor subclass: the custom op, whose dispatcher serves them
             return self.library_op(*args)
         if self.function is not None and torch.is_grad_enabled() and _needs_grad(args):
             return self.function.apply(*args)
@@ -96,9 +99,12 @@ class Op:
         return f"<rpfast op {self.name}{self.schema}>"
 
 
+_PLAIN_TENSORS = (Tensor, torch.nn.Parameter)
+
+
 def _needs_grad(args) -> bool:
     for a in args:
-        if type(a) is Tensor or isinstance(a, Tensor):
+        if isinstance(a, Tensor):
             if a.requires_grad:
                 return True
         elif type(a) in (list, tuple) and any(isinstance(t, Tensor) and t.requires_grad for t in a):
