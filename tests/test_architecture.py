@@ -140,14 +140,37 @@ def _circles_inside_packages():
     return set(found)
 
 
-# The eager ops and their torch.compile twins in ops/library.py call each other; the op registry
-# of issue 25 (one definition per op) removes this circle, and this entry with it.
-KNOWN_CIRCLES = {frozenset({"rpfast.ops.dense", "rpfast.ops.gin", "rpfast.ops.gin_network", "rpfast.ops.library",
-                            "rpfast.ops.segment"})}
-
-
 def test_no_import_circle_inside_a_package():
-    assert _circles_inside_packages() <= KNOWN_CIRCLES
+    assert _circles_inside_packages() == set()
+
+
+def test_is_compiling_is_asked_in_one_place():
+    """The eager-or-compiled choice lives in the op registry, through rpfast._backend.compiling."""
+    askers = [_module_name(path) for path in _modules() if "is_compiling" in _code_of(path)]
+    assert askers == ["rpfast._backend"]
+
+
+def test_no_public_name_is_defined_twice_in_ops():
+    """One definition per op: no two modules of rpfast.ops define the same public function or class."""
+    seen = {}
+    for path in _modules():
+        if not _module_name(path).startswith("rpfast.ops."):
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+                assert node.name not in seen, f"{node.name} is defined in {seen[node.name]} and {_module_name(path)}"
+                seen[node.name] = _module_name(path)
+
+
+def _code_of(path) -> str:
+    """The file without its docstrings and comments (names in prose do not count)."""
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            body[0].value.value = ""
+    return ast.unparse(tree)
 
 
 def _module_aliases(tree: ast.AST, names: dict) -> set:

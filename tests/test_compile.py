@@ -52,7 +52,7 @@ def test_compiled_gin_trains_like_eager(graph, hidden, flat):
 
 
 def test_gin_model_op_checks_the_flat_layout_it_is_given(graph):
-    """library.gin_model(flat=(flat_parameter, offsets)): one offset per tensor, each tensor
+    """library.traced_gin_model(flat=(flat_parameter, offsets)): one offset per tensor, each tensor
     inside the flat parameter, a 1-D flat parameter; each mistake is one clear ValueError."""
     model = GIN(1, 16, 2, 4, flat_parameters=True)
     layers = [layer.params(True, count=False, with_counters=True) for layer in model.layers]
@@ -61,7 +61,7 @@ def test_gin_model_op_checks_the_flat_layout_it_is_given(graph):
     tensors = (*graph_csr(graph), graph.ptr)
 
     def call(flat_arg):
-        return library.gin_model(graph.x.unsqueeze(0), None, tensors, layers, None, 1, 0, True, 1, flat=flat_arg)
+        return library.traced_gin_model(graph.x.unsqueeze(0), None, tensors, layers, None, 1, 0, True, 1, flat=flat_arg)
 
     assert call((flat, offsets)).shape == (1, graph.num_graphs, model.embedding_dim)
     with pytest.raises(ValueError, match="one offset per tensor"):

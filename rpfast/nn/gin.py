@@ -331,7 +331,7 @@ class GIN(nn.Module):
         return self._flat_layout.connected(self, self.flat_parameter)
 
     def _compiles_whole(self) -> bool:
-        """Whether compiled code runs the model as one custom op (:func:`rpfast.ops.gin_network_compiled.gin_model`):
+        """Whether compiled code runs the model as one custom op (:func:`rpfast.ops.gin_network_compiled.traced_gin_model`):
         under ``torch.compile``, fused, every layer fusable and at most ``FUSED_MAX_WIDTH`` wide,
         float32/float64."""
         if not compiling() or not self._runs_whole_network():
@@ -342,7 +342,7 @@ class GIN(nn.Module):
     def _whole_model(self, bound: Optional[BoundGIN], x, graph: GraphBatch, ids, classify: bool) -> Tensor:
         """Logits (``classify``) or embeddings from one C++ call for the whole model: in eager mode
         through the cached binding ``bound`` (:meth:`_bound`), compiled (``bound`` None, where
-        :meth:`_compiles_whole`) through one custom op (:func:`rpfast.ops.gin_network_compiled.gin_model`)."""
+        :meth:`_compiles_whole`) through one custom op (:func:`rpfast.ops.gin_network_compiled.traced_gin_model`)."""
         if bound is not None:
             return bound.run(self, x, graph, ids, classify)
         h, ids, replicas = self._inputs(x, graph, ids)
@@ -355,8 +355,8 @@ class GIN(nn.Module):
             self._flat_layout.check(self)  # evaluated while tracing (the modules are guarded)
             paths = self._network_paths()[:None if classify else -2]
             flat = (self.flat_parameter, [self._flat_layout.offset(path) if path else None for path in paths])
-        return gin_network_compiled.gin_model(h, ids, (*graph_csr(graph), graph.ptr), params, classifier,
-                                              self.in_dim, self.id_dim, self.training, replicas, flat=flat)
+        return gin_network_compiled.traced_gin_model(h, ids, (*graph_csr(graph), graph.ptr), params, classifier,
+                                                     self.in_dim, self.id_dim, self.training, replicas, flat=flat)
 
     def _runs_whole_network(self) -> bool:
         """Whether the layers run as one node (:func:`rpfast.ops.gin_network`): ``fused``, every

@@ -8,6 +8,10 @@ Their eager forms are :mod:`rpfast.ops.gin_network_engine`'s autograd nodes, whi
 objects (a plan, a C++ workspace) that a custom op cannot take; here those travel as flat
 argument lists and an int64 handle. CPU kernels only: on other devices (and with
 ``RPFAST_BACKEND=torch``) a GIN runs layer by layer on the registered ops.
+
+These are the last ops not declared through :mod:`rpfast.ops._registry` (whose eager form is an
+``autograd.Function`` over the op's own arguments): folding the whole-network node into one
+declaration belongs with the GIN wing's one package (issue 26).
 """
 import itertools
 from collections import OrderedDict
@@ -29,7 +33,7 @@ from rpfast.ops.gin_network_engine import (
     runs_compiled,
 )
 
-__all__ = ["gin_network", "gin_model"]
+__all__ = ["traced_gin_network", "traced_gin_model"]
 
 _EMPTY = torch.empty(0)
 _COUNT_ONE = torch.ones((), dtype=torch.int64)  # the counter of a stage without one (its momentum is never NaN)
@@ -196,7 +200,7 @@ def _network_backward(ctx, grads):
 _gin_network.register_autograd(_network_backward, setup_context=_network_setup)
 
 
-def gin_network(x: Optional[Tensor], ids: Optional[Tensor], graph_tensors: Sequence[Tensor],
+def traced_gin_network(x: Optional[Tensor], ids: Optional[Tensor], graph_tensors: Sequence[Tensor],
                 layers: Sequence[GINLayerParams], training: bool, replicas: int) -> Tensor:
     """:func:`rpfast.ops.gin_network` as one traceable custom op (``graph_tensors`` =
     ``(in_rowptr, in_col, out_rowptr, out_col, ptr)``); returns the pooled ``[R, B, L * H]``."""
@@ -444,7 +448,7 @@ def _model_flat_backward(ctx, grads):
 _gin_model_flat.register_autograd(_model_flat_backward, setup_context=_model_flat_setup)
 
 
-def gin_model(x: Optional[Tensor], ids: Optional[Tensor], graph_tensors: Sequence[Tensor],
+def traced_gin_model(x: Optional[Tensor], ids: Optional[Tensor], graph_tensors: Sequence[Tensor],
               layers: Sequence[GINLayerParams], classifier: Optional[tuple], in_dim: int, id_dim: int,
               training: bool, replicas: int, flat: Optional[tuple] = None) -> Tensor:
     """:func:`rpfast.ops.gin_network.gin_model` as one traceable custom op: ``graph_tensors`` =
