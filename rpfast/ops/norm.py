@@ -29,16 +29,12 @@ def _forward_kernel(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tenso
 
 def _forward_composed(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
                       training: bool, momentum: float, eps: float):
+    """torch's own batch norm (its statistics, its running-average update, its NaN and Inf
+    behaviour) without the affine map, then the affine map and the ReLU."""
     new_mean, new_var = running_mean.clone(), running_var.clone()
-    if training:
-        var, mean = torch.var_mean(x, dim=0, unbiased=False)
-        rows = x.shape[0]
-        new_mean.mul_(1 - momentum).add_(mean, alpha=momentum)
-        new_var.mul_(1 - momentum).add_(var * (rows / (rows - 1)), alpha=momentum)  # unbiased, as BatchNorm1d
-    else:
-        mean, var = running_mean, running_var
-    invstd = torch.rsqrt(var + eps)
-    xhat = (x - mean) * invstd
+    xhat, _, invstd = torch.native_batch_norm(x, None, None, new_mean, new_var, training, momentum, eps)
+    if not training:  # torch saves no statistics in evaluation
+        invstd = torch.rsqrt(running_var + eps)
     return torch.relu(xhat * weight + bias), xhat, invstd, new_mean, new_var
 
 
