@@ -1,7 +1,7 @@
 #include <omp.h>
 
 #include "bindings/bindings.hpp"
-#include "rpfast/parallel.hpp"
+#include "cpu/parallel.hpp"
 
 namespace py = pybind11;
 
@@ -26,11 +26,11 @@ PYBIND11_MODULE(RPFAST_MODULE_NAME, m) {
     info["simd"] = RPFAST_SIMD;
     return info;
   });
-  m.def("set_adaptive_threads", [](bool adaptive) { rpfast::serial_work_state().adaptive.store(adaptive); },
+  m.def("set_adaptive_threads", [](bool adaptive) { rpfast::schedule_state().adaptive.store(adaptive); },
         py::arg("adaptive"),
         "Whether kernels back off to one thread for a while when their other threads lag or run far "
         "apart (the 'adaptive' thread policy, default), or always use their threads ('fixed').");
-  m.def("adaptive_threads", [] { return rpfast::serial_work_state().adaptive.load(); },
+  m.def("adaptive_threads", [] { return rpfast::schedule_state().adaptive.load(); },
         "Whether the adaptive thread policy is on.");
   rpfast_bindings::bind_permute(m);
   rpfast_bindings::bind_dense(m);

@@ -11,7 +11,7 @@
 
 #include "bindings/bindings.hpp"
 #include "rpfast/interrupt.hpp"
-#include "rpfast/parallel.hpp"
+#include "cpu/parallel.hpp"
 
 namespace py = pybind11;
 
@@ -20,7 +20,7 @@ namespace rpfast_bindings {
 void bind_testing(py::module_& m) {
   py::module_ t = m.def_submodule("_testing", "Hooks for tests, benchmarks and diagnostics (rpfast._testing)");
   t.def("serial_work", [](int64_t threshold, bool adaptive) {
-        auto& state = rpfast::serial_work_state();
+        auto& state = rpfast::schedule_state();
         state.adaptive.store(adaptive);
         state.contended_until_ns.store(0);  // a fresh start: forget the lagging regions seen before
         state.lag_history.store(0);
@@ -34,7 +34,7 @@ void bind_testing(py::module_& m) {
         "mid-sized loops serially for a while (adaptive=False: never). Resets what the back-off "
         "has seen.");
   // Whether kernels now back off to serial loops (for the tests' records below).
-  auto backing_off = [] { return rpfast::serial_work() > rpfast::serial_work_state().base.load(); };
+  auto backing_off = [] { return rpfast::serial_work() > rpfast::schedule_state().base.load(); };
   t.def("record_region", [backing_off](bool lagging) {
         rpfast::note_region(lagging);
         return backing_off();

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "rpfast/graph.hpp"
-#include "rpfast/parallel.hpp"
+#include "cpu/parallel.hpp"
 #include "rpfast/reduce.hpp"
 
 namespace rpfast {

@@ -32,7 +32,7 @@
 #include "rpfast/dense.hpp"
 #include "rpfast/gin.hpp"
 #include "rpfast/norm.hpp"
-#include "rpfast/parallel.hpp"
+#include "cpu/parallel.hpp"
 #include "rpfast/segment.hpp"
 
 namespace rpfast {

@@ -13,7 +13,7 @@
 
 #include "rpfast/graph.hpp"
 #include "rpfast/interrupt.hpp"
-#include "rpfast/parallel.hpp"
+#include "cpu/parallel.hpp"
 #include "rpfast/random.hpp"
 
 namespace rpfast {
@@ -50,7 +50,7 @@ inline void component_sizes(const LocalGraph& g, std::vector<int64_t>& size_of, 
 // comp [N]: every vertex's component within its graph (component_labels), graphs in parallel.
 inline void component_labels_batch(const GraphBatchView& batch, int64_t* comp, int threads) {
   parallel_items(
-      batch.B, threads, 4, [] { return std::vector<int64_t>(); },
+      batch.B, threads, 4, Schedule::kLongItem, [] { return std::vector<int64_t>(); },
       [&](std::vector<int64_t>& queue, int64_t b) { component_labels(batch.graph(b), comp + batch.ptr[b], queue); });
 }
 
@@ -123,7 +123,7 @@ class GrowSampler {
 inline void sample_grown_subsets(const GraphBatchView& batch, int64_t k, int64_t S, bool depth_first,
                                  uint64_t seed, int64_t* out, int threads) {
   parallel_items(
-      batch.B, threads, 4, [] { return 0; },
+      batch.B, threads, 4, Schedule::kLongItem, [] { return 0; },
       [&](int, int64_t b) {
         GrowSampler sampler(batch.graph(b), k);
         for (int64_t s = 0; s < S; ++s) {

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "rpfast/parallel.hpp"
+#include "cpu/parallel.hpp"
 #include "rpfast/reduce.hpp"
 
 namespace rpfast {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "rpfast/graph.hpp"
-#include "rpfast/parallel.hpp"
+#include "cpu/parallel.hpp"
 
 namespace rpfast {
 
@@ -153,9 +153,9 @@ inline void traversal_orders(const GraphBatchView& batch, const int64_t* start, 
                              int64_t n_max, int64_t K, bool depth_first, int64_t* out, int threads) {
   const int64_t rows = batch.B * P;
   const int64_t E = batch.rowptr[batch.total_nodes()];
-  const bool serial = threads <= 1 || (rows * (K + 1) + (tiebreak ? E * P : 0)) < (int64_t{1} << 16);
+  const int64_t cost = K + 1 + (tiebreak && rows ? (E * P + rows - 1) / rows : 0);  // per row, tie-break lists included
   parallel_items(
-      rows, serial ? 1 : threads, 16, [&] { return Traversal(n_max); },
+      rows, threads, 16, cost, [&] { return Traversal(n_max); },
       [&](Traversal& traversal, int64_t row) {
         traversal.run(batch.graph(row / P), start[row], tiebreak ? tiebreak + row * n_max : nullptr, depth_first, K,
                       out + row * K);

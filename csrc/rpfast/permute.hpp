@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "rpfast/parallel.hpp"
+#include "cpu/parallel.hpp"
 
 namespace rpfast {
 

@@ -17,8 +17,8 @@
 #include <cstring>
 #include <vector>
 
-#include "rpfast/parallel.hpp"
-#include "rpfast/simd.hpp"
+#include "cpu/parallel.hpp"
+#include "cpu/simd.hpp"
 
 namespace rpfast {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "rpfast/parallel.hpp"
+#include "cpu/parallel.hpp"
 
 namespace rpfast {
 
@@ -126,13 +126,12 @@ inline void random_permutations(const int64_t* num_nodes, int64_t B, int64_t P, 
   const bool dense = n_max <= 4 * K + 1024;
   const int64_t rows = B * P;
   const int64_t cost = dense ? n_max + K : 4 * K + 1;
-  const bool serial = threads <= 1 || rows * cost < serial_work();
   struct Scratch {
     std::vector<int64_t> pool;
     SparseSwaps sparse;
   };
   parallel_items(
-      rows, serial ? 1 : threads, 64,
+      rows, threads, 64, cost,
       [&] {
         Scratch s;
         if (dense) s.pool.resize(static_cast<size_t>(n_max));
@@ -154,13 +153,12 @@ inline void random_positions(const int64_t* ptr, int64_t B, int64_t P, int64_t m
   int64_t n_max = 0;
   for (int64_t b = 0; b < B; ++b) n_max = ptr[b + 1] - ptr[b] > n_max ? ptr[b + 1] - ptr[b] : n_max;
   const int64_t rows = B * P;
-  const bool serial = threads <= 1 || rows * (2 * n_max + 1) < serial_work();
   struct Scratch {
     std::vector<int64_t> pool, row;
     SparseSwaps sparse;
   };
   parallel_items(
-      rows, serial ? 1 : threads, 64,
+      rows, threads, 64, 2 * n_max + 1,
       [&] {
         Scratch s;
         s.pool.resize(static_cast<size_t>(n_max));

@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "rpfast/parallel.hpp"
-#include "rpfast/simd.hpp"
+#include "cpu/parallel.hpp"
+#include "cpu/simd.hpp"
 
 namespace rpfast {
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "rpfast/graph.hpp"
-#include "rpfast/parallel.hpp"
+#include "cpu/parallel.hpp"
 
 namespace rpfast {
 

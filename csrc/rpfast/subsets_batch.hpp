@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "rpfast/graph.hpp"
-#include "rpfast/parallel.hpp"
+#include "cpu/parallel.hpp"
 #include "rpfast/subsets.hpp"
 
 namespace rpfast {
@@ -41,7 +41,7 @@ void for_each_task(const GraphBatchView& batch, const std::vector<int64_t>& grap
     int64_t graph = -1;
   };
   parallel_items(
-      t_end - t_begin, threads, 8, [] { return ThreadSearch{}; },
+      t_end - t_begin, threads, 8, Schedule::kLongItem, [] { return ThreadSearch{}; },
       [&](ThreadSearch& state, int64_t i) {
         const int64_t t = t_begin + i;
         if (!wanted(t)) return;
@@ -98,7 +98,7 @@ inline void count_graphs_bounded(const GraphBatchView& batch, int64_t k, Prune p
                                  uint64_t count_limit, uint64_t* task_counts, uint64_t* graph_counts,
                                  uint64_t* graph_steps, int64_t* status, int threads) {
   parallel_items(
-      batch.B, threads, 1, [] { return 0; },
+      batch.B, threads, 1, Schedule::kLongItem, [] { return 0; },
       [&](int, int64_t b) {
         const int64_t n = batch.num_nodes(b);
         for (int64_t t = batch.ptr[b]; t < batch.ptr[b + 1]; ++t) task_counts[t] = 0;

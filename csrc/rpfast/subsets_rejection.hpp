@@ -16,7 +16,7 @@
 
 #include "rpfast/graph.hpp"
 #include "rpfast/interrupt.hpp"
-#include "rpfast/parallel.hpp"
+#include "cpu/parallel.hpp"
 #include "rpfast/random.hpp"
 #include "rpfast/subsets.hpp"
 
@@ -100,7 +100,7 @@ inline RejectionResult sample_by_rejection(const LocalGraph& g, int64_t k, Prune
     if (total.fetch_add(work, std::memory_order_relaxed) + work > work_limit) exceeded.store(true);
   };
   parallel_items(
-      S, threads, 1,
+      S, threads, 1, Schedule::kLongItem,
       [&] {
         State state{std::vector<int64_t>(dense ? g.n : 0), std::vector<int64_t>(k), SparseSwaps(), KeepTest(g)};
         for (int64_t v = 0; v < static_cast<int64_t>(state.pool.size()); ++v) state.pool[v] = v;

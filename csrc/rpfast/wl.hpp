@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "rpfast/graph.hpp"
-#include "rpfast/parallel.hpp"
+#include "cpu/parallel.hpp"
 
 namespace rpfast {
 
@@ -144,7 +144,7 @@ class WLRefiner {
 inline void wl_refine(const GraphBatchView& batch, int64_t* colours, int threads) {
   const int64_t n_max = batch.max_nodes();
   parallel_items(
-      batch.B, threads, 4, [&] { return WLRefiner(n_max); },
+      batch.B, threads, 4, Schedule::kLongItem, [&] { return WLRefiner(n_max); },
       [&](WLRefiner& refiner, int64_t b) { refiner.refine(batch.graph(b), colours + batch.ptr[b]); });
 }
 
