@@ -20,8 +20,8 @@ def _as_graph(data, edge_index: Optional[Tensor], batch: Optional[Tensor]) -> Gr
     if is_pyg_data(data):
         return GraphBatch.from_pyg(data)
     if isinstance(data, Tensor) and edge_index is not None:
-        return GraphBatch(edge_index, x=data, batch=torch.zeros(data.shape[0], dtype=torch.int64) if batch is None
-                          else batch)
+        return GraphBatch(edge_index, x=data, batch=torch.zeros(data.shape[0], dtype=torch.int64, device=data.device)
+                          if batch is None else batch)
     raise TypeError("pass a GraphBatch, a PyG Data/Batch, or (x, edge_index, batch), "
                     f"got {type(data).__name__}")
 
@@ -188,7 +188,7 @@ def degree_groups(graph: GraphBatch, max_degree: int) -> DegreeGroups:
 
 def _inverse(order: Tensor) -> Tensor:
     inverse = torch.empty_like(order)
-    inverse[order] = torch.arange(order.numel())
+    inverse[order] = torch.arange(order.numel(), device=order.device)
     return inverse
 
 

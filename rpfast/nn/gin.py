@@ -441,7 +441,7 @@ class GIN(nn.Module):
     def _id_histogram(self, ids: Tensor, graph: GraphBatch) -> Tensor:
         """``[R, B, id_dim]``: how many nodes of each graph carry each ID (pooled one-hots)."""
         R, B, m = ids.shape[0], graph.num_graphs, self.id_dim
-        flat = (torch.arange(R).unsqueeze(1) * B + graph.batch.unsqueeze(0)) * m + ids
-        counts = torch.zeros(R * B * m, dtype=self.classifier.weight.dtype)  # exact: small integer counts
+        flat = (torch.arange(R, device=ids.device).unsqueeze(1) * B + graph.batch.unsqueeze(0)) * m + ids
+        counts = torch.zeros(R * B * m, dtype=self.classifier.weight.dtype, device=ids.device)  # exact: small counts
         counts.index_add_(0, flat.reshape(-1), torch.ones(flat.numel(), dtype=counts.dtype))
         return counts.reshape(R, B, m)

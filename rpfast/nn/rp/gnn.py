@@ -77,7 +77,8 @@ class RPGNN(nn.Module):
             return GraphBatch.from_pyg(data) if is_pyg_data(data) else data
         if isinstance(data, Tensor) and edge_index is not None:
             return GraphBatch(edge_index, x=data, edge_attr=edge_attr,
-                              batch=torch.zeros(data.shape[0], dtype=torch.int64) if batch is None else batch)
+                              batch=torch.zeros(data.shape[0], dtype=torch.int64, device=data.device) if batch is None
+                              else batch)
         raise TypeError(f"{type(self).__name__} takes a PyG Data/Batch, a GraphBatch, or "
                         f"(x, edge_index, batch, edge_attr=None), got {type(data).__name__}")
 
@@ -95,9 +96,9 @@ class RPGNN(nn.Module):
         N, B = graph.total_nodes, graph.num_graphs
         x = torch.cat([graph.x.unsqueeze(0).expand(P, -1, -1),
                        F.one_hot(ids, self.id_dim).to(graph.x.dtype)], dim=-1).flatten(0, 1)  # [P * N, F + m]
-        shift = torch.arange(P).repeat_interleave(graph.num_edges) * N
+        shift = torch.arange(P, device=graph.device).repeat_interleave(graph.num_edges) * N
         replica_edges = graph.edge_index.repeat(1, P) + shift
-        replica_batch = (graph.batch.unsqueeze(0) + B * torch.arange(P).unsqueeze(1)).reshape(-1)
+        replica_batch = (graph.batch.unsqueeze(0) + B * torch.arange(P, device=graph.device).unsqueeze(1)).reshape(-1)
         if graph.edge_attr is not None:
             kwargs["edge_attr"] = graph.edge_attr.repeat(P, 1)
         out = self.gnn(x, replica_edges, replica_batch, **kwargs)
@@ -126,11 +127,11 @@ class RPGNN(nn.Module):
             return random_positions(graph.ptr, num_samples, self.id_dim, generator=self.generator)
         if not isinstance(groups, Tensor) or groups.shape != (graph.total_nodes,):
             raise ValueError(f"id_groups must return [N={graph.total_nodes}] group labels")
-        _, group = torch.unique(groups, return_inverse=True)
+        _, group = torch.unique(groups.cpu(), return_inverse=True)  # positions are drawn on the CPU
         sizes = torch.bincount(group)
         order = torch.argsort(group, stable=True)
         starts = torch.cat([torch.zeros(1, dtype=torch.int64), sizes.cumsum(0)[:-1]])
         local = torch.empty_like(group)
         local[order] = torch.arange(group.numel()) - starts[group[order]]
         positions = random_permutations(sizes, num_samples, generator=self.generator)  # [G, P, max size]
-        return (positions[group, :, local] % self.id_dim).t().contiguous()
+        return (positions[group, :, local] % self.id_dim).t().contiguous().to(graph.device)

@@ -30,9 +30,9 @@ def induced_subgraphs(graph: GraphBatch, perms: Tensor) -> GraphBatch:
                          f"(0..{int(sizes[b, 0, 0]) - 1}, or -1 for padding)")
     valid = perms >= 0
     chosen = (perms + graph.ptr[:-1].view(B, 1, 1))[valid]  # global ids, in (b, p, position) order
-    replica_of = torch.arange(P).view(1, P, 1).expand(B, P, K)[valid]
-    new_id = torch.full((P, graph.total_nodes), -1, dtype=torch.int64)
-    new_id[replica_of, chosen] = torch.arange(chosen.numel())
+    replica_of = torch.arange(P, device=perms.device).view(1, P, 1).expand(B, P, K)[valid]
+    new_id = torch.full((P, graph.total_nodes), -1, dtype=torch.int64, device=perms.device)
+    new_id[replica_of, chosen] = torch.arange(chosen.numel(), device=perms.device)
     source, target = graph.edge_index
     src, dst = new_id[:, source], new_id[:, target]  # [P, E]
     keep = (src >= 0) & (dst >= 0)
@@ -40,7 +40,7 @@ def induced_subgraphs(graph: GraphBatch, perms: Tensor) -> GraphBatch:
     sizes = valid.sum(dim=-1).reshape(-1)
     sub = GraphBatch(torch.stack([src[keep], dst[keep]]), x=None if graph.x is None else graph.x[chosen],
                      edge_attr=None if graph.edge_attr is None else graph.edge_attr[edge_rows],
-                     ptr=torch.cat([torch.zeros(1, dtype=torch.int64), sizes.cumsum(0)]))
+                     ptr=torch.cat([torch.zeros(1, dtype=torch.int64, device=sizes.device), sizes.cumsum(0)]))
     element = graph.__dict__.get("extras", {}).get("element")
     if element is not None:
         sub.extras["element"] = element[chosen]

@@ -10,7 +10,6 @@ from rpfast._validation import (
     check_sizes,
     index_tensor,
     is_pyg_data,
-    require_kernel_device,
     require_tensor,
 )
 from rpfast.data import GraphBatch
@@ -135,6 +134,7 @@ class RelationalPooling(nn.Module):
                                      if self.k else PiSGD(adj.shape[1], self.train_samples, self.eval_samples))
         total = None
         for perms, weights in strategy.relabel_chunks(graph, self.training, self.generator):
+            perms = perms.to(adj.device)  # strategies draw and enumerate on the CPU
             adj_p = permute_adjacency(adj, perms).flatten(0, 1)  # [M, K, K(, C)]
             x_p = permute_nodes(x, perms).flatten(0, 1)  # [M, K(, F)]
             mask = (perms >= 0).flatten(0, 1)
@@ -169,7 +169,6 @@ class RelationalPooling(nn.Module):
             raise TypeError("separate RP takes forward(adj [B, n_r, n_c, C], num_nodes=(num_rows, num_cols)): "
                             "no node features (put them in the edge channels)")
         require_tensor(adj, "adj")
-        require_kernel_device(adj, "adj")
         if adj.dim() not in (3, 4):
             raise ValueError(f"adj must have shape [B, n_r, n_c, C] or [B, n_r, n_c], got {tuple(adj.shape)}")
         B, n_r, n_c = adj.shape[:3]
@@ -177,7 +176,7 @@ class RelationalPooling(nn.Module):
             num_nodes = (torch.full((B,), n_r), torch.full((B,), n_c))
         if not isinstance(num_nodes, (tuple, list)) or len(num_nodes) != 2:
             raise TypeError("separate RP's num_nodes must be a pair (num_rows [B], num_cols [B])")
-        sides = [_sizes_within(sizes, B, n, name) for sizes, n, name in
+        sides = [_sizes_within(sizes, B, n, name).cpu() for sizes, n, name in
                  zip(num_nodes, (n_r, n_c), ("num_rows", "num_cols"))]
         graphs = [GraphBatch(torch.zeros(2, 0, dtype=torch.int64), num_nodes=sizes) for sizes in sides]
         row_strategy, col_strategy = self.strategy
@@ -192,6 +191,7 @@ class RelationalPooling(nn.Module):
                     rows_p = rows.unsqueeze(2).expand(-1, -1, P_c, -1).flatten(1, 2)
                     cols_p = cols.unsqueeze(1).expand(-1, P_r, -1, -1).flatten(1, 2)
                     weights = (row_w.unsqueeze(2) * col_w.unsqueeze(1)).flatten(1)
+                rows_p, cols_p = rows_p.to(adj.device), cols_p.to(adj.device)
                 adj_p = _permute_bipartite(adj, rows_p, cols_p).flatten(0, 1)
                 masks = ((rows_p >= 0).flatten(0, 1), (cols_p >= 0).flatten(0, 1))
                 counts = tuple(m.sum(dim=1) for m in masks)
@@ -222,6 +222,8 @@ class RelationalPooling(nn.Module):
         num_nodes = self._check_dense(adj, x, num_nodes)
         if graph is None:
             graph = _graph_of_dense(adj, num_nodes)
+        if graph.device.type != "cpu":  # the strategies enumerate, traverse and draw on the CPU
+            graph = graph.to("cpu")
         return graph, adj, x, num_nodes
 
     @staticmethod
@@ -229,7 +231,8 @@ class RelationalPooling(nn.Module):
         """Check that ``adj [B, n, n(, C)]``, ``x [B, n(, F)]`` and ``num_nodes [B]`` agree."""
         for name, value in (("adj", adj), ("x", x)):
             require_tensor(value, name)
-            require_kernel_device(value, name)
+        if x.device != adj.device:
+            raise ValueError(f"x is on {x.device} but adj is on {adj.device}; put them on one device")
         if adj.dim() not in (3, 4) or adj.shape[1] != adj.shape[2]:
             raise ValueError(f"adj must have shape [B, n, n, C] or [B, n, n], got {tuple(adj.shape)}")
         B, n = adj.shape[:2]
@@ -273,7 +276,7 @@ def _accumulate(total: Optional[Tensor], out, weights: Tensor) -> Tensor:
     if not (out.is_floating_point() or out.is_complex()):
         out = out.to(torch.get_default_dtype())
     out = out.reshape(B, P, *out.shape[1:])
-    w = weights.to(out.dtype).reshape(B, P, *([1] * (out.dim() - 2)))
+    w = weights.to(device=out.device, dtype=out.dtype).reshape(B, P, *([1] * (out.dim() - 2)))
     pooled = (out * w).sum(dim=1)
     return pooled if total is None else total + pooled
 
@@ -285,7 +288,7 @@ def _permute_bipartite(adj: Tensor, rows: Tensor, cols: Tensor) -> Tensor:
     adj = adj.unsqueeze(-1) if squeeze else adj
     B, P, K_r = rows.shape
     K_c, C = cols.shape[2], adj.shape[-1]
-    picked = adj[torch.arange(B).view(B, 1, 1), rows.clamp(min=0)]  # [B, P, K_r, n_c, C]
+    picked = adj[torch.arange(B, device=adj.device).view(B, 1, 1), rows.clamp(min=0)]  # [B, P, K_r, n_c, C]
     index = cols.clamp(min=0).view(B, P, 1, K_c, 1).expand(B, P, K_r, K_c, C)
     out = picked.gather(3, index)
     keep = ((rows >= 0).unsqueeze(3) & (cols >= 0).unsqueeze(2)).unsqueeze(-1)
@@ -299,7 +302,7 @@ def _graph_of_dense(adj: Tensor, num_nodes: Tensor) -> GraphBatch:
     present = adj.detach().ne(0)
     if present.dim() == 4:
         present = present.any(dim=-1)
-    inside = torch.arange(n).unsqueeze(0) < num_nodes.unsqueeze(1)  # [B, n]
+    inside = torch.arange(n, device=adj.device).unsqueeze(0) < num_nodes.unsqueeze(1)  # [B, n]
     b, i, j = torch.nonzero(present & inside.unsqueeze(2) & inside.unsqueeze(1), as_tuple=True)
-    ptr = torch.cat([torch.zeros(1, dtype=torch.int64), num_nodes.cumsum(0)])
+    ptr = torch.cat([torch.zeros(1, dtype=torch.int64, device=adj.device), num_nodes.cumsum(0)])
     return GraphBatch(torch.stack([ptr[b] + i, ptr[b] + j]), ptr=ptr)
