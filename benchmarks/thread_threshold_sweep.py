@@ -1,6 +1,6 @@
 """Kernel thread threshold sweep (a script, not a pytest benchmark).
 
-rpfast's kernels run on one thread below a work threshold (``csrc/rpfast/parallel.hpp``), and
+rpfast's kernels run on one thread below a work threshold (``csrc/cpu/schedule.hpp``), and
 for a while below a larger one after a thread started its share late. This times four
 workloads at fixed thresholds and with the default adaptive scheme, interleaved round by round
 in one process (this VM's speed drifts between processes), and prints the median milliseconds

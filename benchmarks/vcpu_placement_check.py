@@ -8,7 +8,7 @@ thread: ~5.4 ms), because every line the two threads share crosses that distance
 thread runs small loops at a fraction of the calling thread's speed. parallel_for now deals
 chunks out in turn and backs off to serial loops when the other thread runs a quarter of its
 share or less, or when its periodic round-trip probe reads far over the process's best
-(csrc/rpfast/parallel.hpp); this script shows whether that holds: on a far-apart placement the
+(csrc/cpu/schedule.hpp); this script shows whether that holds: on a far-apart placement the
 two-thread epoch should stay near the one-thread one. See benchmarks/README.md,
 "Shared machines: threads that wait".
 

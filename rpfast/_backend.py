@@ -1,9 +1,14 @@
 """The one boundary between rpfast's Python code and its compiled kernels (``rpfast._C``,
 or its AVX2 twin ``rpfast._C_avx2``).
 
-Ops validate their arguments, allocate their outputs and then hand tensors to :func:`call`.
-This module alone imports the extension; it sits below ``rpfast.data`` (whose GraphBatch builds
-its CSR and selects graphs with kernels) and imports only ``rpfast._validation``. It
+An op's declared C++ implementation (:mod:`rpfast.ops._registry`) allocates its outputs and
+hands tensors to :func:`call`. This module alone imports the extension; it sits below
+``rpfast.data`` (whose GraphBatch builds its CSR and selects graphs with kernels) and imports
+only ``rpfast._validation``. It
+
+* says whether an op runs its kernels or its torch-composed implementation
+  (:func:`runs_kernels`: the backend, ``RPFAST_BACKEND=auto|torch``, and the tensor's device),
+* answers :func:`compiling`, the one call of ``torch.compiler.is_compiling()``,
 
 * checks that every tensor argument lives on a device that has kernels
   (:func:`check_device`; one error message for every op),
@@ -183,14 +188,6 @@ def call(kernel: str, *args):
     """
     device, buffers, _ = _prepare_args(kernel, args)
     return _invoke(kernel, getattr(_IMPLEMENTATIONS[device or "cpu"], kernel), buffers)
-
-
-def cpu_kernel(name: str):
-    """The CPU kernel ``name`` itself, for the few hot paths (one call per layer and step) that
-    skip :func:`call`'s per-argument scan: the caller has checked that its tensors are
-    contiguous CPU tensors, passes them as :func:`_buffer` views (``.numpy()``) and passes
-    ``threads=num_threads()``."""
-    return getattr(_IMPLEMENTATIONS["cpu"], name)
 
 
 def _prepare_args(what: str, args) -> tuple:
