@@ -192,6 +192,11 @@ class GIN(nn.Module):
     norm modules themselves for ``SyncBatchNorm``). Not twice differentiable: a second
     derivative raises ``RuntimeError``.
 
+    Devices: on the CPU the whole-network node and the layers run rpfast's C++ kernels; on any
+    other device (after ``model.to(device)`` and ``graph.to(device)``), and with
+    ``RPFAST_BACKEND=torch``, every layer is its own node composed of registered ops, each on its
+    torch-composed implementation (:meth:`_runs_whole_network` is the one place that decides).
+
     ``flat_parameters=True`` stores every parameter in one tensor, ``flat_parameter`` (as
     FSDP's ``FlatParameter`` does): the model then has a single parameter, so autograd's
     gradient accumulation, ``zero_grad`` and the optimizer's per-tensor work run once instead

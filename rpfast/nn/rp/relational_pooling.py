@@ -50,6 +50,10 @@ class RelationalPooling(nn.Module):
     :class:`~rpfast.nn.rp.KAry`: k-vertex subgraphs; :class:`~rpfast.nn.rp.Oriented`: DFS/BFS
     orders). All relabelings of a batch go to f in one call (in blocks for ``Exact``).
 
+    Devices: the strategies enumerate, traverse and draw on the CPU (from the graph sizes and
+    structure); the relabelings move to the input's device, where the gathers run (C++ kernels
+    on the CPU, their torch-composed form elsewhere), and f runs where it lives.
+
     Separate RP (``mode="separate"``, eq. 2) takes a bipartite tensor ``A [n_r, n_c, C]`` (rows
     and columns are different vertex sets, e.g. users x items) and relabels rows and columns
     independently:
