@@ -1,4 +1,5 @@
 #include "bindings/arrays.hpp"
+#include "bindings/interrupt.hpp"
 #include "bindings/bindings.hpp"
 #include "rpfast/csr.hpp"
 
@@ -19,8 +20,7 @@ void build_csr(const py::array& rows, const py::array& cols, int64_t N, py::arra
   int64_t* rp = out_ptr<int64_t>(rowptr, "rowptr", 1);
   int64_t* cp = out_ptr<int64_t>(col, "col", 1);
   int64_t* op = out_ptr<int64_t>(order, "order", 1);
-  py::gil_scoped_release release;
-  rpfast::build_csr(r, c, E, N, rp, cp, op);
+  run_kernel([&] { rpfast::build_csr(r, c, E, N, rp, cp, op); });
 }
 
 // graphs [G] of a batch (ptr, edge_ptr [B + 1]) -> (new node count, new edge count), writing the
@@ -73,8 +73,7 @@ void select_csr(const py::array& ptr, const py::array& edge_ptr, const py::array
   int64_t* nr = out_ptr<int64_t>(new_rowptr, "new_rowptr", 1);
   int64_t* nc = out_ptr<int64_t>(new_col, "new_col", 1);
   int64_t* no = out_ptr<int64_t>(new_order, "new_order", 1);
-  py::gil_scoped_release release;
-  rpfast::select_csr(p, ep, rank, g, G, rp, c, o, nr, nc, no, sources, targets, old, node_ids);
+  run_kernel([&] { rpfast::select_csr(p, ep, rank, g, G, rp, c, o, nr, nc, no, sources, targets, old, node_ids); });
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include "bindings/arrays.hpp"
+#include "bindings/interrupt.hpp"
 #include "bindings/bindings.hpp"
 #include "rpfast/dense.hpp"
 
@@ -16,8 +17,7 @@ void matmul_tn(const py::array& a, const py::array& b, py::array& out, int threa
     const T* pa = in_ptr<T>(a, "a", 2);
     const T* pb = in_ptr<T>(b, "b", 2);
     T* po = out_ptr<T>(out, "out", 2);
-    py::gil_scoped_release release;
-    rpfast::matmul_tn<T>(pa, pb, M, H1, H2, po, threads);
+    run_kernel([&] { rpfast::matmul_tn<T>(pa, pb, M, H1, H2, po, threads); });
   };
   dispatch_float(a, run);
 }
@@ -33,8 +33,7 @@ void matmul(const py::array& a, const py::array& b, py::array& out, int threads)
     const T* pa = in_ptr<T>(a, "a", 2);
     const T* pb = in_ptr<T>(b, "b", 2);
     T* po = out_ptr<T>(out, "out", 2);
-    py::gil_scoped_release release;
-    rpfast::rows_times<T>(pa, M, K, pb, C, po, threads);
+    run_kernel([&] { rpfast::rows_times<T>(pa, M, K, pb, C, po, threads); });
   };
   dispatch_float(a, run);
 }
@@ -54,8 +53,7 @@ void scatter_rows_sum(const py::array& index, const py::array& g, py::array& out
     using T = decltype(tag);
     const T* pg = in_ptr<T>(g, "g", 2);
     T* po = out_ptr<T>(out, "out", 2);
-    py::gil_scoped_release release;
-    rpfast::scatter_rows_sum<T>(idx, pg, M, V, H, po, threads);
+    run_kernel([&] { rpfast::scatter_rows_sum<T>(idx, pg, M, V, H, po, threads); });
   };
   dispatch_float(g, run);
 }

@@ -1,4 +1,5 @@
 #include "bindings/arrays.hpp"
+#include "bindings/interrupt.hpp"
 #include "bindings/bindings.hpp"
 #include "rpfast/gin.hpp"
 
@@ -29,8 +30,7 @@ const int64_t* checked_csr(const py::array& rowptr, const py::array& col, int64_
   const int64_t* rp = in_ptr<int64_t>(rowptr, "rowptr", 1);
   *cl = in_ptr<int64_t>(col, "col", 1);
   expect_dim(rowptr, "rowptr", 0, N + 1);
-  py::gil_scoped_release release;
-  rpfast::check_csr(rp, *cl, N, col.shape(0), "graph CSR");
+  run_kernel([&] { rpfast::check_csr(rp, *cl, N, col.shape(0), "graph CSR"); });
   return rp;
 }
 
@@ -45,8 +45,7 @@ void gin_aggregate(const py::array& x, const py::array& rowptr, const py::array&
     using T = decltype(tag);
     const T* xs = in_ptr<T>(x, "x", s.ndim);
     T* o = out_ptr<T>(out, "out", s.ndim);
-    py::gil_scoped_release release;
-    rpfast::gin_aggregate<T>(xs, rp, cl, static_cast<T>(1 + eps), o, s.R, s.N, s.F, threads);
+    run_kernel([&] { rpfast::gin_aggregate<T>(xs, rp, cl, static_cast<T>(1 + eps), o, s.R, s.N, s.F, threads); });
   };
   dispatch_float(x, run);
 }
@@ -65,9 +64,9 @@ double gin_aggregate_adjoint(const py::array& g, const py::array& rowptr, const 
     const T* gs = in_ptr<T>(g, "g", s.ndim);
     const T* zs = in_ptr<T>(z, "z", s.ndim);
     T* o = out_ptr<T>(grad_z, "grad_z", s.ndim);
-    py::gil_scoped_release release;
-    return rpfast::gin_aggregate_adjoint<T>(gs, rp, cl, static_cast<T>(1 + eps), zs, o, s.R, s.N, s.F,
-                                            threads);
+    return run_kernel([&] {
+      return rpfast::gin_aggregate_adjoint<T>(gs, rp, cl, static_cast<T>(1 + eps), zs, o, s.R, s.N, s.F, threads);
+    });
   };
   return dispatch_float(g, run);
 }
@@ -79,8 +78,7 @@ double sum_product(const py::array& a, const py::array& b, int threads) {
     using T = decltype(tag);
     const T* pa = in_ptr<T>(a, "a", a.ndim());
     const T* pb = in_ptr<T>(b, "b", a.ndim());
-    py::gil_scoped_release release;
-    return rpfast::sum_product<T>(pa, pb, a.size(), threads);
+    return run_kernel([&] { return rpfast::sum_product<T>(pa, pb, a.size(), threads); });
   };
   return dispatch_float(a, run);
 }

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "bindings/arrays.hpp"
+#include "bindings/interrupt.hpp"
 #include "bindings/bindings.hpp"
 #include "rpfast/gin_network.hpp"
 
@@ -201,12 +202,13 @@ rpfast::GINGraph graph_view(const py::array& in_rowptr, const py::array& in_col,
   g.ptr = in_ptr<int64_t>(ptr, "ptr", 1);
   expect_dim(out_rowptr, "out_rowptr", 0, g.N + 1);
   if (g.N < 0 || g.B < 0) throw std::invalid_argument("GINNetwork: empty rowptr or ptr");
-  py::gil_scoped_release release;
-  rpfast::check_csr(g.in_rowptr, g.in_col, g.N, in_col.shape(0), "incoming CSR");
-  rpfast::check_csr(g.out_rowptr, g.out_col, g.N, out_col.shape(0), "outgoing CSR");
-  if (g.ptr[0] != 0 || g.ptr[g.B] != g.N) throw std::invalid_argument("GINNetwork: ptr must run from 0 to N");
-  for (int64_t b = 0; b < g.B; ++b)
-    if (g.ptr[b + 1] < g.ptr[b]) throw std::invalid_argument("GINNetwork: ptr must be non-decreasing");
+  run_kernel([&] {
+    rpfast::check_csr(g.in_rowptr, g.in_col, g.N, in_col.shape(0), "incoming CSR");
+    rpfast::check_csr(g.out_rowptr, g.out_col, g.N, out_col.shape(0), "outgoing CSR");
+    if (g.ptr[0] != 0 || g.ptr[g.B] != g.N) throw std::invalid_argument("GINNetwork: ptr must run from 0 to N");
+    for (int64_t b = 0; b < g.B; ++b)
+      if (g.ptr[b + 1] < g.ptr[b]) throw std::invalid_argument("GINNetwork: ptr must be non-decreasing");
+  });
   return g;
 }
 
@@ -251,10 +253,7 @@ class Network {
       throw std::invalid_argument("GINNetwork: ids are required");
     expect_leading(out, "out", {replicas, g.B, weights.output_width()});
     T* o = out_ptr<T>(out, "out", 3);
-    {
-      py::gil_scoped_release release;
-      net_.forward(xs, x_replicas, id, replicas, g, layers, weights.head(), training, save, o, threads);
-    }
+    run_kernel([&] { net_.forward(xs, x_replicas, id, replicas, g, layers, weights.head(), training, save, o, threads); });
     shape_ = {replicas, g.N, g.B, weights.output_width(), x_replicas, F0};
   }
 
@@ -278,8 +277,7 @@ class Network {
       expect_leading(a, "grad_x", {shape_[4], shape_[1], shape_[5]});
       gx = out_ptr<T>(a, "grad_x", 3);
     }
-    py::gil_scoped_release release;
-    net_.backward(gp, g, weights.layers(), weights.head(), training, out, head, gx, threads);
+    run_kernel([&] { net_.backward(gp, g, weights.layers(), weights.head(), training, out, head, gx, threads); });
   }
 
  private:

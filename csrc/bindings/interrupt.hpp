@@ -9,6 +9,8 @@
 
 #include <csignal>
 #include <mutex>
+#include <optional>
+#include <type_traits>
 
 #include "rpfast/interrupt.hpp"
 
@@ -64,11 +66,14 @@ class SigintScope {
   }
 };
 
-// Runs kernel() (a void callable) with the GIL released; Ctrl-C during it raises
-// KeyboardInterrupt here. Call with the GIL held.
+// Runs kernel() with the GIL released and returns what it returns; Ctrl-C during it raises
+// KeyboardInterrupt here. Call with the GIL held. Every binding runs its kernel through this
+// (never a bare gil_scoped_release), so every kernel honours Ctrl-C the same way.
 template <class Kernel>
-void run_kernel(Kernel&& kernel) {
+auto run_kernel(Kernel&& kernel) -> decltype(kernel()) {
+  using Result = decltype(kernel());
   bool interrupted = false;
+  std::conditional_t<std::is_void_v<Result>, char, std::optional<Result>> result{};
   {
     SigintScope scope;
     // A Ctrl-C that came before the scope was installed (while Python ran C code, so no
@@ -77,15 +82,20 @@ void run_kernel(Kernel&& kernel) {
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     py::gil_scoped_release release;
     try {
-      kernel();
+      if constexpr (std::is_void_v<Result>)
+        kernel();
+      else
+        result.emplace(kernel());
     } catch (const rpfast::Interrupted&) {
       interrupted = true;
     }
   }
-  if (!interrupted) return;
-  if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // Python's handler raised
-  PyErr_SetNone(PyExc_KeyboardInterrupt);
-  throw py::error_already_set();
+  if (interrupted) {
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // Python's handler raised
+    PyErr_SetNone(PyExc_KeyboardInterrupt);
+    throw py::error_already_set();
+  }
+  if constexpr (!std::is_void_v<Result>) return std::move(*result);
 }
 
 }  // namespace rpfast_bindings

@@ -1,4 +1,5 @@
 #include "bindings/arrays.hpp"
+#include "bindings/interrupt.hpp"
 #include "bindings/bindings.hpp"
 #include "rpfast/norm.hpp"
 
@@ -25,8 +26,7 @@ void forward(const py::array& x, const py::array& gamma, const py::array& beta, 
     T* ys = out_ptr<T>(y, "y", 2);
     T* ns = out_ptr<T>(xhat, "xhat", 2);
     T* is = out_ptr<T>(invstd, "invstd", 1);
-    py::gil_scoped_release release;
-    rpfast::batch_norm_relu_forward<T>(xs, M, H, p, ys, ns, is, threads);
+    run_kernel([&] { rpfast::batch_norm_relu_forward<T>(xs, M, H, p, ys, ns, is, threads); });
   };
   dispatch_float(x, run);
 }
@@ -48,8 +48,7 @@ void backward(const py::array& g, const py::array& y, const py::array& xhat, con
     T* gx = out_ptr<T>(grad_x, "grad_x", 2);
     T* gg = out_ptr<T>(grad_gamma, "grad_gamma", 1);
     T* gb = out_ptr<T>(grad_beta, "grad_beta", 1);
-    py::gil_scoped_release release;
-    rpfast::batch_norm_relu_backward<T>(gs, ys, ns, gm, is, training, M, H, gx, gg, gb, threads);
+    run_kernel([&] { rpfast::batch_norm_relu_backward<T>(gs, ys, ns, gm, is, training, M, H, gx, gg, gb, threads); });
   };
   dispatch_float(g, run);
 }

@@ -1,4 +1,5 @@
 #include "bindings/arrays.hpp"
+#include "bindings/interrupt.hpp"
 #include "bindings/bindings.hpp"
 #include "rpfast/permutations.hpp"
 #include "rpfast/permute.hpp"
@@ -15,12 +16,10 @@ void check_perms(const py::array& perms, int64_t B, int64_t n_max, const py::obj
     py::array nn_arr = num_nodes.cast<py::array>();
     nn = in_ptr<int64_t>(nn_arr, "num_nodes", 1);
     expect_dim(nn_arr, "num_nodes", 0, B);
-    py::gil_scoped_release release;
-    rpfast::check_permutations(p, B, perms.shape(1), perms.shape(2), n_max, nn);
+    run_kernel([&] { rpfast::check_permutations(p, B, perms.shape(1), perms.shape(2), n_max, nn); });
     return;
   }
-  py::gil_scoped_release release;
-  rpfast::check_permutations(p, B, perms.shape(1), perms.shape(2), n_max, nullptr);
+  run_kernel([&] { rpfast::check_permutations(p, B, perms.shape(1), perms.shape(2), n_max, nullptr); });
 }
 
 // Checks perms and returns their inverse [B, P, n_max].
@@ -31,9 +30,10 @@ py::array_t<int64_t> checked_inverse(const py::array& perms, int64_t B, int64_t 
   py::array_t<int64_t> inv({B, P, n_max});
   const int64_t* p = static_cast<const int64_t*>(perms.data());
   int64_t* out = inv.mutable_data();
-  py::gil_scoped_release release;
-  rpfast::invert_permutations(p, B * P, K, n_max, out, [&](int64_t n, int64_t cost, auto&& body) {
-    rpfast::parallel_for(n, threads, cost, body);
+  run_kernel([&] {
+    rpfast::invert_permutations(p, B * P, K, n_max, out, [&](int64_t n, int64_t cost, auto&& body) {
+      rpfast::parallel_for(n, threads, cost, body);
+    });
   });
   return inv;
 }
@@ -55,11 +55,12 @@ void forward(const py::array& src, const py::array& perms, py::array& out, int t
     using T = decltype(tag);
     const T* s = in_ptr<T>(src, "src", FeatureNdim);
     T* o = out_ptr<T>(out, "out", out_ndim);
-    py::gil_scoped_release release;
-    if constexpr (FeatureNdim == 4)
-      rpfast::permute_adjacency_forward<T>(s, p, o, d, threads);
-    else
-      rpfast::permute_nodes_forward<T>(s, p, o, d, threads);
+    run_kernel([&] {
+      if constexpr (FeatureNdim == 4)
+        rpfast::permute_adjacency_forward<T>(s, p, o, d, threads);
+      else
+        rpfast::permute_nodes_forward<T>(s, p, o, d, threads);
+    });
   };
   dispatch_float(src, run);
 }
@@ -77,12 +78,12 @@ void backward(const py::array& grad, const py::array& perms, py::array& grad_src
     const T* g = in_ptr<T>(grad, "grad", FeatureNdim + 1);
     T* o = out_ptr<T>(grad_src, "grad_src", FeatureNdim);
     const int64_t* iv = inv.data();
-    py::gil_scoped_release release;
-    if constexpr (FeatureNdim == 4)
-      rpfast::permute_adjacency_backward<T>(g, static_cast<const int64_t*>(perms.data()), iv, o,
-                                            d, threads);
-    else
-      rpfast::permute_nodes_backward<T>(g, iv, o, d, threads);
+    run_kernel([&] {
+      if constexpr (FeatureNdim == 4)
+        rpfast::permute_adjacency_backward<T>(g, static_cast<const int64_t*>(perms.data()), iv, o, d, threads);
+      else
+        rpfast::permute_nodes_backward<T>(g, iv, o, d, threads);
+    });
   };
   dispatch_float(grad_src, run);
 }

@@ -1,4 +1,5 @@
 #include "bindings/arrays.hpp"
+#include "bindings/interrupt.hpp"
 #include "bindings/bindings.hpp"
 #include "bindings/graph_view.hpp"
 #include "rpfast/pool.hpp"
@@ -10,8 +11,7 @@ void check_graph(const py::array& rowptr, const py::array& col, int64_t N, const
   const int64_t* rp = in_ptr<int64_t>(rowptr, name, 1);
   const int64_t* cl = in_ptr<int64_t>(col, name, 1);
   expect_dim(rowptr, name, 0, N + 1);
-  py::gil_scoped_release release;
-  rpfast::check_csr(rp, cl, N, col.shape(0), name);
+  run_kernel([&] { rpfast::check_csr(rp, cl, N, col.shape(0), name); });
 }
 
 // The checked pointers of a max pool's backward: forward input and output, tie counts,
@@ -47,8 +47,7 @@ void neighbour_max(const py::array& x, const py::array& rowptr, const py::array&
     T* t = out_ptr<T>(ties, "ties", 2);
     const int64_t* rp = static_cast<const int64_t*>(rowptr.data());
     const int64_t* cl = static_cast<const int64_t*>(col.data());
-    py::gil_scoped_release release;
-    rpfast::neighbour_max<T>(xs, rp, cl, N, F, o, t, threads);
+    run_kernel([&] { rpfast::neighbour_max<T>(xs, rp, cl, N, F, o, t, threads); });
   };
   dispatch_float(x, run);
 }
@@ -66,8 +65,7 @@ void neighbour_max_backward(const py::array& x, const py::array& out, const py::
     const auto a = backward_arrays<T>(x, out, ties, g, grad_x);
     const int64_t* rp = static_cast<const int64_t*>(out_rowptr.data());
     const int64_t* cl = static_cast<const int64_t*>(out_col.data());
-    py::gil_scoped_release release;
-    rpfast::neighbour_max_backward<T>(a.x, a.out, a.ties, a.g, rp, cl, N, F, a.grad_x, threads);
+    run_kernel([&] { rpfast::neighbour_max_backward<T>(a.x, a.out, a.ties, a.g, rp, cl, N, F, a.grad_x, threads); });
   };
   dispatch_float(x, run);
 }
@@ -85,8 +83,7 @@ void segment_max(const py::array& x, const py::array& ptr, py::array& out, py::a
     const T* xs = in_ptr<T>(x, "x", 2);
     T* o = out_ptr<T>(out, "out", 2);
     T* t = out_ptr<T>(ties, "ties", 2);
-    py::gil_scoped_release release;
-    rpfast::segment_max<T>(xs, p, B, F, o, t, threads);
+    run_kernel([&] { rpfast::segment_max<T>(xs, p, B, F, o, t, threads); });
   };
   dispatch_float(x, run);
 }
@@ -103,8 +100,7 @@ void segment_max_backward(const py::array& x, const py::array& ptr, const py::ar
   auto run = [&](auto tag) {
     using T = decltype(tag);
     const auto a = backward_arrays<T>(x, out, ties, g, grad_x);
-    py::gil_scoped_release release;
-    rpfast::segment_max_backward<T>(a.x, p, B, F, a.out, a.ties, a.g, a.grad_x, threads);
+    run_kernel([&] { rpfast::segment_max_backward<T>(a.x, p, B, F, a.out, a.ties, a.g, a.grad_x, threads); });
   };
   dispatch_float(x, run);
 }

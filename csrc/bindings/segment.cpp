@@ -1,4 +1,5 @@
 #include "bindings/arrays.hpp"
+#include "bindings/interrupt.hpp"
 #include "bindings/bindings.hpp"
 #include "bindings/graph_view.hpp"
 #include "rpfast/segment.hpp"
@@ -20,11 +21,12 @@ void segment(const py::array& src, const py::array& ptr, py::array& out, int thr
     using T = decltype(tag);
     const T* s = in_ptr<T>(src, "src", 3);
     T* o = out_ptr<T>(out, "out", 3);
-    py::gil_scoped_release release;
-    if constexpr (Reduce)
-      rpfast::segment_sum<T>(s, p, R, N, B, F, o, threads);
-    else
-      rpfast::segment_broadcast<T>(s, p, R, N, B, F, o, threads);
+    run_kernel([&] {
+      if constexpr (Reduce)
+        rpfast::segment_sum<T>(s, p, R, N, B, F, o, threads);
+      else
+        rpfast::segment_broadcast<T>(s, p, R, N, B, F, o, threads);
+    });
   };
   dispatch_float(src, run);
 }
