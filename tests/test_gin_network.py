@@ -90,6 +90,7 @@ def test_fused_network_is_one_autograd_node():
     assert len(names) <= 6, names  # network, histogram/readout concat, classifier
 
 
+@pytest.mark.kernels
 def test_fused_network_bitwise_identical_across_threads():
     graph = _batch()
     model, _ = _pair(1, 10, 16, torch.float32)

@@ -32,6 +32,8 @@ def _forward_composed(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Ten
     """torch's own batch norm (its statistics, its running-average update, its NaN and Inf
     behaviour) without the affine map, then the affine map and the ReLU."""
     new_mean, new_var = running_mean.clone(), running_var.clone()
+    if x.shape[1] == 0:  # no channels: nothing to normalise (torch's batch norm refuses empty input)
+        return x.clone(), x.clone(), x.new_empty(0), new_mean, new_var
     xhat, _, invstd = torch.native_batch_norm(x, None, None, new_mean, new_var, training, momentum, eps)
     if not training:  # torch saves no statistics in evaluation
         invstd = torch.rsqrt(running_var + eps)
