@@ -14,5 +14,5 @@ from rpfast import data, ops, nn
 from rpfast._config import backend, set_backend, set_threads_policy, show_config, threads_policy
 from rpfast._validation import get_memory_budget, set_memory_budget
 
-__all__ = ["__version__", "data", "ops", "nn", "show_config", "set_threads_policy", "threads_policy", "set_backend", "backend", "get_memory_budget",
-           "set_memory_budget"]
+__all__ = ["__version__", "data", "ops", "nn", "show_config", "set_threads_policy", "threads_policy", "set_backend",
+           "backend", "get_memory_budget", "set_memory_budget"]

@@ -336,9 +336,10 @@ class GIN(nn.Module):
         return self._flat_layout.connected(self, self.flat_parameter)
 
     def _compiles_whole(self) -> bool:
-        """Whether compiled code runs the model as one custom op (:func:`rpfast.ops.gin_network_compiled.traced_gin_model`):
-        under ``torch.compile``, fused, every layer fusable and at most ``FUSED_MAX_WIDTH`` wide,
-        float32/float64."""
+        """Whether compiled code runs the model as one custom op
+        (:func:`rpfast.ops.gin_network_compiled.traced_gin_model`): under ``torch.compile``, the
+        whole network where kernels run (:meth:`_runs_whole_network`), at most ``FUSED_MAX_WIDTH``
+        wide, float32/float64."""
         if not compiling() or not self._runs_whole_network():
             return False
         widths = [w for layer in self.layers for w in (layer.norms[0].num_features, layer.in_dim)]
@@ -347,7 +348,8 @@ class GIN(nn.Module):
     def _whole_model(self, bound: Optional[BoundGIN], x, graph: GraphBatch, ids, classify: bool) -> Tensor:
         """Logits (``classify``) or embeddings from one C++ call for the whole model: in eager mode
         through the cached binding ``bound`` (:meth:`_bound`), compiled (``bound`` None, where
-        :meth:`_compiles_whole`) through one custom op (:func:`rpfast.ops.gin_network_compiled.traced_gin_model`)."""
+        :meth:`_compiles_whole`) through one custom op
+        (:func:`rpfast.ops.gin_network_compiled.traced_gin_model`)."""
         if bound is not None:
             return bound.run(self, x, graph, ids, classify)
         h, ids, replicas = self._inputs(x, graph, ids)
@@ -448,5 +450,5 @@ class GIN(nn.Module):
         R, B, m = ids.shape[0], graph.num_graphs, self.id_dim
         flat = (torch.arange(R, device=ids.device).unsqueeze(1) * B + graph.batch.unsqueeze(0)) * m + ids
         counts = torch.zeros(R * B * m, dtype=self.classifier.weight.dtype, device=ids.device)  # exact: small counts
-        counts.index_add_(0, flat.reshape(-1), torch.ones(flat.numel(), dtype=counts.dtype))
+        counts.index_add_(0, flat.reshape(-1), counts.new_ones(flat.numel()))
         return counts.reshape(R, B, m)

@@ -171,7 +171,8 @@ def _scatter_backward(ctx, grad):
 
 embedding_op = declare(
     "embedding", "(Tensor weight, Tensor index) -> Tensor",
-    kernel=_checked_gather, composed=lambda weight, index: weight[index], fake=lambda weight, index: weight.new_empty((*index.shape, weight.shape[1])),
+    kernel=_checked_gather, composed=lambda weight, index: weight[index],
+    fake=lambda weight, index: weight.new_empty((*index.shape, weight.shape[1])),
     setup=_embedding_setup, backward=_embedding_backward)
 scatter_rows_sum_op = declare(
     "scatter_rows_sum", "(Tensor index, Tensor grad, SymInt num_rows) -> Tensor",

@@ -80,7 +80,8 @@ def gin_network(x: Optional[Tensor], ids: Optional[Tensor], graph: GraphBatch, l
     if ids is not None:
         ids = ids.contiguous()
     if compiling():
-        return gin_network_compiled.traced_gin_network(x, ids, (*graph_csr(graph), graph.ptr), layers, training, replicas)
+        return gin_network_compiled.traced_gin_network(x, ids, (*graph_csr(graph), graph.ptr), layers, training,
+                                                       replicas)
     plan = _Plan(graph, layers, training, replicas)
     params = [t for layer in layers for t in layer.differentiable()]
     tensors = [t for t in params if t is not None] + ([x] if x is not None else [])
