@@ -265,6 +265,34 @@ def test_rpgnn_wraps_pyg_convolutions(conv, edge_dim):
     torch.testing.assert_close(model(graph), model.gnn(x, graph.edge_index, graph.batch, **extra))
 
 
+def test_rpgnn_passes_edge_attr_only_to_a_gnn_that_takes_it():
+    """A GNN whose forward has no edge_attr (a plain GCN) wraps a batch with bond features; one
+    that takes edge_attr (by name or **kwargs) gets them, repeated for every relabeling."""
+    graph = random_batch([4, 3], seed=2)
+    graph = GraphBatch(graph.edge_index, x=graph.x, ptr=graph.ptr,
+                       edge_attr=torch.randn(graph.num_edges, 3, dtype=torch.float64))
+    seen = {}
+
+    class NoEdges(nn.Module):
+        def forward(self, x, edge_index, batch):
+            return torch.zeros(int(batch.max()) + 1, 2, dtype=x.dtype).index_add_(0, batch, x[:, :2])
+
+    class Named(NoEdges):
+        def forward(self, x, edge_index, batch, edge_attr=None):
+            seen["named"] = edge_attr.shape
+            return super().forward(x, edge_index, batch)
+
+    class Keywords(NoEdges):
+        def forward(self, x, edge_index, batch, **kwargs):
+            seen["keywords"] = sorted(kwargs)
+            return super().forward(x, edge_index, batch)
+
+    assert RPGNN(NoEdges(), id_dim=2, train_samples=3)(graph).shape == (2, 2)
+    RPGNN(Named(), id_dim=2, train_samples=3)(graph)
+    RPGNN(Keywords(), id_dim=2, train_samples=3)(graph)
+    assert seen == {"named": (3 * graph.num_edges, 3), "keywords": ["edge_attr"]}
+
+
 def test_rpgnn_errors():
     with pytest.raises(TypeError, match="gnn must be a torch.nn.Module"):
         RPGNN(lambda *a: a, id_dim=2)

@@ -1,4 +1,5 @@
 r"""RP-GNN (Murphy et al. 2019, eq. 3): Relational Pooling for any PyTorch Geometric-style GNN."""
+import inspect
 from typing import Optional
 
 import torch
@@ -13,7 +14,17 @@ from rpfast.ops._registry import compiling
 from rpfast.ops.random import sample_ids_op
 from rpfast.ops.random import random_positions
 
-__all__ = ["RPGNN", "replica_mean"]
+__all__ = ["RPGNN", "replica_mean", "takes_edge_attr"]
+
+
+def takes_edge_attr(module: nn.Module) -> bool:
+    """Whether ``module.forward`` accepts ``edge_attr=`` (by name or through ``**kwargs``): a GNN
+    without edge features (a GCN, say) is called without them."""
+    try:
+        parameters = inspect.signature(module.forward).parameters.values()
+    except (TypeError, ValueError):  # no introspectable signature (a scripted or C++ module): pass them
+        return True
+    return any(p.name == "edge_attr" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 def replica_mean(t: Tensor) -> Tensor:
@@ -44,7 +55,8 @@ class RPGNN(nn.Module):
 
     Args:
         gnn: the wrapped module; called as ``gnn(x, edge_index, batch)`` plus ``edge_attr=`` when
-            the input has edge features, plus any keyword arguments given to :meth:`forward`.
+            the input has edge features and ``gnn.forward`` takes an ``edge_attr`` argument (or
+            ``**kwargs``), plus any keyword arguments given to :meth:`forward`.
         id_dim: m, the one-hot ID width (``1``: plain GNN, ``n_max``: most expressive).
         train_samples, eval_samples: relabelings per graph per call.
         generator: CPU ``torch.Generator`` for reproducible relabelings.
@@ -67,6 +79,7 @@ class RPGNN(nn.Module):
         self.train_samples = check_count(train_samples, "train_samples", minimum=1)
         self.eval_samples = self.id_dim if eval_samples is None else check_count(eval_samples, "eval_samples", 1)
         self.generator = generator
+        self._takes_edge_attr = takes_edge_attr(gnn)
 
     def _graph(self, data, edge_index: Optional[Tensor] = None, batch: Optional[Tensor] = None,
               edge_attr: Optional[Tensor] = None) -> GraphBatch:
@@ -99,7 +112,7 @@ class RPGNN(nn.Module):
         shift = torch.arange(P, device=graph.device).repeat_interleave(graph.num_edges) * N
         replica_edges = graph.edge_index.repeat(1, P) + shift
         replica_batch = (graph.batch.unsqueeze(0) + B * torch.arange(P, device=graph.device).unsqueeze(1)).reshape(-1)
-        if graph.edge_attr is not None:
+        if graph.edge_attr is not None and self._takes_edge_attr:
             kwargs["edge_attr"] = graph.edge_attr.repeat(P, 1)
         out = self.gnn(x, replica_edges, replica_batch, **kwargs)
         if out.shape[0] == P * B:

@@ -83,8 +83,9 @@ class KAryGNN(nn.Module):
         if not isinstance(data, GraphBatch):
             raise TypeError(f"KAryGNN takes a GraphBatch or a PyG Data/Batch, got {type(data).__name__}")
         P = self.train_samples if self.training else self.eval_samples
-        perms = Oriented(self.method, self.k, num_samples=P).relabel(data, True, self.generator).perms
-        out = self.gnn(induced_subgraphs(data, perms))
+        on_cpu = data if data.device.type == "cpu" else data.to("cpu")  # traversals run on the CPU
+        perms = Oriented(self.method, self.k, num_samples=P).relabel(on_cpu, True, self.generator).perms
+        out = self.gnn(induced_subgraphs(data, perms.to(data.device)))
         return out.reshape(data.num_graphs, P, *out.shape[1:]).mean(dim=1)
 
     def __repr__(self):
