@@ -17,7 +17,6 @@ no other rpfast module.
 """
 import os
 import sys
-import warnings
 from numbers import Real
 from typing import Iterable, Optional, Tuple
 
@@ -287,14 +286,3 @@ def eps_tensor(eps, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
             raise ValueError(f"eps is on {eps.device} but the input is on {device}; put them on one device")
         return eps if eps.dtype == dtype else eps.to(dtype)
     return torch.tensor(check_real(eps, "eps"), dtype=dtype, device=device)
-
-
-def renamed_argument(new_value, old_value, new: str, old: str, default):
-    """The value of an argument renamed from ``old`` to ``new`` (both default to ``None``):
-    the old spelling still works with a ``DeprecationWarning``; passing both is a TypeError."""
-    if old_value is None:
-        return default if new_value is None else new_value
-    if new_value is not None:
-        raise TypeError(f"got both {new}= and its deprecated name {old}=; pass {new}= only")
-    warnings.warn(f"{old}= is deprecated and will be removed; use {new}=", DeprecationWarning, stacklevel=3)
-    return old_value

@@ -106,12 +106,11 @@ def test_gin_input_errors():
         GIN(3, 4, 2, 2)(graph.x, graph)
 
 
-def test_rpgin_old_sample_names_still_work_with_a_warning():
-    with pytest.warns(DeprecationWarning, match="num_inference_perms= is deprecated"):
-        model = RPGIN(2, 8, 2, 3, id_dim=5, num_inference_perms=4)
-    assert model.eval_samples == 4
-    with pytest.warns(DeprecationWarning, match="train_perms= is deprecated"):
-        assert RPGIN(2, 8, 2, 3, id_dim=5, train_perms=2).train_samples == 2
+def test_rpgin_removed_sample_names_are_refused():
+    """train_perms / num_inference_perms are gone (CHANGELOG): they reach GIN, which names them."""
+    for name in ("train_perms", "num_inference_perms"):
+        with pytest.raises(TypeError, match=name):
+            RPGIN(2, 8, 2, 3, id_dim=5, **{name: 2})
 
 
 def reference_gine_layer(layer, x, graph):

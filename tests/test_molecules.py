@@ -52,7 +52,7 @@ def test_smiles_readers_reject_non_strings(call, message):
         call(batch_from_smiles, graph_from_smiles)
 
 
-def test_ops_still_exports_canonical_order_from_mol():
+def test_canonical_order_from_mol_lives_in_data_only():
     from rpfast import ops
 
-    assert ops.canonical_order_from_mol is canonical_order_from_mol
+    assert not hasattr(ops, "canonical_order_from_mol")

@@ -87,10 +87,6 @@ def test_empty_batch():
     assert random_permutations([], num_samples=2).shape == (0, 2, 0)
 
 
-def test_samples_is_a_deprecated_spelling_of_num_samples():
-    gen = lambda: torch.Generator().manual_seed(3)  # noqa: E731
-    with pytest.warns(DeprecationWarning, match="samples= is deprecated and will be removed; use num_samples="):
-        old = random_permutations([4, 2], samples=3, generator=gen())
-    assert torch.equal(old, random_permutations([4, 2], num_samples=3, generator=gen()))
-    with pytest.raises(TypeError, match="got both num_samples= and its deprecated name samples="):
-        random_permutations([4], num_samples=2, samples=2)
+def test_the_removed_samples_spelling_is_a_type_error():
+    with pytest.raises(TypeError, match="samples"):
+        random_permutations([4, 2], samples=3)

@@ -4,7 +4,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from rpfast._validation import check_count, renamed_argument
+from rpfast._validation import check_count
 from rpfast.data import GraphBatch
 from rpfast.nn.gin import GIN
 from rpfast.nn.rp.gnn import RPGNN, replica_mean
@@ -29,7 +29,6 @@ class RPGIN(RPGNN):
         id_dim: m, the one-hot ID width.
         train_samples: relabelings per graph per training forward (paper: 1).
         eval_samples: relabelings averaged in eval mode (paper: 5 on CSL).
-        (``train_perms`` / ``num_inference_perms`` are the deprecated names of these two.)
         generator: CPU ``torch.Generator`` for reproducible relabelings.
 
     Shapes: ``forward(x [N, in_dim] or None, graph)`` with a :class:`~rpfast.data.GraphBatch`,
@@ -38,13 +37,9 @@ class RPGIN(RPGNN):
     """
 
     def __init__(self, in_dim: int, hidden: int, num_layers: int, out_dim: int, id_dim: int,
-                 *, train_samples: Optional[int] = None, eval_samples: Optional[int] = None,
-                 generator: Optional[torch.Generator] = None, train_perms: Optional[int] = None,
-                 num_inference_perms: Optional[int] = None, **gin_kwargs):
+                 *, train_samples: int = 1, eval_samples: int = 5, generator: Optional[torch.Generator] = None,
+                 **gin_kwargs):
         id_dim = check_count(id_dim, "id_dim", minimum=1)
-        train_samples = renamed_argument(train_samples, train_perms, "train_samples", "train_perms", default=1)
-        eval_samples = renamed_argument(eval_samples, num_inference_perms, "eval_samples", "num_inference_perms",
-                                        default=5)
         super().__init__(GIN(in_dim, hidden, num_layers, out_dim, id_dim=id_dim, **gin_kwargs), id_dim,
                          train_samples=train_samples, eval_samples=eval_samples, generator=generator)
 

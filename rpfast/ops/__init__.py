@@ -7,7 +7,6 @@ from rpfast.ops.dense import embedding, linear
 from rpfast.ops.gin import gin_aggregate
 from rpfast.ops.gin_layer import gin_mlp
 from rpfast.ops.norm import batch_norm_relu
-from rpfast.data.molecules import canonical_order_from_mol  # RDKit lives in rpfast.data.molecules
 from rpfast.ops.orient import WLOrder, bfs_order, dfs_order, wl_order
 from rpfast.ops.permute import permute_adjacency, permute_nodes
 from rpfast.ops.pool import graph_max, neighbour_max
@@ -30,7 +29,6 @@ __all__ = [
     "graph_max",
     "batch_norm_relu",
     "bfs_order",
-    "canonical_order_from_mol",
     "dfs_order",
     "count_k_subsets",
     "get_memory_budget",

@@ -6,7 +6,7 @@ from torch import Tensor
 
 from rpfast import _backend
 from rpfast.ops._registry import declare
-from rpfast._validation import check_int, check_output_size, index_tensor, renamed_argument
+from rpfast._validation import check_int, check_output_size, index_tensor
 
 __all__ = ["random_permutations", "random_positions", "seed_from_generator"]
 
@@ -29,8 +29,6 @@ def random_permutations(
     num_samples: Optional[int] = None,
     k: Optional[int] = None,
     generator: Optional[torch.Generator] = None,
-    *,
-    samples: Optional[int] = None,
 ) -> Tensor:
     """Uniformly random (partial) relabelings of every graph in a batch.
 
@@ -42,8 +40,7 @@ def random_permutations(
 
     Args:
         num_nodes: ``[B]`` graph sizes (tensor, array or list of non-negative ints).
-        num_samples: permutations per graph ``P`` (>= 1, default 1; ``samples=`` is its
-            deprecated spelling).
+        num_samples: permutations per graph ``P`` (>= 1, default 1).
         k: positions per permutation ``K`` (default ``max(num_nodes)``); the k-ary view.
         generator: a CPU ``torch.Generator``; advanced by one draw per call.
 
@@ -56,8 +53,7 @@ def random_permutations(
     if num_nodes.numel() and int(num_nodes.min()) < 0:
         bad = int(torch.nonzero(num_nodes < 0)[0, 0])
         raise ValueError(f"num_nodes[{bad}] = {int(num_nodes[bad])} is negative")
-    samples = renamed_argument(num_samples, samples, "num_samples", "samples", default=1)
-    samples = check_int(samples, "num_samples", minimum=1)
+    samples = check_int(1 if num_samples is None else num_samples, "num_samples", minimum=1)
     n_max = int(num_nodes.max()) if num_nodes.numel() else 0
     K = n_max if k is None else check_int(k, "k", minimum=0)
     B = num_nodes.numel()
