@@ -522,3 +522,19 @@ def test_permute_adjacency_refuses_positions_whose_block_cannot_be_laid_out():
 
     with pytest.raises(ValueError, match="K = 4611686018427387904 positions"):
         permute_adjacency(torch.zeros(1, 2, 2), torch.zeros(1, 0, 2**62, dtype=torch.int64))
+
+
+def test_relational_pooling_takes_pyg_argument_order():
+    """forward(x, edge_index, batch, edge_attr) gives what the GraphBatch form gives, edge
+    features included (they become adjacency channels); a stray edge_attr= is refused."""
+    base = random_batch([4, 3], seed=5)
+    edge_attr = torch.randn(base.num_edges, 2, dtype=torch.float64)
+    graph = GraphBatch(base.edge_index, x=base.x, ptr=base.ptr, edge_attr=edge_attr)
+    rp = RelationalPooling(VecMLP(4, 3, 2, 8, 2).double(), Exact(4)).eval()
+    expected = rp(graph)
+    torch.testing.assert_close(rp(graph.x, graph.edge_index, graph.batch, edge_attr=edge_attr), expected)
+    plain = RelationalPooling(VecMLP(4, 1, 2, 8, 2).double(), Exact(4)).eval()
+    torch.testing.assert_close(plain(base.x, base.edge_index, base.batch), plain(base))
+    torch.testing.assert_close(plain((base.x, base.edge_index, base.batch)), plain(base))
+    with pytest.raises(TypeError, match="edge_attr= goes with forward"):
+        rp(graph, edge_attr=edge_attr)

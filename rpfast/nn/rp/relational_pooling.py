@@ -83,8 +83,11 @@ class RelationalPooling(nn.Module):
         generator: CPU ``torch.Generator`` for reproducible sampling.
 
     Shapes (joint): ``forward(graph)`` for a :class:`~rpfast.data.GraphBatch`, a PyG
-    ``Data``/``Batch`` or ``(x, edge_index, batch)``; or ``forward(adj [B, n, n, C], x [B, n, F],
-    num_nodes [B])`` for dense padded input. (separate): ``forward(adj [B, n_r, n_c, C],
+    ``Data``/``Batch`` or a tuple ``(x, edge_index, batch)``; ``forward(x [N, F], edge_index [2, E],
+    batch [N] = None, edge_attr [E, D] = None)`` (PyG's order, told from the dense form by the
+    integer ``[2, E]`` second argument); or ``forward(adj [B, n, n, C], x [B, n, F], num_nodes [B])``
+    for dense padded input. A graph's edge features become adjacency channels after the edge
+    indicator (``GraphBatch.dense_adj``), so f is built for ``1 + D`` channels. (separate): ``forward(adj [B, n_r, n_c, C],
     num_nodes=(num_rows [B], num_cols [B]))``, sizes defaulting to the full ``n_r, n_c``.
     Returns ``[B, ...]``.
     """
@@ -128,7 +131,14 @@ class RelationalPooling(nn.Module):
         self.generator = generator
         self._arity = max(2, _positional_arity(f, 4))
 
-    def forward(self, adj, x: Optional[Tensor] = None, num_nodes=None) -> Tensor:
+    def forward(self, adj, x: Optional[Tensor] = None, num_nodes=None, edge_attr: Optional[Tensor] = None) -> Tensor:
+        if _is_edge_index(x) and isinstance(adj, Tensor) and adj.dim() == 2:
+            # forward(x [N, F], edge_index [2, E], batch=None, edge_attr=None), PyG's argument order
+            adj = GraphBatch(x, x=adj, batch=num_nodes, edge_attr=edge_attr)
+            x = num_nodes = None
+        elif edge_attr is not None:
+            raise TypeError("edge_attr= goes with forward(x, edge_index, batch, edge_attr); a GraphBatch or PyG "
+                            "batch carries its own")
         if self.mode == "separate":
             return self._forward_separate(adj, x, num_nodes)
         if compiling():
@@ -243,6 +253,12 @@ class RelationalPooling(nn.Module):
         if x.dim() not in (2, 3) or tuple(x.shape[:2]) != (B, n):
             raise ValueError(f"x must have shape [B={B}, n={n}, F] to match adj, got {tuple(x.shape)}")
         return _sizes_within(num_nodes, B, n, "num_nodes")
+
+
+def _is_edge_index(value) -> bool:
+    """An integer ``[2, E]`` tensor: the second argument of PyG's ``forward(x, edge_index, ...)``."""
+    return (isinstance(value, Tensor) and value.dim() == 2 and value.shape[0] == 2
+            and not (value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool))
 
 
 def _sizes_within(sizes, B: int, n: int, name: str) -> Tensor:
