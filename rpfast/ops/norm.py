@@ -3,7 +3,7 @@
 Registered ops (:mod:`rpfast.ops._registry`): ``batch_norm_relu`` (functional: it returns the
 updated running statistics, which the caller copies into the buffers) and its backward
 ``batch_norm_relu_backward``, not itself differentiable. C++ on the CPU; elsewhere
-``torch.var_mean`` and elementwise torch ops.
+``torch.native_batch_norm`` (torch's statistics and running-average update) and elementwise ops.
 """
 import math
 
