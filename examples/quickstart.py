@@ -9,7 +9,7 @@ makes it invariant in expectation and lets it separate the two graphs.
 import torch
 
 from rpfast.data import GraphBatch
-from rpfast.nn import RelationalPooling
+from rpfast.nn import PiSGD, RelationalPooling
 
 
 class FlatMLP(torch.nn.Module):
@@ -31,7 +31,7 @@ def main(steps: int = 300, seed: int = 0) -> float:
     graphs = [(torch.cat([ei, ei.flip(0)], dim=1), 6) for ei in undirected]
     batch = GraphBatch.from_edge_lists(graphs, x=[torch.ones(6, 1), torch.ones(6, 1)])
     labels = torch.tensor([0, 1])
-    model = RelationalPooling(FlatMLP(6), train_samples=4, eval_samples=20,
+    model = RelationalPooling(FlatMLP(6), PiSGD(6, train_samples=4, eval_samples=20),
                               generator=torch.Generator().manual_seed(seed))
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     for step in range(steps):

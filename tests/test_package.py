@@ -3,7 +3,7 @@ import torch
 
 import rpfast
 from rpfast.data import GraphBatch
-from rpfast.nn import RelationalPooling
+from rpfast.nn import PiSGD, RelationalPooling
 
 
 def test_public_surface(capsys):
@@ -31,7 +31,7 @@ def test_relational_pooling_is_invariant_in_expectation_and_trains():
     torch.manual_seed(0)
     graphs = [(torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), 3), (torch.tensor([[0, 1], [1, 0]]), 2)]
     batch = GraphBatch.from_edge_lists(graphs, x=[torch.ones(3, 1), torch.ones(2, 1)])
-    model = RelationalPooling(_FlattenMLP(3, 1, 1), train_samples=2, eval_samples=720,
+    model = RelationalPooling(_FlattenMLP(3, 1, 1), PiSGD(3, train_samples=2, eval_samples=720),
                               generator=torch.Generator().manual_seed(1))
     model.eval()
     # Averaging over many permutations approaches the exact (invariant) RP average:

@@ -164,7 +164,7 @@ def test_inputs_pyg_tuple_dense_and_errors():
         RelationalPooling(dense_f(3), Exact(3))(graph)
     with pytest.raises(ValueError, match="max_nodes = 12 is above 11"):
         Exact(12)
-    with pytest.raises(ValueError, match="belong to the strategy"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'k'"):
         RelationalPooling(dense_f(4), Exact(4), k=3)
     with pytest.raises(TypeError, match="strategy must be an rpfast.nn.rp Strategy"):
         RelationalPooling(dense_f(4), "exact")

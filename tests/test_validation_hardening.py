@@ -8,7 +8,7 @@ import torch
 from rpfast.data import GraphBatch, clear_graph_cache
 from rpfast._validation import check_count
 from rpfast.data.cache import cache_size, graph_for_edge_index
-from rpfast.nn import GINConv, RelationalPooling
+from rpfast.nn import GINConv, PiSGD, RelationalPooling
 from rpfast.ops import (
     batch_norm_relu,
     bfs_order,
@@ -97,15 +97,18 @@ def test_num_nodes_accepts_numpy_and_tensor_ints():
         GraphBatch(EMPTY, ptr=torch.tensor([0, 1, 1, 2]), num_graphs=2)
 
 
-def test_relational_pooling_counts():
-    f = torch.nn.Identity()
+def test_relational_pooling_counts_live_in_the_strategy():
     with pytest.raises(TypeError, match="k must be an int, got True"):
-        RelationalPooling(f, k=True)
+        PiSGD(k=True)
     with pytest.raises(TypeError, match="train_samples must be an int, got 2.0"):
-        RelationalPooling(f, train_samples=2.0)
+        PiSGD(4, train_samples=2.0)
     with pytest.raises(ValueError, match="eval_samples must be >= 1, got 0"):
-        RelationalPooling(f, eval_samples=0)
-    assert RelationalPooling(f, k=np.int64(3)).k == 3
+        PiSGD(4, eval_samples=0)
+    assert PiSGD(k=np.int64(3)).size == 3
+    with pytest.raises(TypeError, match="unexpected keyword argument 'train_samples'"):
+        RelationalPooling(torch.nn.Identity(), train_samples=2)  # the removed legacy form (CHANGELOG)
+    with pytest.raises(TypeError, match="generator must be a torch.Generator"):
+        RelationalPooling(torch.nn.Identity(), PiSGD(4), 3)
 
 
 def test_orders_take_int_like_k():
@@ -289,7 +292,7 @@ def test_relational_pooling_k_larger_than_graphs_pads_with_zeros():
     graph = GraphBatch.from_edge_lists([(torch.tensor([[0, 1], [1, 2]]), 3), (torch.tensor([[0], [1]]), 2)],
                                        x=[torch.ones(3, 2), torch.ones(2, 2)])
     f = _Sum()
-    out = RelationalPooling(f, train_samples=2, k=6)(graph)
+    out = RelationalPooling(f, PiSGD(k=6, train_samples=2))(graph)
     assert f.shapes == ((4, 6, 6, 1), (4, 6, 2))
     # padding adds nothing: the sums equal those of the unpadded graphs
     assert out[:, 0].tolist() == [2.0 + 6.0, 1.0 + 4.0]

@@ -24,7 +24,7 @@ from reference import (k_subsets_reference, keep_subset, nx_graph, permute_adjac
                        permute_nodes_reference, traversal_order_reference)
 from rpfast import ops
 from rpfast.data import GraphBatch
-from rpfast.nn import GIN, RPGIN, GINConv, RelationalPooling
+from rpfast.nn import GIN, RPGIN, GINConv, PiSGD, RelationalPooling
 from rpfast.nn.gin import batch_norm_arguments
 from strategies import batch_sizes, graph_lists, permuted_batches
 
@@ -614,8 +614,9 @@ def test_relational_pooling(graphs, samples, k, training, seed):
     xs = [torch.randn(n, 2, generator=gen) for _, n in graphs]
     batch = GraphBatch.from_edge_lists(graphs, x=xs)
     adj, x = batch.dense_adj(), batch.dense_x()
-    model = RelationalPooling(Probe(), train_samples=samples, eval_samples=samples, k=k,
-                              generator=torch.Generator().manual_seed(seed)).train(training)
+    strategy = PiSGD(k=k, train_samples=samples, eval_samples=samples) if k else \
+        PiSGD(batch.n_max, train_samples=samples, eval_samples=samples)
+    model = RelationalPooling(Probe(), strategy, generator=torch.Generator().manual_seed(seed)).train(training)
     out = model(adj, x, batch.num_nodes)
     K = batch.n_max if k is None else k
     perms = ops.random_permutations(batch.num_nodes, samples, k=K, generator=torch.Generator().manual_seed(seed))

@@ -6,7 +6,6 @@ import torch
 from torch import Tensor, nn
 
 from rpfast._validation import (
-    check_count,
     check_sizes,
     index_tensor,
     is_pyg_data,
@@ -75,10 +74,9 @@ class RelationalPooling(nn.Module):
             ``f(adj [M, K_r, K_c, C], None, (row_mask, col_mask), (num_rows, num_cols))``.
             An f with fewer positional parameters gets the first two or three. Returns
             ``[M, ...]``. The encoders of :mod:`rpfast.nn.rp` take both forms.
-        strategy: the relabelings (a pair ``(rows, columns)`` for separate RP). The older form
-            ``RelationalPooling(f, train_samples=1, eval_samples=5, k=None)`` means
-            ``PiSGD(k=k)``, or ``PiSGD(max_nodes=n)`` with ``n`` the width of the dense input
-            when ``k`` is None.
+        strategy: the relabelings (a pair ``(rows, columns)`` for separate RP); None means
+            ``PiSGD(max_nodes=n)`` (one relabeling per graph in training, five averaged in
+            evaluation) with ``n`` the width of the dense input.
         mode: ``"joint"`` or ``"separate"``.
         generator: CPU ``torch.Generator`` for reproducible sampling.
 
@@ -92,25 +90,19 @@ class RelationalPooling(nn.Module):
     Returns ``[B, ...]``.
     """
 
-    def __init__(self, f: nn.Module, strategy=None, eval_samples: Optional[int] = None,
-                 k: Optional[int] = None, generator: Optional[torch.Generator] = None, *,
-                 train_samples: Optional[int] = None, mode: str = "joint"):
+    def __init__(self, f: nn.Module, strategy=None, generator: Optional[torch.Generator] = None, *,
+                 mode: str = "joint"):
         super().__init__()
         if not callable(f):
             raise TypeError(f"f must be a module or function, got {type(f).__name__}")
         if mode not in ("joint", "separate"):
             raise ValueError(f"mode must be 'joint' or 'separate', got {mode!r}")
-        if isinstance(strategy, int) and not isinstance(strategy, bool):  # older positional train_samples
-            strategy, train_samples = None, strategy
         if strategy is not None:
             pair = strategy if mode == "separate" and isinstance(strategy, (tuple, list)) else (strategy,)
             if len(pair) != (2 if len(pair) > 1 else 1) or not all(isinstance(s, Strategy) for s in pair):
                 raise TypeError("strategy must be an rpfast.nn.rp Strategy (Exact, PiSGD, KAry, Oriented)"
                                 + (" or a (rows, columns) pair of them" if mode == "separate" else "")
                                 + f", got {strategy!r}")
-            if (train_samples, eval_samples, k) != (None, None, None):
-                raise ValueError("train_samples, eval_samples and k belong to the strategy "
-                                 f"({strategy!r}), not to RelationalPooling")
             if mode == "separate":
                 for s in pair:
                     _check_separable(s)
@@ -125,9 +117,8 @@ class RelationalPooling(nn.Module):
         self.f = f
         self.mode = mode
         self.strategy = strategy
-        self.train_samples = check_count(1 if train_samples is None else train_samples, "train_samples", minimum=1)
-        self.eval_samples = check_count(5 if eval_samples is None else eval_samples, "eval_samples", minimum=1)
-        self.k = None if k is None else check_count(k, "k", minimum=1)
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
         self.generator = generator
         self._arity = max(2, _positional_arity(f, 4))
 
@@ -144,8 +135,7 @@ class RelationalPooling(nn.Module):
         if compiling():
             return self._forward_compiled(adj, x, num_nodes)
         graph, adj, x, num_nodes = self._joint_inputs(adj, x, num_nodes)
-        strategy = self.strategy or (PiSGD(k=self.k, train_samples=self.train_samples, eval_samples=self.eval_samples)
-                                     if self.k else PiSGD(adj.shape[1], self.train_samples, self.eval_samples))
+        strategy = self.strategy or PiSGD(adj.shape[1])  # the default: one sample to train, five to evaluate
         total = None
         for perms, weights in strategy.relabel_chunks(graph, self.training, self.generator):
             perms = perms.to(adj.device)  # strategies draw and enumerate on the CPU
@@ -169,9 +159,8 @@ class RelationalPooling(nn.Module):
             raise NotImplementedError("torch.compile of RelationalPooling takes dense input forward(adj [B, n, n(, C)], "
                                       "x [B, n(, F)], num_nodes [B]) (a graph object's dense view has a "
                                       "data-dependent size)")
-        k = (strategy.size if strategy is not None else self.k or adj.shape[1])
-        train, evaluate = ((strategy.train_samples, strategy.eval_samples) if strategy is not None
-                           else (self.train_samples, self.eval_samples))
+        strategy = strategy or PiSGD(adj.shape[1])
+        k, train, evaluate = strategy.size, strategy.train_samples, strategy.eval_samples
         samples = train if self.training else evaluate
         adj_p, x_p, mask = pisgd_relabel_op(adj, x, num_nodes, samples, k)
         out = self.f(*(adj_p, x_p, mask, mask.sum(dim=1))[:self._arity])
