@@ -26,7 +26,7 @@ objects, say): it asks :func:`eager_kernels` whether it may run, and otherwise c
 registered ops. Only this module and the data layer below it (through
 :func:`rpfast._backend.compiling`, the one call of ``torch.compiler.is_compiling()``) ask.
 """
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, Optional
 
 import torch
 from torch import Tensor
@@ -61,7 +61,7 @@ class Op:
 
     def __init__(self, name: str, schema: str, kernel: Callable, composed: Callable, fake: Callable,
                  setup: Optional[Callable] = None, backward: Optional[Callable] = None,
-                 double_backward: bool = True, mutates: Sequence[str] = (), device_arg: int = 0):
+                 double_backward: bool = True, device_arg: int = 0):
         if name in _OPS:
             raise ValueError(f"the op rpfast::{name} is declared twice")
         if (setup is None) != (backward is None):
@@ -70,8 +70,7 @@ class Op:
         self.kernel, self.composed, self.fake = kernel, composed, fake
         self.setup, self.backward = setup, backward
         self.device_arg = device_arg
-        self.library_op = torch.library.custom_op(f"rpfast::{name}", self.run, mutates_args=tuple(mutates),
-                                                  schema=schema)
+        self.library_op = torch.library.custom_op(f"rpfast::{name}", self.run, mutates_args=(), schema=schema)
         self.library_op.register_fake(fake)
         self.function = None
         if backward is not None:
@@ -126,13 +125,14 @@ def _eager_function(name: str, run: Callable, setup: Callable, backward: Callabl
 
 def declare(name: str, schema: str, *, kernel: Callable, composed: Callable, fake: Callable,
             setup: Optional[Callable] = None, backward: Optional[Callable] = None, double_backward: bool = True,
-            mutates: Sequence[str] = (), device_arg: int = 0) -> Op:
+            device_arg: int = 0) -> Op:
     """Register the op ``rpfast::name`` (see the module docstring) and return it.
 
     ``double_backward=False``: the backward is not itself differentiable (a second derivative
-    raises a clear ``RuntimeError``). ``mutates``: the arguments the op writes in place (running
-    statistics). ``device_arg``: the argument whose device picks kernel or composed form."""
-    return Op(name, schema, kernel, composed, fake, setup, backward, double_backward, mutates, device_arg)
+    raises a clear ``RuntimeError``). Ops are functional (an op that updates state, such as
+    BatchNorm's running statistics, returns the new values for its caller to copy).
+    ``device_arg``: the argument whose device picks kernel or composed form."""
+    return Op(name, schema, kernel, composed, fake, setup, backward, double_backward, device_arg)
 
 
 def registered() -> Dict[str, Op]:
