@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from rpfast.data import csl_batch, csl_dataset
-from rpfast.experiments.training import adam, evaluate, train_epoch
-from rpfast.nn import RPGIN
+from rpfast.experiments.csl import accuracy, classification_loss
+from rpfast.experiments.training import Batches, adam, fit
+from rpfast.nn import RPGIN, PiSGD
 
 HIDDEN, LAYERS, ID_DIM, EVAL_SAMPLES = 16, 5, 10, 5
 TRAIN, VAL = torch.arange(120), torch.arange(120, 150)
@@ -18,22 +19,23 @@ TRAIN, VAL = torch.arange(120), torch.arange(120, 150)
 
 def _rpfast_epoch(graphs, labels):
     torch.manual_seed(0)
-    model = RPGIN(1, HIDDEN, LAYERS, 10, id_dim=ID_DIM, eval_samples=EVAL_SAMPLES,
+    model = RPGIN(1, HIDDEN, LAYERS, 10, id_dim=ID_DIM, strategy=PiSGD(eval_samples=EVAL_SAMPLES),
                   generator=torch.Generator().manual_seed(0), flat_parameters=True)  # as rpfast csl builds it
     optimizer = adam(model.parameters(), 0.01)
     batches = {}
 
     def make_batch(indices):
-        key = tuple(indices)
+        key = tuple(indices.tolist())
         if key not in batches:
-            batches[key] = csl_batch(graphs, indices)
+            batches[key] = csl_batch(graphs, list(key))
         return batches[key]
 
     generator = torch.Generator().manual_seed(0)
+    train = Batches(TRAIN, lambda chunk: (make_batch(chunk), labels[chunk]), len(TRAIN), generator)
 
     def epoch():
-        train_epoch(model, make_batch, labels, TRAIN, optimizer, len(TRAIN), generator)
-        return evaluate(model, make_batch, labels, VAL)
+        fit(model, train, classification_loss, epochs=1, optimizer=lambda _: optimizer)
+        return accuracy(model, make_batch, labels, VAL)
 
     return epoch
 

@@ -10,7 +10,7 @@ pytest.importorskip("torch_geometric")
 from rpfast.data import load_tox21  # noqa: E402
 from rpfast.data.molecules import featurize_smiles  # noqa: E402
 from rpfast.experiments.molecules import class_weights, masked_loss  # noqa: E402
-from rpfast.nn import Duvenaud, KAryGNN, RPDuvenaud  # noqa: E402
+from rpfast.nn import Duvenaud, Oriented, RPDuvenaud, SubgraphRP  # noqa: E402
 
 from paired import paired  # noqa: E402
 
@@ -83,7 +83,9 @@ def _duvenaud_epoch(impl, tox21, width=64, dense=128):
     elif impl == "rp-duvenaud":
         model = RPDuvenaud(75, labels.shape[1], id_dim=16, generator=gen, **sizes)
     else:
-        model = KAryGNN(Duvenaud(75, labels.shape[1], **sizes), int(impl.split("=")[1]), generator=gen)
+        k = int(impl.split("=")[1])
+        model = SubgraphRP(Duvenaud(75, labels.shape[1], **sizes), Oriented("dfs", k, train_samples=1, eval_samples=20),
+                           generator=gen)
     return _epoch(model, lambda: (graphs.batch(c) for c in chunks), labels_of, weights)
 
 

@@ -94,7 +94,7 @@ def test_rpgnn_step(benchmark, impl):
 
     gnn = GNN()
     if impl == "rpfast":
-        model = RPGNN(gnn, id_dim=m, train_samples=P, generator=gen).train()
+        model = RPGNN(gnn, id_dim=m, strategy=PiSGD(train_samples=P), generator=gen).train()
         run = lambda: model(graph)  # noqa: E731
     else:
         N, E = graph.total_nodes, graph.num_edges
@@ -118,7 +118,7 @@ def test_dfs_vecrnn_step(benchmark, impl):
     graph, gen, size = _batch(), torch.Generator().manual_seed(0), 12
     f = VecRNN(size, 1, 1, HIDDEN, 1, cell="gru")
     if impl == "rpfast":
-        model = RelationalPooling(f, Oriented("dfs", size, num_samples=P), generator=gen).train()
+        model = RelationalPooling(f, Oriented("dfs", size, train_samples=P), generator=gen).train()
         run = lambda: model(graph)  # noqa: E731
     else:
         graphs_nx = []

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from rpfast.data import csl_batch, csl_dataset
-from rpfast.experiments.training import train_epoch
+from rpfast.experiments.csl import classification_loss
+from rpfast.experiments.training import Batches, fit
 from rpfast.nn import RPGIN
 from paired import paired
 
@@ -29,7 +30,7 @@ def training_epoch(impl: str, optimizer_kind: str = "Adam", layout: str = "flat"
         dataset = csl_batch(graphs, range(len(graphs)))  # the dataset as one batch, sliced per step
 
         def make_batch(indices):
-            return dataset.select(indices)
+            return dataset.select(indices.tolist())
     else:
         pyg_data = pytest.importorskip("torch_geometric.data")
         from baselines.pyg_rpgin import PygRPGIN
@@ -37,7 +38,7 @@ def training_epoch(impl: str, optimizer_kind: str = "Adam", layout: str = "flat"
         base = PygRPGIN(1, HIDDEN, LAYERS, 10, ID_DIM)
         datas = [pyg_data.Data(x=torch.ones(n, 1), edge_index=ei, num_nodes=n) for ei, n in graphs]
 
-        class Adapter(torch.nn.Module):  # the training loop calls model(x, batch)
+        class Adapter(torch.nn.Module):  # the loss calls model(x, batch)
             def __init__(self):
                 super().__init__()
                 self.base = base
@@ -48,9 +49,10 @@ def training_epoch(impl: str, optimizer_kind: str = "Adam", layout: str = "flat"
         model = Adapter()
 
         def make_batch(indices):
-            return pyg_data.Batch.from_data_list([datas[i] for i in indices])
+            return pyg_data.Batch.from_data_list([datas[i] for i in indices.tolist()])
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01, fused=optimizer_kind != "Adam")
-    return lambda: train_epoch(model, make_batch, labels, train, optimizer, BATCH, gen)
+    batches = Batches(train, lambda chunk: (make_batch(chunk), labels[chunk]), BATCH, gen)
+    return lambda: fit(model, batches, classification_loss, epochs=1, optimizer=lambda _: optimizer)
 
 
 @pytest.mark.parametrize("layout", ["flat", "per-tensor"])

@@ -23,6 +23,8 @@ WORKLOADS = {
     "GIN training step, CSL batch 16 (whole network in C++)": "gin",
     "GIN training step, CSL batch 16, hidden 80 (layer by layer)": "gin_wide",
     "RP-GIN training step, CSL batch 16": "rpgin",
+    "RP-GIN training step, CSL batch 16, flat parameters (as rpfast csl)": "rpgin_flat",
+    "RP-GIN evaluation, CSL 30 graphs, 5 relabelings averaged": "rpgin_eval",
     "RP pi-SGD training step, VecMLP, 32 graphs of 10 vertices, 4 samples": "pisgd",
     "Duvenaud training step, 128 graphs of 24 vertices": "duvenaud",
 }
@@ -67,12 +69,21 @@ def _make(name):
         conv = GINConv(torch.nn.Linear(16, 16), train_eps=True)
         x = torch.randn(graph.total_nodes, 16, requires_grad=True)
         return lambda: conv(x, graph).sum().backward()
-    if name in ("gin", "gin_wide", "rpgin"):
+    if name in ("gin", "gin_wide", "rpgin", "rpgin_flat"):
         graph, labels = _csl(16)
         target = torch.as_tensor(labels, dtype=torch.int64)
         hidden = 80 if name == "gin_wide" else 16
-        model = RPGIN(1, 16, 5, 10, id_dim=10) if name == "rpgin" else GIN(1, hidden, 5, 10)
+        model = (RPGIN(1, 16, 5, 10, id_dim=10, flat_parameters=name == "rpgin_flat") if name.startswith("rpgin")
+                 else GIN(1, hidden, 5, 10))
         return _train_step(model, (graph.x, graph), target)
+    if name == "rpgin_eval":
+        graph, _ = _csl(30)
+        model = RPGIN(1, 16, 5, 10, id_dim=10).eval()  # both versions average 5 relabelings in eval mode
+
+        def evaluate():
+            with torch.no_grad():
+                model(graph.x, graph)
+        return evaluate
     if name == "pisgd":
         gen = torch.Generator().manual_seed(0)
         adj = (torch.rand(32, 10, 10, generator=gen) < 0.3).float()

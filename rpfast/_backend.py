@@ -22,14 +22,13 @@ CUDA kernels will register a second implementation table under ``"cuda"`` in
 """
 import importlib.machinery
 import os
-from collections import OrderedDict
 from typing import Any, Dict
 
 import torch
 
 from rpfast import _validation
 
-__all__ = ["call", "create", "prepare", "Buffers", "persistent_buffer", "check_device", "num_threads", "build_info", "kernel_devices",
+__all__ = ["call", "create", "prepare", "Buffers", "check_device", "num_threads", "build_info", "kernel_devices",
            "testing_hooks", "set_threads_policy", "threads_policy", "THREADS_POLICIES", "BACKENDS", "set_backend",
            "backend", "runs_kernels", "kernels_enabled", "compiling"]
 
@@ -157,7 +156,8 @@ assert tuple(_IMPLEMENTATIONS) == _validation.KERNEL_DEVICES, "keep _validation.
 # that create() builds, "Class" is the constructor and "Class.method" a method
 _SINGLE_THREADED = frozenset({"check_permutations", "build_csr", "select_sizes", "select_csr", "SubsetEnumerator",
                               "SubsetEnumerator.next_rows", "GINWeightsF32.set_statistics",
-                              "GINWeightsF64.set_statistics"})
+                              "GINWeightsF64.set_statistics", "GINWeightsF32.set_momenta",
+                              "GINWeightsF64.set_momenta"})
 
 
 def kernel_devices() -> tuple:
@@ -256,31 +256,6 @@ def prepare(value, what: str) -> Buffers:
     tensors, say). All tensors must be on one device with kernels."""
     _, (converted,), seen = _prepare_args(what, (value,))
     return Buffers(converted, seen[0].device if seen else torch.device("cpu"))
-
-
-_PERSISTENT_MAX = 4096
-_persistent: "OrderedDict[int, tuple]" = OrderedDict()
-
-
-def persistent_buffer(t: torch.Tensor, what: str):
-    """The buffer of a long-lived tensor (a parameter, a running statistic), made once and
-    reused while the tensor keeps its storage: a network passes dozens of them every step.
-
-    The cache holds the most recent ``_PERSISTENT_MAX`` tensors (so ``id`` cannot be reused
-    while an entry lives) and checks the storage address and shape on every use, so
-    ``param.data = ...`` or a dtype/device move gives a fresh view.
-    """
-    key = id(t)
-    entry = _persistent.get(key)
-    if entry is not None and entry[0] is t and entry[1] == t.data_ptr() and entry[2].shape == t.shape:
-        _persistent.move_to_end(key)
-        return entry[2]
-    check_device(t, what)
-    view = _buffer(t)
-    _persistent[key] = (t, t.data_ptr(), view)
-    if len(_persistent) > _PERSISTENT_MAX:
-        _persistent.popitem(last=False)
-    return view
 
 
 # argument types that pass to the bindings unchanged (checked first: most arguments are these)

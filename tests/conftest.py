@@ -12,15 +12,22 @@ KERNELS_ONLY = ("the test checks the C++ kernels themselves (the fused GIN netwo
                 "results across thread counts); RPFAST_BACKEND=torch runs the composed ops instead")
 
 
+BACKEND_NEUTRAL = ("the test drives a command or process plumbing (options, outputs, errors, signals, process "
+                   "groups) whose behaviour does not depend on the backend; every layer those commands build "
+                   "runs on the composed path in tests/test_devices.py and tests/test_input_forms.py")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", f"kernels: {KERNELS_ONLY}")
+    config.addinivalue_line("markers", f"backend_neutral: {BACKEND_NEUTRAL}")
 
 
 def pytest_collection_modifyitems(config, items):
-    """With ``RPFAST_BACKEND=torch`` (CI's second run) the tests marked ``kernels`` are skipped."""
+    """With ``RPFAST_BACKEND=torch`` (CI's second run) the tests marked ``kernels`` or
+    ``backend_neutral`` are skipped: the first run covers them."""
     if rpfast.backend() != "torch":
         return
-    skip = pytest.mark.skip(reason=KERNELS_ONLY)
     for item in items:
-        if "kernels" in item.keywords:
-            item.add_marker(skip)
+        for marker, reason in (("kernels", KERNELS_ONLY), ("backend_neutral", BACKEND_NEUTRAL)):
+            if marker in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))

@@ -5,6 +5,8 @@ import pytest
 
 from rpfast.cli import main
 
+pytestmark = pytest.mark.backend_neutral  # the first CI run covers it (see conftest.py)
+
 
 def test_csl_command_writes_table_csv_json_and_figure(tmp_path, capsys):
     out = tmp_path / "csl"

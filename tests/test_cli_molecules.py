@@ -10,6 +10,8 @@ from assertions import cli_fails  # noqa: E402
 from rpfast.cli import main  # noqa: E402
 from rpfast.data import load_tox21  # noqa: E402
 
+pytestmark = pytest.mark.backend_neutral  # the first CI run covers it (see conftest.py)
+
 
 @pytest.fixture()
 def tiny_csv(tmp_path, monkeypatch):

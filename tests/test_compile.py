@@ -1,4 +1,4 @@
-"""torch.compile(fullgraph=True) on GINConv, GIN, RP-GIN and RelationalPooling (rpfast/ops/_registry.py, rpfast/ops/gin_network_compiled.py)."""
+"""torch.compile(fullgraph=True) on GINConv, GIN, RP-GIN and RelationalPooling (rpfast/ops/_registry.py, rpfast/nn/gin/compiled.py)."""
 import copy
 
 import pytest
@@ -7,8 +7,7 @@ import torch
 from rpfast.data import csl_batch, csl_dataset
 from rpfast.nn import GIN, RPGIN, GINConv
 from rpfast.nn.rp import Exact, PiSGD, RelationalPooling, VecMLP
-from rpfast.ops import gin_network_compiled as library
-from rpfast.ops.gin import graph_csr
+from rpfast.nn.gin import compiled as library
 
 
 @pytest.fixture(scope="module")
@@ -51,27 +50,6 @@ def test_compiled_gin_trains_like_eager(graph, hidden, flat):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, msg=lambda m: f"{name}: {m}")
 
 
-def test_gin_model_op_checks_the_flat_layout_it_is_given(graph):
-    """library.traced_gin_model(flat=(flat_parameter, offsets)): one offset per tensor, each tensor
-    inside the flat parameter, a 1-D flat parameter; each mistake is one clear ValueError."""
-    model = GIN(1, 16, 2, 4, flat_parameters=True)
-    layers = [layer.params(True, count=False, with_counters=True) for layer in model.layers]
-    offsets = [model._flat_layout.offset(path) if path else None for path in model._network_paths()[:-2]]
-    flat = model.flat_parameter
-    tensors = (*graph_csr(graph), graph.ptr)
-
-    def call(flat_arg):
-        return library.traced_gin_model(graph.x.unsqueeze(0), None, tensors, layers, None, 1, 0, True, 1, flat=flat_arg)
-
-    assert call((flat, offsets)).shape == (1, graph.num_graphs, model.embedding_dim)
-    with pytest.raises(ValueError, match="one offset per tensor"):
-        call((flat, offsets[:-1]))
-    with pytest.raises(ValueError, match="does not fit at offset"):
-        call((flat, offsets[:-1] + [flat.numel()]))
-    with pytest.raises(ValueError, match=r"1-D tensor .* got \(1, "):
-        call((flat.view(1, -1), offsets))
-
-
 def test_compiled_flat_gin_with_a_fixed_eps_trains_like_eager(graph):
     """A fixed eps is a buffer outside flat_parameter: the flat op takes it beside the flat tensor."""
     torch.manual_seed(0)
@@ -102,7 +80,7 @@ def test_compiled_flat_gin_with_dropout_trains_every_parameter(graph):
 
 def test_compiled_rpgin_has_no_graph_breaks_and_trains(graph):
     torch.manual_seed(0)
-    model = RPGIN(1, 16, 3, 4, id_dim=10, eval_samples=3)
+    model = RPGIN(1, 16, 3, 4, id_dim=10, strategy=PiSGD(eval_samples=3))
     assert _graph_breaks(copy.deepcopy(model), graph.x, graph) == 0
     compiled = torch.compile(model, fullgraph=True)
     before = [p.detach().clone() for p in model.parameters()]
@@ -175,7 +153,7 @@ def test_compiled_whole_model_matches_eager_embeddings_eval_and_cumulative_momen
     compiled = torch.compile(twin, fullgraph=True)
     ids = torch.randint(0, 5, (2, graph.total_nodes))
     for _ in range(3):
-        out, ref = compiled(graph.x, graph, ids), eager(graph.x, graph, ids)
+        out, ref = compiled(graph.x, graph, ids=ids), eager(graph.x, graph, ids=ids)
         torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
         out.square().sum().backward()
         ref.square().sum().backward()
@@ -184,12 +162,12 @@ def test_compiled_whole_model_matches_eager_embeddings_eval_and_cumulative_momen
     for (name, a), b in zip(eager.state_dict().items(), twin.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, msg=lambda m: f"{name}: {m}")
     embed = torch.compile(twin.graph_embedding, fullgraph=True)
-    torch.testing.assert_close(embed(graph.x, graph, ids), eager.graph_embedding(graph.x, graph, ids),
+    torch.testing.assert_close(embed(graph.x, graph, ids=ids), eager.graph_embedding(graph.x, graph, ids=ids),
                                rtol=1e-5, atol=1e-5)
     eager.eval()
     twin.eval()
     with torch.no_grad():
-        torch.testing.assert_close(compiled(graph.x, graph, ids), eager(graph.x, graph, ids), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(compiled(graph.x, graph, ids=ids), eager(graph.x, graph, ids=ids), rtol=1e-5, atol=1e-5)
 
 
 def test_compiled_model_follows_a_changed_batch_norm_eps(graph):

@@ -15,7 +15,8 @@ import torch
 import rpfast
 from rpfast import ops
 from rpfast.data import GraphBatch
-from rpfast.nn import GIN, RPGIN, Duvenaud, Exact, GINConv, KAry, Oriented, PiSGD, RelationalPooling, VecMLP
+from rpfast.nn import (GIN, RPGIN, Duvenaud, Exact, GINConv, KAry, Oriented, PiSGD, RelationalPooling, SubgraphRP,
+                       VecMLP)
 from rpfast.ops import _registry
 from rpfast.ops.gin import graph_csr
 
@@ -215,6 +216,8 @@ def _layer_cases():
         "RP-PiSGD": lambda: rp(PiSGD(4, train_samples=3)),
         "RP-KAry": lambda: rp(KAry(2), 2),
         "RP-Oriented": lambda: rp(Oriented("bfs", 3, starts="all"), 3),
+        "SubgraphRP": lambda: (SubgraphRP(Duvenaud(3, 2, conv=(8,), dense=8).double(), Oriented("bfs", 3, starts="all"),
+                                          generator=torch.Generator().manual_seed(0)), (g,)),
     }
 
 

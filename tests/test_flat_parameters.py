@@ -44,7 +44,7 @@ def _train(model, full, labels, steps=6, graph_fn=None, dtype=torch.float32):
         graph = full.select(chosen) if graph_fn is None else graph_fn(full.select(chosen))
         ids = torch.randint(0, 10, (2, graph.total_nodes), generator=torch.Generator().manual_seed(step))
         torch.manual_seed(step)  # dropout masks
-        out = model(graph.x.to(dtype), graph, ids).mean(0)
+        out = model(graph.x.to(dtype), graph, ids=ids).mean(0)
         loss = torch.nn.functional.cross_entropy(out, labels[chosen])
         optimizer.zero_grad()
         loss.backward()
@@ -117,12 +117,12 @@ def test_state_dicts_load_across_layouts_and_report_missing_and_mismatched_keys(
             p.uniform_(-1, 1)
     flat.load_state_dict(default.state_dict())
     default.eval(), flat.eval()
-    assert torch.equal(flat(full.x, full, ids), default(full.x, full, ids))
+    assert torch.equal(flat(full.x, full, ids=ids), default(full.x, full, ids=ids))
     torch.manual_seed(5)
     other = GIN(1, 16, 3, 10, id_dim=10)
     other.load_state_dict(flat.state_dict())
     other.eval()
-    assert torch.equal(other(full.x, full, ids), flat(full.x, full, ids))
+    assert torch.equal(other(full.x, full, ids=ids), flat(full.x, full, ids=ids))
 
     partial = default.state_dict()
     del partial["classifier.bias"]
@@ -140,25 +140,25 @@ def test_copies_pickles_and_conversions_keep_their_own_flat_storage(data):
     _, model = _pair()
     ids = torch.randint(0, 10, (2, full.total_nodes))
     model.eval()
-    reference = model(full.x, full, ids)
+    reference = model(full.x, full, ids=ids)
     buffer = io.BytesIO()
     torch.save(model, buffer)
     buffer.seek(0)
     copies = [copy.deepcopy(model), pickle.loads(pickle.dumps(model)), torch.load(buffer, weights_only=False)]
     for twin in copies:
-        assert torch.equal(twin(full.x, full, ids), reference)
+        assert torch.equal(twin(full.x, full, ids=ids), reference)
         view = twin.layers[1].linears[0].weight
         assert view.untyped_storage().data_ptr() == twin.flat_parameter.untyped_storage().data_ptr()
         with torch.no_grad():
             twin.flat_parameter.zero_()  # the copy's views follow its own storage, not the original's
-        assert view.eq(0).all() and not torch.equal(twin(full.x, full, ids), reference)
-    assert torch.equal(model(full.x, full, ids), reference)
+        assert view.eq(0).all() and not torch.equal(twin(full.x, full, ids=ids), reference)
+    assert torch.equal(model(full.x, full, ids=ids), reference)
 
     double = copy.deepcopy(model).double()
     assert double.layers[0].first.weight.dtype == torch.float64
-    torch.testing.assert_close(double(full.x.double(), full, ids), reference.double(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(double(full.x.double(), full, ids=ids), reference.double(), rtol=1e-5, atol=1e-5)
     model.flat_parameter.data = model.flat_parameter.data * 0  # a new storage: the binding follows it
-    assert not torch.equal(model(full.x, full, ids), reference)
+    assert not torch.equal(model(full.x, full, ids=ids), reference)
     assert model.layers[0].first.weight.eq(0).all()  # and so do the views, from that forward on
 
 
@@ -187,14 +187,14 @@ def test_misuse_fails_with_clear_errors(data):
         convert_sync_batch_norm(RPGIN(1, 8, 2, 3, id_dim=4, flat_parameters=True))
     with pytest.raises(TypeError, match="flat_parameters"):
         GIN(1, 8, 2, 3, flat_parameters="yes")
-    loss = model(full.x, full, ids).sum()
+    loss = model(full.x, full, ids=ids).sum()
     with torch.no_grad():
         model.flat_parameter.add_(1)  # an optimizer step between forward and backward
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
     model.layers[0].first.weight = torch.nn.Parameter(torch.zeros(16, 1))
     with pytest.raises(ValueError, match="keeps its parameters in one flat tensor"):
-        model(full.x, full, ids)
+        model(full.x, full, ids=ids)
 
 
 def test_replaced_modules_and_reassigned_attributes_fail_clearly_on_every_path(data):
@@ -204,16 +204,16 @@ def test_replaced_modules_and_reassigned_attributes_fail_clearly_on_every_path(d
         _, model = _pair(hidden=hidden)
         model.classifier = torch.nn.Linear(model.embedding_dim, 3)
         with pytest.raises(ValueError, match="classifier was replaced.*flat_parameters=False"):
-            model(full.x, full, torch.zeros(1, full.total_nodes, dtype=torch.int64))
+            model(full.x, full, ids=torch.zeros(1, full.total_nodes, dtype=torch.int64))
         _, model = _pair(hidden=hidden)
         model.layers[1].norms[0].weight = torch.zeros(hidden)  # a plain tensor, not a Parameter
         with pytest.raises(ValueError, match="layers.1.norms.0.weight was reassigned"):
-            model(full.x, full, torch.zeros(1, full.total_nodes, dtype=torch.int64))
+            model(full.x, full, ids=torch.zeros(1, full.total_nodes, dtype=torch.int64))
     _, model = _pair()
     ids = torch.zeros(1, full.total_nodes, dtype=torch.int64)
     with pytest.raises(ValueError, match="classifier.weight was reassigned"):
         torch.func.functional_call(model, {"classifier.weight": torch.zeros(10, model.embedding_dim)},
-                                   (full.x, full, ids))
+                                   (full.x, full), {"ids": ids})
 
 
 def test_concurrent_forwards_on_the_layer_by_layer_path_get_their_own_gradients(data):
@@ -225,7 +225,7 @@ def test_concurrent_forwards_on_the_layer_by_layer_path_get_their_own_gradients(
     ids = torch.zeros(1, full.total_nodes, dtype=torch.int64)
 
     def gradient(_):
-        return torch.autograd.grad(model(full.x, full, ids).square().sum(), model.flat_parameter)[0]
+        return torch.autograd.grad(model(full.x, full, ids=ids).square().sum(), model.flat_parameter)[0]
 
     expected = gradient(None)
     with ThreadPoolExecutor(4) as pool:
@@ -246,12 +246,12 @@ def test_unused_parameters_get_zero_gradients_and_old_pickles_run(data):
     full, _ = data
     default, flat = _pair()
     ids = torch.zeros(1, full.total_nodes, dtype=torch.int64)
-    flat.graph_embedding(full.x, full, ids).sum().backward()  # the classifier is not used
+    flat.graph_embedding(full.x, full, ids=ids).sum().backward()  # the classifier is not used
     classifier_bias = flat.flat_parameter.grad[-10:]
     assert torch.equal(classifier_bias, torch.zeros(10))  # zero, not None (documented)
     del default.__dict__["_flat_layout"]  # a GIN pickled before flat parameters existed
     default.eval()
-    assert default(full.x, full, ids).shape == (1, 150, 10) and not default.flat_parameters
+    assert default(full.x, full, ids=ids).shape == (1, 150, 10) and not default.flat_parameters
 
 
 def test_sync_batch_norm_conversion_refuses_flat_models_before_converting_anything():
@@ -264,23 +264,15 @@ def test_sync_batch_norm_conversion_refuses_flat_models_before_converting_anythi
 
 
 @pytest.mark.kernels
-def test_the_flat_gradient_mapping_and_gin_model_reject_wrong_arguments(data):
-    from rpfast.ops.gin_network import FlatGradient, gin_model
+def test_the_flat_gradient_of_a_default_gin_is_the_network_layout_itself(data):
+    from rpfast.nn.gin.binding import binding
+    from rpfast.nn.gin.network import FlatGradient
 
-    full, _ = data
     _, model = _pair()
-    bound = model._bound()
-    weights = bound.weights(True)
-    with pytest.raises(TypeError, match="NetworkWeights"):
-        FlatGradient("weights", model.flat_parameter)
-    with pytest.raises(ValueError, match="1-D torch.float32"):
-        FlatGradient(weights, model.flat_parameter.double())
+    weights = binding(model).weights(True)
     mapping = FlatGradient(weights, model.flat_parameter)
-    assert mapping.index is None  # a default GIN: the network's gradient layout exactly
+    assert mapping.index is None  # no gather: the network's gradient buffer is the parameter's gradient
     assert mapping.needs == [t is not None for t in weights.tensors]
-    ids = torch.zeros(1, full.total_nodes, dtype=torch.int64)
-    with pytest.raises(TypeError, match="flat must be"):
-        gin_model(full.x.unsqueeze(0), ids, full, weights, True, 1, flat=(model.flat_parameter, "mapping"))
 
 
 # ------------------------------------------------------------------ issue 24: .data and requires_grad_

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from rpfast.data import GraphBatch, csl_batch, csl_dataset
-from rpfast.nn import GIN, RPGIN
+from rpfast.nn import GIN, RPGIN, PiSGD
 
 
 def small_batch():
@@ -34,19 +34,19 @@ def test_id_gather_equals_materialised_one_hot():
     ids = torch.randint(0, m, (3, graph.total_nodes))
     onehot = torch.nn.functional.one_hot(ids, m).double()
     x = graph.x.double().expand(3, -1, -1)
-    torch.testing.assert_close(with_ids(graph.x.double(), graph, ids), dense(torch.cat([x, onehot], -1), graph))
-    torch.testing.assert_close(with_ids.graph_embedding(graph.x.double(), graph, ids),
+    torch.testing.assert_close(with_ids(graph.x.double(), graph, ids=ids), dense(torch.cat([x, onehot], -1), graph))
+    torch.testing.assert_close(with_ids.graph_embedding(graph.x.double(), graph, ids=ids),
                                dense.graph_embedding(torch.cat([x, onehot], -1), graph))
 
 
 def test_rpgin_shapes_modes_and_reproducibility():
     graph = small_batch()
-    model = RPGIN(2, 8, 2, 3, id_dim=5, eval_samples=4, generator=torch.Generator().manual_seed(1))
+    model = RPGIN(2, 8, 2, 3, id_dim=5, strategy=PiSGD(eval_samples=4), generator=torch.Generator().manual_seed(1))
     assert model(graph.x, graph).shape == (2, 3)
     model.eval()
     assert model.graph_embedding(graph.x, graph).shape == (2, model.gin.embedding_dim)
-    ids = model.sample_ids(graph, 4)
-    assert ids.shape == (4, graph.total_nodes) and int(ids.max()) < 5
+    (ids, weights), = model.node_ids(graph)  # eval mode: eval_samples relabelings, uniform weights
+    assert weights is None and ids.shape == (4, graph.total_nodes) and int(ids.max()) < 5
     # Every graph's first n ids are positions mod m: for m >= n they are a permutation of 0..n-1.
     assert sorted(ids[0, :3].tolist()) == [0, 1, 2]
     model.generator.manual_seed(7)
@@ -85,7 +85,6 @@ def test_gin_cannot_separate_csl_but_rpgin_embeddings_differ():
 
 @pytest.mark.parametrize("kwargs, match", [
     ({"id_dim": 0}, "id_dim must be >= 1"),
-    ({"id_dim": 3, "eval_samples": 0}, "eval_samples must be >= 1"),
     ({"id_dim": 3, "hidden": 0}, "hidden must be an int >= 1"),
 ])
 def test_rpgin_rejects_bad_arguments(kwargs, match):
@@ -101,14 +100,15 @@ def test_gin_input_errors():
     with pytest.raises(ValueError, match="needs ids"):
         gin(graph.x, graph)
     with pytest.raises(IndexError, match=r"ids must lie in \[0, 3\)"):
-        gin(graph.x, graph, torch.full((1, graph.total_nodes), 3))
+        gin(graph.x, graph, ids=torch.full((1, graph.total_nodes), 3))
     with pytest.raises(ValueError, match="x must have shape"):
         GIN(3, 4, 2, 2)(graph.x, graph)
 
 
 def test_rpgin_removed_sample_names_are_refused():
-    """train_perms / num_inference_perms are gone (CHANGELOG): they reach GIN, which names them."""
-    for name in ("train_perms", "num_inference_perms"):
+    """train_perms / num_inference_perms and train_samples / eval_samples are gone (CHANGELOG: the
+    counts belong to the strategy): they reach GIN, which names them."""
+    for name in ("train_perms", "num_inference_perms", "train_samples", "eval_samples"):
         with pytest.raises(TypeError, match=name):
             RPGIN(2, 8, 2, 3, id_dim=5, **{name: 2})
 
@@ -158,7 +158,8 @@ def test_rpgin_with_bond_features_takes_pyg_batches():
     torch.manual_seed(0)
     base = small_batch()
     graph = GraphBatch(base.edge_index, x=base.x, ptr=base.ptr, edge_attr=torch.randn(base.num_edges, 4))
-    model = RPGIN(2, 8, 2, 3, id_dim=5, edge_dim=4, train_samples=2, generator=torch.Generator().manual_seed(1))
+    model = RPGIN(2, 8, 2, 3, id_dim=5, edge_dim=4, strategy=PiSGD(train_samples=2),
+                  generator=torch.Generator().manual_seed(1))
     out = model(graph)
     assert out.shape == (2, 3)
     out.sum().backward()

@@ -7,9 +7,8 @@ pytest.importorskip("rdkit")
 from rpfast.data.moleculenet import featurize_dataset, load_tox21, random_split, scaffold_split  # noqa: E402
 from rpfast.data.molecules import featurize_smiles, scaffold_groups  # noqa: E402
 from rpfast.experiments.molecules import MODELS, build_model, class_weights, masked_loss  # noqa: E402
-from rpfast.nn import Duvenaud, KAryGNN, RPDuvenaud  # noqa: E402
-from rpfast.nn.rp import induced_subgraphs  # noqa: E402
-from rpfast.nn.rp import Oriented  # noqa: E402
+from rpfast.nn import Duvenaud, RPDuvenaud, SubgraphRP  # noqa: E402
+from rpfast.nn.rp import KAry, Oriented, PiSGD, induced_subgraphs  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +55,8 @@ def test_rp_duvenaud_eval_is_invariant_to_atom_order_on_tiny_molecules():
     shuffled = [Chem.MolToSmiles(Chem.RenumberAtoms(Chem.MolFromSmiles(s), list(range(Chem.MolFromSmiles(s).GetNumAtoms()))[::-1]),
                                  canonical=False) for s in smiles]
     torch.manual_seed(0)
-    model = RPDuvenaud(75, 3, id_dim=2, eval_samples=4000, generator=torch.Generator().manual_seed(0)).eval()
+    model = RPDuvenaud(75, 3, id_dim=2, strategy=PiSGD(eval_samples=4000),
+                       generator=torch.Generator().manual_seed(0)).eval()
     a = model(featurize_smiles(smiles).batch(range(4)))
     b = model(featurize_smiles(shuffled).batch(range(4)))
     torch.testing.assert_close(a, b, atol=2e-2, rtol=0)
@@ -65,7 +65,7 @@ def test_rp_duvenaud_eval_is_invariant_to_atom_order_on_tiny_molecules():
                                plain(featurize_smiles(shuffled).batch(range(4))), atol=1e-5, rtol=0)
 
 
-def test_induced_subgraphs_and_kary_gnn():
+def test_induced_subgraphs_and_subgraph_rp():
     graphs = featurize_smiles(["CCCCO", "c1ccccc1"])
     batch = graphs.batch([0, 1])
     perms = torch.tensor([[[0, 1, 4, -1]], [[2, 3, 4, 5]]])
@@ -78,10 +78,31 @@ def test_induced_subgraphs_and_kary_gnn():
         induced_subgraphs(batch, torch.tensor([[[0, 1, 4, 5]], [[0, 1, 2, 3]]]))
     with pytest.raises(ValueError, match="perms has 1 rows but the graph batch holds 2 graphs"):
         induced_subgraphs(batch, torch.tensor([[[0, 1]]]))
-    with pytest.raises(ValueError, match="method must be 'dfs' or 'bfs'"):
-        KAryGNN(Duvenaud(75, 1), 4, method="wl")
-    perms = Oriented("dfs", 4, num_samples=3).relabel(batch, True, torch.Generator().manual_seed(0)).perms
+    with pytest.raises(TypeError, match="strategy must be an rpfast.nn.rp Strategy"):
+        SubgraphRP(Duvenaud(75, 1), "dfs")
+    perms = Oriented("dfs", 4, train_samples=3).relabel(batch, True, torch.Generator().manual_seed(0)).perms
     assert (perms[:, :, :4] >= 0).all()  # connected molecules of >= 4 atoms fill every position
+
+
+def test_subgraph_rp_follows_the_module_mode_and_the_strategy():
+    """train() draws train_samples subgraphs per molecule, eval() averages eval_samples (KAryGNN,
+    the module before SubgraphRP, always drew with training=True); the output is the mean of the
+    GNN over the induced subgraphs; a KAry strategy serves too."""
+    batch = featurize_smiles(["CCCCO", "c1ccccc1", "CC(=O)O"]).batch([0, 1, 2])
+    seen = []
+
+    class Count(torch.nn.Module):
+        def forward(self, graph):
+            seen.append(graph.num_graphs)
+            return graph.num_nodes.to(torch.float64).unsqueeze(1)
+
+    model = SubgraphRP(Count(), Oriented("dfs", 4, train_samples=2, eval_samples=7),
+                       generator=torch.Generator().manual_seed(0))
+    assert model.train()(batch).tolist() == [[4.0], [4.0], [4.0]]
+    assert model.eval()(batch).shape == (3, 1)
+    assert seen == [3 * 2, 3 * 7]
+    out = SubgraphRP(Count(), KAry(2, order="invariant")).eval()(batch)
+    torch.testing.assert_close(out, torch.full((3, 1), 2.0, dtype=torch.float64))  # every 2-subset: 2 vertices
 
 
 def test_splits_partition_and_scaffolds_stay_together():

@@ -65,7 +65,7 @@ def dense_f(K, F=2):
 @pytest.mark.parametrize("strategy", [Exact(5), KAry(3), KAry(3, prune="edgeless"), KAry(2, prune="disconnected"),
                                       KAry(5), Oriented("dfs", 5, starts="all", tiebreak="features"),
                                       Oriented("bfs", 3, starts="all", tiebreak="features"),
-                                      Oriented("wl", 5, tiebreak="features"), Oriented("wl", 3, num_samples=2,
+                                      Oriented("wl", 5, tiebreak="features"), Oriented("wl", 3, eval_samples=2,
                                                                                        tiebreak="features")])
 def test_exact_strategies_are_invariant(strategy):
     graph = random_batch([5, 4, 3, 5], seed=1)
@@ -130,7 +130,7 @@ def test_kary_pruned_subsets_match_a_brute_force_filter(prune):
 def test_sampled_subsets_and_random_orders_are_admissible():
     graph = random_batch([6, 5], seed=8, p=0.4)
     gen = torch.Generator().manual_seed(3)
-    perms, weights = KAry(3, subsets="sample", num_samples=7, prune="disconnected", order="random").relabel(
+    perms, weights = KAry(3, subsets="sample", train_samples=7, prune="disconnected", order="random").relabel(
         graph, training=True, generator=gen)
     for b in range(graph.num_graphs):
         G = graph_b(graph, b)
@@ -147,8 +147,11 @@ def test_oriented_all_starts_gives_one_order_per_vertex():
         assert sorted(real[:, 0].tolist()) == list(range(n))  # every vertex starts one order
         torch.testing.assert_close(weights[b].sum(), torch.tensor(1.0, dtype=torch.float64))
     gen = torch.Generator().manual_seed(0)
-    sampled = Oriented("bfs", 3, num_samples=4).relabel(graph, training=True, generator=gen)
-    assert sampled.perms.shape == (2, 4, 3)
+    sampled = Oriented("bfs", 3, train_samples=4, eval_samples=2)
+    assert sampled.relabel(graph, training=True, generator=gen).perms.shape == (2, 4, 3)
+    assert sampled.relabel(graph, training=False, generator=gen).perms.shape == (2, 2, 3)
+    assert Oriented("dfs", 3).samples(True) == 1 and Oriented("dfs", 3).samples(False) == 5
+    assert Oriented("wl", 3, tiebreak="id").samples(False) == 1  # deterministic orders: one is enough
 
 
 def test_inputs_pyg_tuple_dense_and_errors():
@@ -157,7 +160,7 @@ def test_inputs_pyg_tuple_dense_and_errors():
     rp = RelationalPooling(dense_f(4), Exact(4)).eval()
     out = rp(graph)
     torch.testing.assert_close(rp(graph.to_pyg()), out)
-    torch.testing.assert_close(rp((graph.x, graph.edge_index, graph.batch)), out)
+    torch.testing.assert_close(rp(graph.x, graph.edge_index, graph.batch), out)
     torch.testing.assert_close(rp(graph.dense_adj(), graph.dense_x(), graph.num_nodes), out)
     assert isinstance(graph.to_pyg(), pyg.Batch)
     with pytest.raises(ValueError, match="graph 0 has 4 vertices, more than the max_nodes = 3"):
@@ -168,8 +171,11 @@ def test_inputs_pyg_tuple_dense_and_errors():
         RelationalPooling(dense_f(4), Exact(4), k=3)
     with pytest.raises(TypeError, match="strategy must be an rpfast.nn.rp Strategy"):
         RelationalPooling(dense_f(4), "exact")
-    with pytest.raises(ValueError, match="subsets='sample' needs num_samples"):
-        KAry(3, subsets="sample")
+    with pytest.raises(ValueError, match="train_samples and eval_samples are for subsets='sample'"):
+        KAry(3, train_samples=2)
+    assert KAry(3, subsets="sample").samples(True) == 1 and KAry(3, subsets="sample").samples(False) == 5
+    with pytest.raises(ValueError, match="starts='all' implies the count"):
+        Oriented("dfs", 4, starts="all", eval_samples=3)
     with pytest.raises(ValueError, match="method must be"):
         Oriented("nope", 4)
     with pytest.raises(ValueError, match="a WL orientation has no start vertex"):
@@ -249,16 +255,18 @@ def test_rpgnn_wraps_pyg_convolutions(conv, edge_dim):
     if edge_dim:
         graph = GraphBatch(graph.edge_index, x=graph.x, ptr=graph.ptr,
                            edge_attr=torch.randn(graph.num_edges, edge_dim, dtype=torch.float64))
-    model = RPGNN(_pyg_model(conv, 2 + 4, edge_dim), id_dim=4, train_samples=2,
+    model = RPGNN(_pyg_model(conv, 2 + 4, edge_dim), id_dim=4, strategy=PiSGD(train_samples=2, eval_samples=1),
                   generator=torch.Generator().manual_seed(1))
     out = model(graph.to_pyg())
     assert out.shape == (3, 2)
     out.sum().backward()
     assert all(p.grad is not None for p in model.parameters())
     # one relabeling = the GNN on [x, onehot(position mod m)], computed by hand
-    model.eval().eval_samples = 1
+    model.eval()
     gen_state = model.generator.get_state()
-    ids = model.sample_ids(graph, 1)[0]
+    (ids, weights), = model.node_ids(graph)
+    assert weights is None and ids.shape == (1, graph.total_nodes)
+    ids = ids[0]
     model.generator.set_state(gen_state)
     x = torch.cat([graph.x, torch.nn.functional.one_hot(ids, 4).double()], dim=1)
     extra = {} if graph.edge_attr is None else {"edge_attr": graph.edge_attr}
@@ -287,9 +295,9 @@ def test_rpgnn_passes_edge_attr_only_to_a_gnn_that_takes_it():
             seen["keywords"] = sorted(kwargs)
             return super().forward(x, edge_index, batch)
 
-    assert RPGNN(NoEdges(), id_dim=2, train_samples=3)(graph).shape == (2, 2)
-    RPGNN(Named(), id_dim=2, train_samples=3)(graph)
-    RPGNN(Keywords(), id_dim=2, train_samples=3)(graph)
+    assert RPGNN(NoEdges(), id_dim=2, strategy=PiSGD(train_samples=3))(graph).shape == (2, 2)
+    RPGNN(Named(), id_dim=2, strategy=PiSGD(train_samples=3))(graph)
+    RPGNN(Keywords(), id_dim=2, strategy=PiSGD(train_samples=3))(graph)
     assert seen == {"named": (3 * graph.num_edges, 3), "keywords": ["edge_attr"]}
 
 
@@ -299,7 +307,7 @@ def test_rpgnn_errors():
     with pytest.raises(ValueError, match="id_dim must be >= 1"):
         RPGNN(nn.Identity(), id_dim=0)
     graph = random_batch([3], seed=1)
-    with pytest.raises(TypeError, match="RPGNN takes a PyG Data/Batch, a GraphBatch"):
+    with pytest.raises(TypeError, match="RPGNN takes a GraphBatch, a PyG Data/Batch"):
         RPGNN(nn.Identity(), id_dim=2)("graph")
 
     class EdgeRows(nn.Module):
@@ -310,12 +318,71 @@ def test_rpgnn_errors():
         RPGNN(EdgeRows(), id_dim=2).eval()(graph)
 
 
+class SumGNN(nn.Module):
+    """A permutation-equivariant message-passing GNN in plain PyTorch, PyG-style: node rows
+    (``per_node=True``) or per-graph sums."""
+
+    def __init__(self, in_dim, per_node=False):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin, self.head, self.per_node = nn.Linear(in_dim, 6).double(), nn.Linear(6, 2).double(), per_node
+
+    def forward(self, x, edge_index, batch):
+        h = torch.tanh(self.lin(x))
+        h = torch.tanh(h + torch.zeros_like(h).index_add_(0, edge_index[1], h[edge_index[0]]))
+        if self.per_node:
+            return self.head(h)
+        return self.head(torch.zeros(int(batch.max()) + 1, h.shape[1], dtype=h.dtype).index_add_(0, batch, h))
+
+
+@pytest.mark.parametrize("per_node", [False, True], ids=["graph rows", "node rows"])
+def test_rpgnn_takes_any_strategy_that_places_every_vertex(per_node):
+    """Exact gives the exact RP-GNN average (invariant; equal to its blocks' weighted sum);
+    orientations from every start weigh their padding rows 0; the module's mode picks the count."""
+    graph = random_batch([4, 3, 4], seed=31, p=0.7)
+    model = RPGNN(SumGNN(2 + 4, per_node), id_dim=4, strategy=Exact(4)).eval()
+    out = model(graph)
+    assert out.shape == ((graph.total_nodes if per_node else graph.num_graphs), 2)
+    blocks = RPGNN(SumGNN(2 + 4, per_node), id_dim=4, strategy=Exact(4, chunk_size=2)).eval()
+    torch.testing.assert_close(blocks(graph), out)
+    again = relabel(graph, 5)
+    if not per_node:  # node rows move with the relabeling; graph rows must not change
+        torch.testing.assert_close(model(again), out)
+    chunks = list(model.node_ids(graph))
+    assert len(chunks) == 1 and chunks[0].positions.shape == (24, graph.total_nodes)
+    oriented = RPGNN(SumGNN(2 + 4, per_node), id_dim=4, strategy=Oriented("bfs", 4, starts="all", tiebreak="id"))
+    assert oriented.eval()(graph).shape == out.shape
+    sampled = RPGNN(SumGNN(2 + 4, per_node), id_dim=4, strategy=Oriented("dfs", 4, train_samples=2, eval_samples=3),
+                    generator=torch.Generator().manual_seed(0))
+    connected = random_batch([4, 3], seed=31, p=1.0)
+    assert [next(iter(sampled.train(mode).node_ids(connected))).positions.shape[0] for mode in (True, False)] == [2, 3]
+
+
+def test_rpgnn_refuses_strategies_that_leave_a_vertex_without_a_position():
+    from rpfast.nn import RPDuvenaud
+
+    graph = random_batch([5, 3], seed=32, p=1.0)
+    with pytest.raises(ValueError, match=r"places the first 3 vertices of a relabeling, but graph 0 has 5"):
+        RPGNN(SumGNN(2 + 3), id_dim=3, strategy=PiSGD(k=3))(graph)
+    with pytest.raises(ValueError, match=r"Oriented\('dfs', size=3.* places 3 of the 5 vertices of graph 0"):
+        RPGNN(SumGNN(2 + 3), id_dim=3, strategy=Oriented("dfs", 3))(graph)
+    with pytest.raises(ValueError, match=r"KAry\(k=3.* places 3 of the 5 vertices of graph 0"):
+        RPGNN(SumGNN(2 + 3), id_dim=3, strategy=KAry(3, order="invariant"))(graph)
+    # a traversal restarts in every component: a disconnected graph is placed whole
+    two_parts = GraphBatch(torch.tensor([[0, 1, 2, 3], [1, 0, 3, 2]]), x=torch.zeros(5, 2, dtype=torch.float64))
+    assert RPGNN(SumGNN(2 + 3), id_dim=3, strategy=Oriented("dfs", 5))(two_parts).shape == (1, 2)
+    with pytest.raises(ValueError, match="RPDuvenaud numbers nodes within groups .* use a PiSGD strategy"):
+        RPDuvenaud(3, 2, id_dim=2, strategy=Exact(4))
+    with pytest.raises(TypeError, match="strategy must be an rpfast.nn.rp Strategy"):
+        RPGNN(SumGNN(2 + 3), id_dim=3, strategy="pisgd")
+
+
 def test_oriented_random_tiebreak_is_invariant_in_expectation():
     graph = random_batch([6, 5], seed=14, p=0.5)
     f = dense_f(4)
     gen = torch.Generator().manual_seed(0)
-    rp = RelationalPooling(f, Oriented("dfs", 4, num_samples=4000), generator=gen).eval()
-    draws = RelationalPooling(f, Oriented("dfs", 4, num_samples=1), generator=gen).eval()
+    rp = RelationalPooling(f, Oriented("dfs", 4, eval_samples=4000), generator=gen).eval()
+    draws = RelationalPooling(f, Oriented("dfs", 4, eval_samples=1), generator=gen).eval()
     spread = torch.stack([draws(graph).detach() for _ in range(200)]).std(dim=0) / math.sqrt(4000)
     difference = (rp(graph) - rp(relabel(graph, 3))).detach().abs()
     assert bool((difference < 6 * spread + 1e-9).all()), (difference, spread)
@@ -375,7 +442,7 @@ def test_rdkit_orientation_does_not_depend_on_atom_numbering():
     with pytest.raises(ValueError, match="needs the molecules: give the graph a 'smiles' or 'mol'"):
         strategy.relabel(random_batch([3]), training=False)
     with pytest.raises(ValueError, match="one canonical order per molecule"):
-        Oriented("rdkit", 4, num_samples=3)
+        Oriented("rdkit", 4, eval_samples=3)
 
 
 def test_exact_rp_separates_the_csl_graphs_of_figure_1_and_gin_does_not():
@@ -535,6 +602,7 @@ def test_relational_pooling_takes_pyg_argument_order():
     torch.testing.assert_close(rp(graph.x, graph.edge_index, graph.batch, edge_attr=edge_attr), expected)
     plain = RelationalPooling(VecMLP(4, 1, 2, 8, 2).double(), Exact(4)).eval()
     torch.testing.assert_close(plain(base.x, base.edge_index, base.batch), plain(base))
-    torch.testing.assert_close(plain((base.x, base.edge_index, base.batch)), plain(base))
-    with pytest.raises(TypeError, match="edge_attr= goes with forward"):
+    with pytest.raises(TypeError, match="RelationalPooling takes nothing beside a graph object"):
         rp(graph, edge_attr=edge_attr)
+    with pytest.raises(TypeError, match="RelationalPooling takes a GraphBatch, a PyG Data/Batch"):
+        plain((base.x, base.edge_index, base.batch))  # a tuple is no input form

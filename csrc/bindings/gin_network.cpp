@@ -10,41 +10,41 @@
 namespace rpfast_bindings {
 namespace {
 
-// Python layer tuple: (first | None, id_weight | None, eps [1], weights, gammas, betas,
-// running_means, running_vars, momenta (NaN: cumulative), bn_eps, counters (int64 [] | None
-// each)); see rpfast/ops/gin_network.py.
+// A layer is an rpfast.nn.gin.network.GINLayerParams whose tensors are kernel buffers, read
+// by field name: first | None, id_weight | None, eps [1], weights, gammas, betas,
+// running_means, running_vars (lists), bn_eps (floats). Momenta are given per call
+// (Weights::set_momenta): the Python side counts BatchNorm steps (rpfast/nn/gin/norms.py).
 template <class T>
 std::vector<rpfast::GINLayerWeights<T>> layer_weights(const py::list& layers, int64_t in_dim) {
   std::vector<rpfast::GINLayerWeights<T>> out;
   int64_t F = in_dim;
-  for (const py::handle& item : layers) {
-    const py::tuple t = py::reinterpret_borrow<py::tuple>(item);
-    if (t.size() != 11) throw std::invalid_argument("GINNetwork: a layer is an 11-tuple");
+  for (const py::handle& layer : layers) {
     rpfast::GINLayerWeights<T> w;
-    const py::list gammas = t[4], betas = t[5], means = t[6], vars = t[7], weights = t[3];
-    const py::list momenta = t[8], bn_eps = t[9], counters = t[10];
+    const py::list gammas = layer.attr("gammas"), betas = layer.attr("betas"), weights = layer.attr("weights");
+    const py::list means = layer.attr("running_means"), vars = layer.attr("running_vars");
+    const py::list bn_eps = layer.attr("bn_eps");
+    const py::object first_field = layer.attr("first"), id_field = layer.attr("id_weight");
     const int64_t S = static_cast<int64_t>(gammas.size());
     if (S < 1 || betas.size() != gammas.size() || means.size() != gammas.size() || vars.size() != gammas.size() ||
-        momenta.size() != gammas.size() || bn_eps.size() != gammas.size() || counters.size() != gammas.size() ||
-        static_cast<int64_t>(weights.size()) != S - 1)
+        bn_eps.size() != gammas.size() || static_cast<int64_t>(weights.size()) != S - 1)
       throw std::invalid_argument("GINNetwork: a layer needs S >= 1 stages of BatchNorm tensors and S - 1 weights");
     w.hidden = py::cast<py::array>(gammas[0]).shape(0);
     const int64_t H = w.hidden;
-    if (!t[0].is_none()) {
-      const py::array first = t[0];
+    if (!first_field.is_none()) {
+      const py::array first = first_field;
       expect_leading(first, "first", {H, F});
       w.first = in_ptr<T>(first, "first", 2);
       w.in_dim = F;
     }
-    if (!t[1].is_none()) {
-      const py::array ids = t[1];
+    if (!id_field.is_none()) {
+      const py::array ids = id_field;
       expect_dim(ids, "id_weight", 1, H);
       w.id_weight = in_ptr<T>(ids, "id_weight", 2);
       w.id_rows = ids.shape(0);
     }
     if (w.first == nullptr && w.id_weight == nullptr)
       throw std::invalid_argument("GINNetwork: a layer needs input features or IDs");
-    const py::array eps = t[2];
+    const py::array eps = layer.attr("eps");
     expect_dim(eps, "eps", 0, 1);
     w.eps = in_ptr<T>(eps, "eps", 1);
     for (int64_t s = 0; s < S; ++s) {
@@ -54,14 +54,8 @@ std::vector<rpfast::GINLayerWeights<T>> layer_weights(const py::list& layers, in
       w.betas.push_back(in_ptr<T>(bt, "beta", 1));
       w.running_means.push_back(out_ptr<T>(rm, "running_mean", 1));
       w.running_vars.push_back(out_ptr<T>(rv, "running_var", 1));
-      w.momenta.push_back(py::cast<double>(momenta[s]));
+      w.momenta.push_back(0.0);
       w.bn_eps.push_back(py::cast<double>(bn_eps[s]));
-      if (counters[s].is_none()) {
-        w.counters.push_back(nullptr);
-      } else {
-        py::array c = counters[s];
-        w.counters.push_back(out_ptr<int64_t>(c, "num_batches_tracked", 0));
-      }
       if (s) {
         py::array wt = weights[s - 1];
         expect_leading(wt, "weight", {H, H});
@@ -75,7 +69,7 @@ std::vector<rpfast::GINLayerWeights<T>> layer_weights(const py::list& layers, in
   return out;
 }
 
-// A network's weights bound once (rpfast/ops/gin_network.py: bind_network): the parsed layers
+// A network's weights bound once (rpfast/nn/gin/network.py: NetworkWeights): the parsed layers
 // and head keep pointers into the arrays, which this object keeps alive. The gradients of a
 // backward go to one flat buffer in slots: per layer first, id_weight, eps, the S - 1 weights,
 // the S gammas, the S betas (an absent tensor has an empty slot), then the classifier's
@@ -119,27 +113,29 @@ class Weights {
     }
   }
 
-  // Points the BatchNorm statistics into one flat array: per stage, layer by layer, the running
-  // mean then the running variance [H] each; with the stages' momenta (a functional caller
-  // hands over fresh statistics every call).
-  void set_statistics(py::array& running, const py::list& momenta) {
-    int64_t total = 0;
-    size_t stages = 0;
-    for (const auto& w : layers_) {
-      total += 2 * w.hidden * static_cast<int64_t>(w.gammas.size());
-      stages += w.gammas.size();
-    }
-    expect_dim(running, "running statistics", 0, total);
-    if (momenta.size() != stages) throw std::invalid_argument("GINNetwork: one momentum per BatchNorm stage");
-    T* base = out_ptr<T>(running, "running statistics", 1);
+  // The next training calls' BatchNorm momenta, one per stage, layer by layer.
+  void set_momenta(const std::vector<double>& momenta) {
     size_t m = 0;
+    for (const auto& w : layers_) m += w.gammas.size();
+    if (momenta.size() != m) throw std::invalid_argument("GINNetwork: one momentum per BatchNorm stage");
+    m = 0;
     for (auto& w : layers_)
-      for (size_t s = 0; s < w.gammas.size(); ++s, ++m) {
+      for (size_t s = 0; s < w.gammas.size(); ++s) w.momenta[s] = momenta[m++];
+  }
+
+  // Points the BatchNorm statistics into one flat array: per stage, layer by layer, the running
+  // mean then the running variance [H] each (a functional caller hands over fresh statistics
+  // every call).
+  void set_statistics(py::array& running) {
+    int64_t total = 0;
+    for (const auto& w : layers_) total += 2 * w.hidden * static_cast<int64_t>(w.gammas.size());
+    expect_dim(running, "running statistics", 0, total);
+    T* base = out_ptr<T>(running, "running statistics", 1);
+    for (auto& w : layers_)
+      for (size_t s = 0; s < w.gammas.size(); ++s) {
         w.running_means[s] = base;
         w.running_vars[s] = base + w.hidden;
         base += 2 * w.hidden;
-        w.momenta[s] = py::cast<double>(momenta[m]);
-        w.counters[s] = nullptr;
       }
     statistics_ = running;
   }
@@ -295,7 +291,8 @@ void bind_network(py::module_& m, const char* name, const char* weights_name) {
            }),
            py::arg("layers"), py::arg("in_dim"), py::arg("input_readouts"), py::arg("id_dim"),
            py::arg("classifier_weight"), py::arg("classifier_bias"), py::arg("threads"))
-      .def("set_statistics", &Weights<T>::set_statistics, py::arg("running"), py::arg("momenta"))
+      .def("set_statistics", &Weights<T>::set_statistics, py::arg("running"))
+      .def("set_momenta", &Weights<T>::set_momenta, py::arg("momenta"))
       .def_property_readonly("slots", &Weights<T>::slots)
       .def_property_readonly("output_width", &Weights<T>::output_width);
   py::class_<Network<T>>(m, name, "A GIN network's forward and backward in one call; keeps the activations.",

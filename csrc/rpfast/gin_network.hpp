@@ -22,7 +22,8 @@
 // (the first two blocks only with input_readouts) and, with a classifier, the logits
 //   out[r, b] = e[r, b] W_cls^T + b_cls.
 // Weights are read through pointers at every call (eps too), so a GINWeights bound once
-// follows the optimizer's in-place updates; BatchNorm step counters are incremented here.
+// follows the optimizer's in-place updates. The caller counts BatchNorm steps and sets each
+// training call's momenta.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -57,8 +58,7 @@ struct GINLayerWeights {
   std::vector<const T*> weights;   // S - 1 maps [H, H]
   std::vector<const T*> gammas, betas;
   std::vector<T*> running_means, running_vars;
-  std::vector<double> momenta, bn_eps;  // momentum NaN: cumulative average, 1 / step count
-  std::vector<int64_t*> counters;       // BatchNorm step counters incremented by a training forward (or nullptr)
+  std::vector<double> momenta, bn_eps;  // this training call's momenta (set per call), variance epsilons
   int64_t stages() const { return static_cast<int64_t>(gammas.size()); }
   T scale() const { return static_cast<T>(1 + static_cast<double>(*eps)); }
 };
@@ -288,17 +288,9 @@ class GINNetwork {
   };
   static int64_t width(const GINLayerWeights<T>& w) { return w.hidden; }
 
-  // The BatchNorm momentum of a stage; a training call first counts the step (as
-  // torch's BatchNorm does), and NaN stands for the cumulative average 1 / steps.
+  // The BatchNorm momentum of a stage in this call (the caller counted the step).
   static double momentum(const GINLayerWeights<T>& w, int64_t st, bool training) {
-    if (!training) return 0.0;
-    int64_t* counter = w.counters.empty() ? nullptr : w.counters[st];
-    if (counter != nullptr) ++*counter;
-    const double m = w.momenta[st];
-    if (!std::isnan(m)) return m;
-    if (counter == nullptr || *counter < 1)
-      throw std::invalid_argument("GINNetwork: a cumulative BatchNorm momentum needs the step counter");
-    return 1.0 / static_cast<double>(*counter);
+    return training ? w.momenta[st] : 0.0;
   }
 
   // embedding[r, b, :F0] = sum of x over graph b, embedding[r, b, F0 + k] = nodes with id k

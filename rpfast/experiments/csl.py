@@ -22,8 +22,8 @@ from rpfast._options import option
 from rpfast.experiments.report import format_table, summarise, write_outputs
 from rpfast.experiments import distributed
 from rpfast.experiments.workers import default_jobs, run_in_workers
-from rpfast.experiments.training import adam, evaluate, graph_embeddings, train_epoch
-from rpfast.nn import GIN, RPGIN, convert_sync_batch_norm
+from rpfast.experiments.training import Batches, adam, fit
+from rpfast.nn import GIN, RPGIN, PiSGD
 
 MODELS = ("GIN", "RP-GIN")
 
@@ -93,7 +93,8 @@ def build_model(name: str, config: CSLConfig, generator: torch.Generator) -> tor
     if name == "GIN":
         return GIN(1, config.hidden, config.num_layers, num_classes, flat_parameters=flat)
     return RPGIN(1, config.hidden, config.num_layers, num_classes, id_dim=config.id_dim,
-                 eval_samples=config.eval_samples, generator=generator, flat_parameters=flat)
+                 strategy=PiSGD(train_samples=1, eval_samples=config.eval_samples), generator=generator,
+                 flat_parameters=flat)
 
 
 @functools.lru_cache(maxsize=2)
@@ -120,8 +121,8 @@ def train_run(config: CSLConfig, fold: int, seed: int, name: str, report: Option
     dataset = csl_batch(graphs, range(len(graphs)))
     cached_batch = functools.lru_cache(maxsize=8)(lambda key: dataset.select(list(key)))
 
-    def make_batch(indices):
-        return cached_batch(tuple(indices))
+    def make_batch(indices: torch.Tensor):
+        return cached_batch(tuple(indices.tolist()))
 
     context = distributed.current()
     run_seed = 1000 * fold + seed
@@ -129,28 +130,55 @@ def train_run(config: CSLConfig, fold: int, seed: int, name: str, report: Option
     # relabelings: each process draws from its own stream (rank 0's is the one-process stream)
     generator = torch.Generator().manual_seed(distributed.rank_seed(run_seed, context.rank))
     model = build_model(name, config, generator)
-    trained = model
-    if context.distributed:
-        if config.sync_bn:
-            model = convert_sync_batch_norm(model)
-        trained = torch.nn.parallel.DistributedDataParallel(model)
-    optimizer = adam(model.parameters(), config.lr)
-    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, config.epochs)
-    batch_size = config.batch_size or len(train_idx)  # 0: full batch, the paper code's protocol
-    loss = float("nan")
-    for epoch in range(config.epochs):
-        loss = train_epoch(trained, make_batch, labels, train_idx, optimizer, batch_size, generator,
-                           context=context, epoch=epoch, shuffle_seed=run_seed)
-        schedule.step()
-        if report is not None:
-            report(1)
+    batches = Batches(train_idx, lambda chunk: (make_batch(chunk), labels[chunk]),
+                      size=config.batch_size or len(train_idx),  # 0: full batch, the paper code's protocol
+                      generator=generator, seed=run_seed)
+    fitted = fit(model, batches, classification_loss, epochs=config.epochs, optimizer=lambda p: adam(p, config.lr),
+                 schedule=lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, config.epochs),
+                 context=context, sync_bn=config.sync_bn, on_epoch=None if report is None else lambda _: report(1))
+    model, loss = fitted.model, fitted.final_loss
     record = {"model": name, "fold": fold, "seed": seed,
-              "accuracy": 100 * evaluate(model, make_batch, labels, val_idx, context),
+              "accuracy": 100 * accuracy(model, make_batch, labels, val_idx, context),
               "final_train_loss": loss if math.isfinite(loss) else None}  # None: diverged (null, not NaN, in JSON)
     embeddings = None
     if fold == 0 and seed == 0 and context.main:
-        embeddings = graph_embeddings(model, make_batch, torch.arange(len(labels))).numpy()
+        embeddings = _embeddings(model, make_batch(torch.arange(len(labels)))).numpy()
     return {"record": record, "embeddings": embeddings}
+
+
+def classification_loss(module: torch.nn.Module, batch) -> torch.Tensor:
+    """The cross-entropy of one training batch ``(graph batch of B graphs, labels [B])``."""
+    graph, targets = batch
+    return torch.nn.functional.cross_entropy(module(graph.x, graph), targets)
+
+
+@torch.no_grad()
+def accuracy(model: torch.nn.Module, make_batch: Callable[[torch.Tensor], object], labels: torch.Tensor,
+             indices: torch.Tensor, context: Optional[distributed.Context] = None) -> float:
+    """The fraction of ``indices`` (int64 ``[b]``) whose graphs ``model`` classifies as ``labels``
+    (``[N]``) says, in eval mode (an RP model averages its ``eval_samples`` relabelings);
+    ``make_batch(indices)`` builds their graph batch. In a process group (``context``, default
+    :func:`~rpfast.experiments.distributed.current`) every process scores its share of
+    ``indices`` and the counts are summed."""
+    context = context if context is not None else distributed.current()
+    model.eval()
+    if context.distributed:
+        indices = indices[context.rank::context.world_size]
+    correct = 0.0
+    if len(indices):
+        graph = make_batch(indices)
+        correct = float((model(graph.x, graph).argmax(dim=-1) == labels[indices]).sum())
+    if context.distributed:
+        counts = context.all_reduce_sum(torch.tensor([correct, float(len(indices))]))
+        return float(counts[0] / counts[1])
+    return correct / max(len(indices), 1)
+
+
+@torch.no_grad()
+def _embeddings(model: torch.nn.Module, graph) -> torch.Tensor:
+    """The model's graph embeddings ``[B, D]`` of a graph batch, in eval mode."""
+    model.eval()
+    return model.graph_embedding(graph.x, graph)
 
 
 def run_csl(config: CSLConfig, progress: bool = True) -> Dict:

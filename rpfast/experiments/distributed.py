@@ -16,16 +16,18 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Tuple
 
 import torch
 import torch.distributed as dist
+from torch import nn
 
 from rpfast._io import check_output_dir
+from rpfast.nn import convert_sync_batch_norm
 from rpfast.experiments.workers import (STOP_GRACE_S, ProcessFailed, end_by_sigint, exit_description, portable,
                                        prepare_child, stop)
 
-__all__ = ["Context", "current", "launch", "run_experiment", "under_launcher", "main_process", "rank_seed"]
+__all__ = ["Context", "current", "launch", "prepare", "run_experiment", "under_launcher", "main_process", "rank_seed"]
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ class Context:
 
     def mean(self, value: float) -> float:
         """The mean of a number over all processes."""
-        return float(self.all_reduce_sum(torch.tensor([value]))[0]) / self.world_size
+        return float(self.all_reduce_sum(torch.tensor([value], dtype=torch.float64))[0]) / self.world_size
 
 
 def current() -> Context:
@@ -67,6 +69,22 @@ def rank_seed(seed: int, rank: int) -> int:
     """A seed for rank ``rank``'s own random stream (relabelings), distinct for every rank and
     equal to ``seed`` on rank 0, so a 1-process run draws what rank 0 of N draws."""
     return seed + 1_000_003 * rank
+
+
+def prepare(model: nn.Module, context: Context, sync_bn: bool = False, find_unused_parameters: bool = False
+            ) -> Tuple[nn.Module, nn.Module]:
+    """``(model, trained)``: the model to evaluate and save, and the module whose forward trains it.
+
+    In one process both are ``model``. In a process group ``trained`` is
+    ``DistributedDataParallel(model)`` (which averages the gradients over the processes;
+    ``find_unused_parameters`` where a step may leave some parameters without a gradient), and
+    with ``sync_bn`` the BatchNorm layers are replaced by SyncBatchNorm first (new parameters:
+    build the optimizer on the returned ``model``)."""
+    if not context.distributed:
+        return model, model
+    if sync_bn:
+        model = convert_sync_batch_norm(model)
+    return model, nn.parallel.DistributedDataParallel(model, find_unused_parameters=find_unused_parameters)
 
 
 def under_launcher() -> bool:

@@ -16,7 +16,6 @@ import numpy as np
 import torch
 from sklearn.metrics import roc_auc_score
 from torch import nn
-from torch.utils.data import DistributedSampler
 from tqdm.auto import tqdm
 
 from rpfast._options import option
@@ -25,8 +24,8 @@ from rpfast.data.moleculenet import (MoleculeDataset, featurize_dataset, load_to
                                      read_moleculenet_csv, scaffold_split)
 from rpfast.experiments import distributed
 from rpfast.experiments.molecules_report import format_table, write_outputs
-from rpfast.nn import (AdjCNN, Duvenaud, KAryGNN, Oriented, RelationalPooling, RPDuvenaud, VecRNN,
-                       convert_sync_batch_norm)
+from rpfast.experiments.training import Batches, Epoch, fit
+from rpfast.nn import AdjCNN, Duvenaud, Oriented, PiSGD, RelationalPooling, RPDuvenaud, SubgraphRP, VecRNN
 
 MODELS = ("duvenaud", "rp-duvenaud", "kary", "cnn-dfs", "rnn-dfs")
 SWEEP_K = (10, 20, 30, 40, 50)
@@ -136,25 +135,16 @@ def build_model(name: str, k: int, num_tasks: int, id_dim: int, eval_samples: in
     if name == "duvenaud":
         return Duvenaud(ATOM_FEATURES, num_tasks)
     if name == "rp-duvenaud":
-        return RPDuvenaud(ATOM_FEATURES, num_tasks, id_dim=id_dim, eval_samples=eval_samples, generator=generator)
+        return RPDuvenaud(ATOM_FEATURES, num_tasks, id_dim=id_dim,
+                          strategy=PiSGD(train_samples=1, eval_samples=eval_samples), generator=generator)
+    # k-ary models: the first k vertices of a DFS from a random start, one order per molecule in
+    # training, eval_samples averaged in eval mode
+    strategy = Oriented("dfs", k, train_samples=1, eval_samples=eval_samples)
     if name == "kary":
-        return KAryGNN(Duvenaud(ATOM_FEATURES, num_tasks), k, eval_samples=eval_samples, generator=generator)
-    strategy = Oriented("dfs", k, num_samples=1)
+        return SubgraphRP(Duvenaud(ATOM_FEATURES, num_tasks), strategy, generator=generator)
     encoder = (AdjCNN(k, 1 + BOND_FEATURES, ATOM_FEATURES, 64, num_tasks) if name == "cnn-dfs"
                else VecRNN(k, 1 + BOND_FEATURES, ATOM_FEATURES, 64, num_tasks, cell="lstm"))
-    return _SampledRP(RelationalPooling(encoder, strategy, generator=generator), eval_samples)
-
-
-class _SampledRP(nn.Module):
-    """RelationalPooling over DFS orders with ``eval_samples`` orders in eval mode, one in training."""
-
-    def __init__(self, rp: RelationalPooling, eval_samples: int):
-        super().__init__()
-        self.rp, self.eval_samples = rp, eval_samples
-
-    def forward(self, graph):
-        self.rp.strategy.num_samples = 1 if self.training else self.eval_samples
-        return self.rp(graph)
+    return RelationalPooling(encoder, strategy, generator=generator)
 
 
 def max_same_element(graphs: MoleculeGraphs, molecules: torch.Tensor) -> int:
@@ -216,50 +206,33 @@ def train_model(name: str, k: int, config: MoleculesConfig, graphs: MoleculeGrap
     # relabelings and subgraphs: each process draws from its own stream (rank 0's is the one-process one)
     generator = torch.Generator().manual_seed(distributed.rank_seed(split_seed, context.rank))
     model = build_model(name, k, labels.shape[1], max_same_element(graphs, train), config.eval_samples, generator)
-    trained = model
-    if context.distributed:
-        if config.sync_bn:
-            model = convert_sync_batch_norm(model)
-        trained = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     pos_weight = class_weights(labels[train])
-    best, epoch_seconds = None, []
-    for epoch in range(config.epochs):
-        model.train()
-        if context.distributed:  # this process's shard; each global batch is split across the processes
-            sampler = DistributedSampler(train, num_replicas=context.world_size, rank=context.rank, shuffle=True,
-                                         seed=split_seed)
-            sampler.set_epoch(epoch)
-            order, step = train[list(sampler)], math.ceil(config.batch_size / context.world_size)
-        else:
-            order, step = train[torch.randperm(len(train), generator=generator)], config.batch_size
-        start = time.perf_counter()
-        total = 0.0
-        for i in range(0, len(order), step):
-            chunk = order[i:i + step]
-            if len(chunk) < 2:  # BatchNorm needs two rows (the shards are equal, so all processes skip)
-                continue
-            loss = masked_loss(trained(graphs.batch(chunk)), labels[chunk], pos_weight)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            total += float(loss.detach()) * len(chunk)
-        total = context.mean(total) if context.distributed else total
-        epoch_seconds.append(time.perf_counter() - start)
-        valid_auc = _mean_defined(task_aucs(predict(model, graphs, valid, 512), labels[valid].numpy()))
-        # No task with both classes in the validation set (valid_auc None in every epoch): no
-        # selection, the last epoch's model is tested.
-        if best is None or valid_auc is None or best["valid_auc"] is None or valid_auc > best["valid_auc"]:
-            best = {"valid_auc": valid_auc, "epoch": epoch,
-                    "state": {key: v.clone() for key, v in model.state_dict().items()}}
-        bar.set_postfix(model=name, k=k, epoch=epoch, loss=f"{total / max(len(order), 1):.3f}",
-                        valid="n/a" if valid_auc is None else f"{valid_auc:.3f}")
+    batches = Batches(train, lambda chunk: (graphs.batch(chunk), labels[chunk]), size=config.batch_size,
+                      generator=generator, seed=split_seed, min_size=2,  # BatchNorm needs two rows
+                      shuffle_full_batch=True)
+
+    def loss(module: nn.Module, batch) -> torch.Tensor:
+        graph, targets = batch
+        return masked_loss(module(graph), targets, pos_weight)
+
+    def valid_auc(module: nn.Module) -> Optional[float]:
+        # None (no task with both classes in the validation set): no selection, the last epoch is tested
+        return _mean_defined(task_aucs(predict(module, graphs, valid, 512), labels[valid].numpy()))
+
+    def show(epoch: Epoch) -> None:
+        bar.set_postfix(model=name, k=k, epoch=epoch.index, loss=f"{epoch.loss:.3f}",
+                        valid="n/a" if epoch.metric is None else f"{epoch.metric:.3f}")
         bar.update()
-    model.load_state_dict(best["state"])
-    test_aucs = task_aucs(predict(model, graphs, test, 512), labels[test].numpy())
+
+    fitted = fit(model, batches, loss, epochs=config.epochs,
+                 optimizer=lambda parameters: torch.optim.Adam(parameters, lr=config.lr), metric=valid_auc,
+                 context=context, sync_bn=config.sync_bn,
+                 find_unused_parameters=True,  # a shard may miss an element's or a degree's weights
+                 on_epoch=show)
+    test_aucs = task_aucs(predict(fitted.model, graphs, test, 512), labels[test].numpy())
     return {"model": name, "k": k if name in ("kary", "cnn-dfs", "rnn-dfs") else None,
-            "valid_auc": best["valid_auc"], "best_epoch": best["epoch"], "test_auc": _mean_defined(test_aucs),
-            "task_aucs": test_aucs, "seconds_per_epoch": float(np.mean(epoch_seconds))}
+            "valid_auc": fitted.best_metric, "best_epoch": fitted.best_epoch, "test_auc": _mean_defined(test_aucs),
+            "task_aucs": test_aucs, "seconds_per_epoch": float(np.mean(fitted.seconds))}
 
 
 def run_molecules(config: MoleculesConfig, progress: bool = True) -> Dict:

@@ -5,25 +5,13 @@ from typing import List, NamedTuple, Optional, Sequence, Tuple
 import torch
 from torch import Tensor, nn
 
-from rpfast._validation import check_count, is_pyg_data
+from rpfast._validation import check_count
 from rpfast.data import GraphBatch
-from rpfast.nn.rp.gnn import RPGNN
+from rpfast.nn.graph_input import read_graph_input
+from rpfast.nn.rp import PiSGD, RPGNN, Strategy
 from rpfast.ops import gin_aggregate, graph_max, graph_sum, neighbour_max
 
 __all__ = ["DuvenaudConv", "Duvenaud", "RPDuvenaud"]
-
-
-def _as_graph(data, edge_index: Optional[Tensor], batch: Optional[Tensor]) -> GraphBatch:
-    """A GraphBatch from a GraphBatch, a PyG Data/Batch or ``(x, edge_index, batch)``."""
-    if isinstance(data, GraphBatch):
-        return data
-    if is_pyg_data(data):
-        return GraphBatch.from_pyg(data)
-    if isinstance(data, Tensor) and edge_index is not None:
-        return GraphBatch(edge_index, x=data, batch=torch.zeros(data.shape[0], dtype=torch.int64, device=data.device)
-                          if batch is None else batch)
-    raise TypeError("pass a GraphBatch, a PyG Data/Batch, or (x, edge_index, batch), "
-                    f"got {type(data).__name__}")
 
 
 class DuvenaudConv(nn.Module):
@@ -216,8 +204,10 @@ class Duvenaud(nn.Module):
         conv: widths of the convolutions (paper: two of 64); dense: the dense width (128);
         dropout: before the head; max_degree: atoms of higher degree share the last weights.
 
-    Shapes: ``forward(graph)`` (a GraphBatch or PyG batch with ``x``) or ``forward(x [N, in_dim],
-    edge_index, batch)`` -> ``[B, num_tasks]`` logits.
+    Shapes: any input of :func:`~rpfast.nn.graph_input.read_graph_input` (a GraphBatch or PyG
+    batch with ``x``, ``forward(x [N, in_dim], edge_index, batch=None, edge_attr=None)`` or
+    ``forward(x, graph)``) -> ``[B, num_tasks]`` logits. Edge features are accepted and unused
+    (the convolution reads atoms, not bonds).
     """
 
     def __init__(self, in_dim: int, num_tasks: int, conv: Sequence[int] = (64, 64), dense: int = 128,
@@ -238,9 +228,7 @@ class Duvenaud(nn.Module):
 
     def forward(self, data, edge_index: Optional[Tensor] = None, batch: Optional[Tensor] = None,
                 edge_attr: Optional[Tensor] = None) -> Tensor:
-        # edge_attr is accepted and unused: the Duvenaud convolution reads atoms, not bonds
-        graph = _as_graph(data, edge_index, batch)
-        h = graph.x
+        h, graph = read_graph_input(type(self).__name__, data, edge_index, batch, edge_attr)
         if h is None:
             raise ValueError("Duvenaud needs atom features x")
         h = h.to(self.head.weight.dtype)
@@ -257,20 +245,27 @@ class RPDuvenaud(RPGNN):
 
     Within a molecule the atoms of one element get a uniformly random order; an atom's ID is its
     position in that order (mod ``id_dim``): ``id_dim`` = the largest number of atoms of one
-    element in a molecule gives every such atom a distinct ID with the fewest columns. Training
-    draws ``train_samples`` orders (pi-SGD), eval mode averages ``eval_samples`` (paper: 20).
-    The graph must carry ``element [N]`` (as :meth:`MoleculeGraphs.batch` sets it).
+    element in a molecule gives every such atom a distinct ID with the fewest columns. The
+    strategy must be a :class:`~rpfast.nn.rp.PiSGD` (uniform orders of each element's atoms):
+    the default ``PiSGD(train_samples=1, eval_samples=20)`` draws one order per element in
+    training (pi-SGD) and averages 20 in eval mode (the paper's). The graph must carry
+    ``element [N]`` (as :meth:`MoleculeGraphs.batch` sets it).
 
     Args:
         in_dim, num_tasks, **duvenaud_kwargs: as for :class:`Duvenaud` (``in_dim`` without IDs).
         id_dim: the ID width.
+        strategy: a PiSGD; its counts per mode belong to it.
+        generator: CPU ``torch.Generator`` for reproducible orders.
+
+    Shapes: as for :class:`Duvenaud`; the input's graph must carry ``element``.
     """
 
-    def __init__(self, in_dim: int, num_tasks: int, id_dim: int, train_samples: int = 1, eval_samples: int = 20,
+    def __init__(self, in_dim: int, num_tasks: int, id_dim: int, *, strategy: Optional[Strategy] = None,
                  generator: Optional[torch.Generator] = None, **duvenaud_kwargs):
         id_dim = check_count(id_dim, "id_dim", 1)
         super().__init__(Duvenaud(in_dim + id_dim, num_tasks, **duvenaud_kwargs), id_dim,
-                         train_samples=train_samples, eval_samples=eval_samples, generator=generator)
+                         strategy=PiSGD(train_samples=1, eval_samples=20) if strategy is None else strategy,
+                         generator=generator)
 
     def id_groups(self, graph: GraphBatch) -> Tensor:
         element = graph.__dict__.get("extras", {}).get("element")

@@ -10,7 +10,7 @@ adjoints, each the other's backward. C++ on the CPU; elsewhere advanced indexing
 padded with a zero row (and column), and ``index_add_`` for the adjoints. The permutations are
 checked on the CPU (a copy for tensors elsewhere).
 """
-from typing import List, Optional
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -18,7 +18,6 @@ from torch import Tensor
 
 from rpfast import _backend
 from rpfast.ops._registry import declare
-from rpfast.ops.random import random_permutations
 from rpfast._validation import (
     INT64_MAX,
     check_output_size,
@@ -242,24 +241,3 @@ def permute_nodes(x: Tensor, perms: Tensor, num_nodes: Optional[Tensor] = None) 
     check_output_size(perms.numel() * x3.shape[2], x.element_size(), "permute_nodes output")
     out = permute_nodes_op(x3.contiguous(), perms)
     return out.squeeze(-1) if squeeze else out
-
-
-# ----------------------------------------------------------------------------- pi-SGD for compiled code
-def _pisgd_relabel(adj: Tensor, x: Tensor, num_nodes: Tensor, samples: int, k: int) -> List[Tensor]:
-    perms = random_permutations(num_nodes, samples, k=k)  # torch's default generator: compiled code has no other
-    return [permute_adjacency(adj, perms).flatten(0, 1), permute_nodes(x, perms).flatten(0, 1),
-            (perms >= 0).flatten(0, 1)]
-
-
-def _pisgd_relabel_fake(adj, x, num_nodes, samples, k):
-    M = adj.shape[0] * samples
-    return [adj.new_empty((M, k, k, *adj.shape[3:])), x.new_empty((M, k, *x.shape[2:])),
-            num_nodes.new_empty((M, k), dtype=torch.bool)]
-
-
-pisgd_relabel_op = declare(
-    "pisgd_relabel", "(Tensor adj, Tensor x, Tensor num_nodes, int samples, int k) -> Tensor[]",
-    kernel=_pisgd_relabel, composed=_pisgd_relabel, fake=_pisgd_relabel_fake)
-pisgd_relabel_op.__doc__ = """``[adj_p [B P, k, k, C], x_p [B P, k, F], mask [B P, k]]``: ``samples`` uniformly
-random relabelings of every dense graph (its first ``k`` positions), as RelationalPooling's
-pi-SGD feeds f in compiled code. The relabeled inputs carry no gradient to ``adj`` and ``x``."""

@@ -26,7 +26,7 @@ def seed_from_generator(generator: Optional[torch.Generator]) -> int:
 
 def random_permutations(
     num_nodes,
-    num_samples: Optional[int] = None,
+    num_samples: int = 1,
     k: Optional[int] = None,
     generator: Optional[torch.Generator] = None,
 ) -> Tensor:
@@ -53,7 +53,7 @@ def random_permutations(
     if num_nodes.numel() and int(num_nodes.min()) < 0:
         bad = int(torch.nonzero(num_nodes < 0)[0, 0])
         raise ValueError(f"num_nodes[{bad}] = {int(num_nodes[bad])} is negative")
-    samples = check_int(1 if num_samples is None else num_samples, "num_samples", minimum=1)
+    samples = check_int(num_samples, "num_samples", minimum=1)
     n_max = int(num_nodes.max()) if num_nodes.numel() else 0
     K = n_max if k is None else check_int(k, "k", minimum=0)
     B = num_nodes.numel()

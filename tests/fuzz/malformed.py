@@ -46,7 +46,7 @@ from hypothesis import strategies as st  # noqa: E402
 from rpfast import ops  # noqa: E402
 from rpfast.data import GraphBatch, batch_from_smiles  # noqa: E402
 from rpfast.data.molecules import canonical_order_from_mol  # noqa: E402
-from rpfast.nn import GIN, RPGIN, GINConv, RelationalPooling  # noqa: E402
+from rpfast.nn import GIN, RPGIN, GINConv, PiSGD, RelationalPooling  # noqa: E402
 from rpfast.nn.gin import batch_norm_arguments  # noqa: E402
 from reference import keep_subset  # noqa: E402
 from strategies import partial_permutations  # noqa: E402
@@ -870,7 +870,7 @@ def gin_case(draw):
         model = GIN(**dims, **extra).train(training)
         if x is not None and isinstance(x, torch.Tensor) and x.dtype.is_floating_point:
             x = x.clone().requires_grad_()
-        return model(x, graph, ids)
+        return model(x, graph, ids=ids)
 
     shown = ", ".join(f"{k}={show(v)}" for k, v in {**dims, **extra}.items())
     return Case(f"GIN({shown}).train({training})", call, (x, graph, ids))
@@ -880,10 +880,11 @@ def gin_case(draw):
 def rpgin_case(draw):
     dims = _gin_dims(draw)
     extra = {"id_dim": draw(module_int(st.integers(1, 5)))}
+    counts = {}  # the strategy's (built inside the call: malformed counts must fail cleanly there)
     if draw(st.booleans()):
-        extra["eval_samples"] = draw(module_int(st.integers(1, 3)))
+        counts["eval_samples"] = draw(module_int(st.integers(1, 3)))
     if draw(st.booleans()):
-        extra["train_samples"] = draw(module_int(st.integers(1, 3)))
+        counts["train_samples"] = draw(module_int(st.integers(1, 3)))
     extra["generator"] = draw(gen_arg())
     graph = draw(graph_arg(max_nodes=5))
     N = _n(graph)
@@ -893,10 +894,11 @@ def rpgin_case(draw):
     method = draw(st.sampled_from(["forward", "graph_embedding"]))
 
     def call(x, graph):
-        model = RPGIN(**dims, **extra).train(training)
+        strategy = PiSGD(**counts) if counts else None
+        model = RPGIN(**dims, **extra, strategy=strategy).train(training)
         return getattr(model, method)(x, graph)
 
-    shown = ", ".join(f"{k}={show(v)}" for k, v in {**dims, **extra}.items())
+    shown = ", ".join(f"{k}={show(v)}" for k, v in {**dims, **extra, **counts}.items())
     return Case(f"RPGIN({shown}).train({training}).{method}", call, (x, graph))
 
 
@@ -933,7 +935,9 @@ def relational_pooling_case(draw):
         args = (adj, x, sizes)
 
     def call(*args):
-        model = RelationalPooling(_Flatten(), **kw).train(training)
+        counts = {name: kw[name] for name in ("train_samples", "eval_samples", "k") if name in kw}
+        strategy = PiSGD(**counts) if counts else None  # built here: malformed counts must fail cleanly
+        model = RelationalPooling(_Flatten(), strategy, generator=kw["generator"]).train(training)
         return model(*args)
 
     shown = ", ".join(f"{k}={show(v)}" for k, v in kw.items())

@@ -570,7 +570,7 @@ def test_gin_and_rpgin(graphs, in_dim, hidden, layers, id_dim, R, training, seed
     ref_model = copy.deepcopy(model)
     x = torch.randn(N, in_dim, dtype=torch.float64) if in_dim else None
     ids = torch.randint(0, id_dim, (R, N)) if id_dim else None
-    out = model(x, batch, ids)
+    out = model(x, batch, ids=ids)
     ref = gin_reference(ref_model, x, batch, ids)
     if ids is None and (x is None or x.dim() == 2):
         ref = ref.squeeze(0)
@@ -581,10 +581,10 @@ def test_gin_and_rpgin(graphs, in_dim, hidden, layers, id_dim, R, training, seed
         torch.testing.assert_close(a.grad, b.grad, msg=name)
     if id_dim:  # RPGIN = GIN on the IDs drawn from the same generator state, averaged
         count("RPGIN")
-        rp = RPGIN(in_dim, hidden, layers, 2, id_dim=id_dim, eval_samples=R, train_samples=R,
+        rp = RPGIN(in_dim, hidden, layers, 2, id_dim=id_dim, strategy=PiSGD(train_samples=R, eval_samples=R),
                    generator=torch.Generator().manual_seed(seed)).double().train(training)
         gin_copy = copy.deepcopy(rp.gin)
-        ids_rp = rp.sample_ids(batch, R)
+        (ids_rp, _), = rp.node_ids(batch)
         rp.generator.manual_seed(seed)
         out_rp = rp(x, batch)
         perms = ops.random_permutations(batch.num_nodes, R, generator=torch.Generator().manual_seed(seed))

@@ -1,11 +1,15 @@
-"""Relational Pooling (Murphy et al. 2019): :class:`RelationalPooling` averages any f over the
-relabelings a strategy yields (:class:`Exact`, :class:`PiSGD`, :class:`KAry`, :class:`Oriented`);
-encoders f (:class:`VecMLP`, :class:`VecRNN`, :class:`AdjCNN`); :class:`RPGNN` wraps any PyG-style GNN."""
+"""Relational Pooling (Murphy et al. 2019), every consumer over a :class:`Strategy` (:class:`Exact`,
+:class:`PiSGD`, :class:`KAry`, :class:`Oriented`): :class:`RelationalPooling` averages any f over
+the relabeled dense graphs (encoders :class:`VecMLP`, :class:`VecRNN`, :class:`AdjCNN`);
+:class:`RPGNN` / :class:`RPGIN` give any PyG-style GNN one-hot IDs of the positions;
+:class:`SubgraphRP` runs a GNN on the subgraphs the first k positions induce."""
 from rpfast.nn.rp.encoders import AdjCNN, VecMLP, VecRNN
 from rpfast.nn.rp.gnn import RPGNN
-from rpfast.nn.rp.kary_gnn import KAryGNN, induced_subgraphs
+from rpfast.nn.rp.pisgd import PiSGD
 from rpfast.nn.rp.relational_pooling import RelationalPooling
-from rpfast.nn.rp.strategies import Exact, KAry, Oriented, PiSGD, Relabelings, Strategy
+from rpfast.nn.rp.rp_gin import RPGIN
+from rpfast.nn.rp.strategies import Exact, KAry, NodePositions, Oriented, Relabelings, Strategy
+from rpfast.nn.rp.subgraph import SubgraphRP, induced_subgraphs
 
-__all__ = ["RelationalPooling", "Strategy", "Relabelings", "Exact", "PiSGD", "KAry", "Oriented",
-           "VecMLP", "VecRNN", "AdjCNN", "RPGNN", "KAryGNN", "induced_subgraphs"]
+__all__ = ["RelationalPooling", "Strategy", "Relabelings", "NodePositions", "Exact", "PiSGD", "KAry", "Oriented",
+           "VecMLP", "VecRNN", "AdjCNN", "RPGNN", "RPGIN", "SubgraphRP", "induced_subgraphs"]

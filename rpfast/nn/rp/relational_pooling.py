@@ -5,18 +5,14 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from rpfast._validation import (
-    check_sizes,
-    index_tensor,
-    is_pyg_data,
-    require_tensor,
-)
+from rpfast._validation import check_sizes, index_tensor, require_flag, require_tensor
 from rpfast.data import GraphBatch
-from rpfast.nn.rp.strategies import Exact, KAry, PiSGD, Strategy
+from rpfast.nn.graph_input import read_graph_input
+from rpfast.nn.rp.pisgd import PiSGD
+from rpfast.nn.rp.strategies import Exact, KAry, Strategy
 from rpfast.ops.subsets import Prune
 from rpfast.ops import permute_adjacency, permute_nodes
 from rpfast.ops._registry import compiling
-from rpfast.ops.permute import pisgd_relabel_op
 
 __all__ = ["RelationalPooling"]
 
@@ -75,23 +71,28 @@ class RelationalPooling(nn.Module):
             An f with fewer positional parameters gets the first two or three. Returns
             ``[M, ...]``. The encoders of :mod:`rpfast.nn.rp` take both forms.
         strategy: the relabelings (a pair ``(rows, columns)`` for separate RP); None means
-            ``PiSGD(max_nodes=n)`` (one relabeling per graph in training, five averaged in
-            evaluation) with ``n`` the width of the dense input.
+            ``PiSGD()`` (one relabeling per graph in training, five averaged in evaluation, ``K``
+            the width of the dense input: ``n_max`` of a graph batch).
         mode: ``"joint"`` or ``"separate"``.
         generator: CPU ``torch.Generator`` for reproducible sampling.
+        use_edge_attr: for graph input, whether edge features become adjacency channels (below).
 
-    Shapes (joint): ``forward(graph)`` for a :class:`~rpfast.data.GraphBatch`, a PyG
-    ``Data``/``Batch`` or a tuple ``(x, edge_index, batch)``; ``forward(x [N, F], edge_index [2, E],
-    batch [N] = None, edge_attr [E, D] = None)`` (PyG's order, told from the dense form by the
-    integer ``[2, E]`` second argument); or ``forward(adj [B, n, n, C], x [B, n, F], num_nodes [B])``
-    for dense padded input. A graph's edge features become adjacency channels after the edge
-    indicator (``GraphBatch.dense_adj``), so f is built for ``1 + D`` channels. (separate): ``forward(adj [B, n_r, n_c, C],
-    num_nodes=(num_rows [B], num_cols [B]))``, sizes defaulting to the full ``n_r, n_c``.
-    Returns ``[B, ...]``.
+    Shapes (joint): a graph in any form of :func:`~rpfast.nn.graph_input.read_graph_input` (a
+    :class:`~rpfast.data.GraphBatch`, a PyG ``Data``/``Batch``, ``forward(x [N, F], edge_index [2, E],
+    batch [N] = None, edge_attr [E, D] = None)`` in PyG's order, or ``forward(x or None, graph)``),
+    or ``forward(adj [B, n, n(, C)], x [B, n(, F)], num_nodes [B])`` for dense padded input (told
+    apart by the floating ``adj`` of dimension 3 or 4). A graph becomes
+    ``adj = GraphBatch.dense_adj()``: channel 0 is the edge indicator and, with
+    ``use_edge_attr=True`` (the default), channels ``1..D`` hold the edge features ``edge_attr
+    [E, D]``, so f is built for ``1 + D`` channels; with ``use_edge_attr=False`` f sees the
+    indicator alone (``C = 1``). Node features (``graph.x``, or the ``x`` passed beside the graph)
+    are f's second input ``[.., K, F]``, never adjacency channels. Dense input is used as given.
+    (separate): ``forward(adj [B, n_r, n_c, C], num_nodes=(num_rows [B], num_cols [B]))``, sizes
+    defaulting to the full ``n_r, n_c``. Returns ``[B, ...]``.
     """
 
     def __init__(self, f: nn.Module, strategy=None, generator: Optional[torch.Generator] = None, *,
-                 mode: str = "joint"):
+                 mode: str = "joint", use_edge_attr: bool = True):
         super().__init__()
         if not callable(f):
             raise TypeError(f"f must be a module or function, got {type(f).__name__}")
@@ -120,22 +121,25 @@ class RelationalPooling(nn.Module):
         if generator is not None and not isinstance(generator, torch.Generator):
             raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
         self.generator = generator
+        self.use_edge_attr = require_flag(use_edge_attr, "use_edge_attr")
         self._arity = max(2, _positional_arity(f, 4))
 
     def forward(self, adj, x: Optional[Tensor] = None, num_nodes=None, edge_attr: Optional[Tensor] = None) -> Tensor:
-        if _is_edge_index(x) and isinstance(adj, Tensor) and adj.dim() == 2:
-            # forward(x [N, F], edge_index [2, E], batch=None, edge_attr=None), PyG's argument order
-            adj = GraphBatch(x, x=adj, batch=num_nodes, edge_attr=edge_attr)
-            x = num_nodes = None
-        elif edge_attr is not None:
-            raise TypeError("edge_attr= goes with forward(x, edge_index, batch, edge_attr); a GraphBatch or PyG "
-                            "batch carries its own")
+        """``forward(adj, x, num_nodes)`` (dense), ``forward(graph)``, ``forward(x, edge_index,
+        batch=None, edge_attr=None)`` or ``forward(x, graph)``: see the class docstring."""
         if self.mode == "separate":
+            if edge_attr is not None:
+                raise TypeError("separate RP takes forward(adj, num_nodes=(num_rows, num_cols)): no edge_attr")
             return self._forward_separate(adj, x, num_nodes)
+        dense = _is_dense(adj)
+        if dense and edge_attr is not None:
+            raise TypeError("dense RP input forward(adj, x, num_nodes) holds edge features as adjacency channels: "
+                            "no edge_attr")
         if compiling():
             return self._forward_compiled(adj, x, num_nodes)
-        graph, adj, x, num_nodes = self._joint_inputs(adj, x, num_nodes)
-        strategy = self.strategy or PiSGD(adj.shape[1])  # the default: one sample to train, five to evaluate
+        graph, adj, x, num_nodes = (self._dense_inputs(adj, x, num_nodes) if dense
+                                    else self._graph_inputs(adj, x, num_nodes, edge_attr))
+        strategy = _sized(self.strategy or PiSGD(), adj.shape[1])  # default: one sample to train, five to evaluate
         total = None
         for perms, weights in strategy.relabel_chunks(graph, self.training, self.generator):
             perms = perms.to(adj.device)  # strategies draw and enumerate on the CPU
@@ -147,24 +151,17 @@ class RelationalPooling(nn.Module):
         return total
 
     def _forward_compiled(self, adj, x, num_nodes) -> Tensor:
-        """Joint pi-SGD under ``torch.compile``: the relabeling is one custom op with static output
-        shapes, and f is traced. Other strategies yield data-dependent shapes (Exact's blocks,
-        k-subsets, traversal orders): those RP layers raise here; compile their f instead."""
-        strategy = self.strategy
-        if strategy is not None and not isinstance(strategy, PiSGD):
-            raise NotImplementedError(
-                f"torch.compile of RelationalPooling supports PiSGD relabelings on dense input; {strategy!r} yields "
-                "data-dependent shapes. Compile the encoder instead: rp.f = torch.compile(rp.f)")
-        if not (isinstance(adj, Tensor) and isinstance(x, Tensor) and num_nodes is not None):
+        """Joint RP under ``torch.compile``: the strategy relabels the dense input in one op with
+        static output shapes (:meth:`PiSGD.relabel_dense`), and f is traced. Other strategies
+        yield data-dependent shapes (Exact's blocks, k-subsets, traversal orders): they raise
+        here; compile their f instead."""
+        strategy = self.strategy or PiSGD()
+        if not (_is_dense(adj) and isinstance(x, Tensor) and num_nodes is not None):
             raise NotImplementedError("torch.compile of RelationalPooling takes dense input forward(adj [B, n, n(, C)], "
                                       "x [B, n(, F)], num_nodes [B]) (a graph object's dense view has a "
                                       "data-dependent size)")
-        strategy = strategy or PiSGD(adj.shape[1])
-        k, train, evaluate = strategy.size, strategy.train_samples, strategy.eval_samples
-        samples = train if self.training else evaluate
-        adj_p, x_p, mask = pisgd_relabel_op(adj, x, num_nodes, samples, k)
+        adj_p, x_p, mask, weights = strategy.relabel_dense(adj, x, num_nodes, self.training)
         out = self.f(*(adj_p, x_p, mask, mask.sum(dim=1))[:self._arity])
-        weights = torch.full((adj.shape[0], samples), 1.0 / samples, dtype=torch.float64, device=adj.device)
         return _accumulate(None, out, weights)
 
     def _forward_separate(self, adj, x, num_nodes) -> Tensor:
@@ -202,32 +199,26 @@ class RelationalPooling(nn.Module):
                 total = _accumulate(total, out, weights)
         return total
 
-    def _joint_inputs(self, adj, x, num_nodes):
-        """``(graph, adj [B, n, n(, C)], x [B, n(, F)], num_nodes [B])`` from any joint input form."""
-        graph = None
-        if is_pyg_data(adj):
-            graph = GraphBatch.from_pyg(adj)
-        elif isinstance(adj, GraphBatch):
-            graph = adj
-        elif isinstance(adj, tuple):
-            if len(adj) != 3:
-                raise TypeError("a tuple input must be (x, edge_index, batch)")
-            node_x, edge_index, batch = adj
-            graph = GraphBatch(edge_index, x=node_x, batch=batch)
-        if graph is not None:
-            if x is not None or num_nodes is not None:
-                raise TypeError("pass either a graph (GraphBatch, PyG Data/Batch, (x, edge_index, batch)) or "
-                                "dense (adj, x, num_nodes), not both")
-            adj, x, num_nodes = graph.dense_adj(), graph.dense_x(), graph.num_nodes
-        elif x is None or num_nodes is None:
-            raise TypeError("call forward(graph) with a GraphBatch, a PyG Data/Batch or (x, edge_index, batch), "
-                            "or forward(adj, x, num_nodes) with dense padded tensors")
+    def _graph_inputs(self, data, edge_index, batch, edge_attr):
+        """``(graph on the CPU, adj [B, n, n, C], x [B, n, F], num_nodes [B])`` of a graph input."""
+        node_x, graph = read_graph_input(type(self).__name__, data, edge_index, batch, edge_attr)
+        adj = graph.dense_adj() if self.use_edge_attr else graph.dense_adj()[..., :1]
+        if node_x is None:
+            raise ValueError("RelationalPooling needs node features x (graph.x, or x beside the graph; a column of "
+                             "ones for featureless graphs)")
+        x = graph.dense_x() if node_x is graph.x else _pad_nodes(node_x, graph)
+        num_nodes = self._check_dense(adj, x, graph.num_nodes)
+        # the strategies enumerate, traverse and draw on the CPU
+        return (graph if graph.device.type == "cpu" else graph.to("cpu")), adj, x, num_nodes
+
+    def _dense_inputs(self, adj, x, num_nodes):
+        """``(graph of adj's nonzeros on the CPU, adj, x, num_nodes)`` of a dense input."""
+        if x is None or num_nodes is None:
+            raise TypeError("dense RP input is forward(adj [B, n, n(, C)], x [B, n(, F)], num_nodes [B]): "
+                            "x and num_nodes are missing")
         num_nodes = self._check_dense(adj, x, num_nodes)
-        if graph is None:
-            graph = _graph_of_dense(adj, num_nodes)
-        if graph.device.type != "cpu":  # the strategies enumerate, traverse and draw on the CPU
-            graph = graph.to("cpu")
-        return graph, adj, x, num_nodes
+        graph = _graph_of_dense(adj, num_nodes)
+        return (graph if graph.device.type == "cpu" else graph.to("cpu")), adj, x, num_nodes
 
     @staticmethod
     def _check_dense(adj, x, num_nodes) -> Tensor:
@@ -244,10 +235,20 @@ class RelationalPooling(nn.Module):
         return _sizes_within(num_nodes, B, n, "num_nodes")
 
 
-def _is_edge_index(value) -> bool:
-    """An integer ``[2, E]`` tensor: the second argument of PyG's ``forward(x, edge_index, ...)``."""
-    return (isinstance(value, Tensor) and value.dim() == 2 and value.shape[0] == 2
-            and not (value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool))
+def _is_dense(adj) -> bool:
+    """A floating ``[B, n, n(, C)]`` tensor: the dense form ``forward(adj, x, num_nodes)``."""
+    return isinstance(adj, Tensor) and adj.dim() in (3, 4) and (adj.dtype.is_floating_point or adj.dtype.is_complex)
+
+
+def _pad_nodes(x: Tensor, graph: GraphBatch) -> Tensor:
+    """``[B, n_max, F]``: node rows ``x [N, F]`` (or ``[N]``) padded per graph, zero rows at padding."""
+    require_tensor(x, "x")
+    x = x.unsqueeze(-1) if x.dim() == 1 else x
+    if x.dim() != 2 or x.shape[0] != graph.total_nodes:
+        raise ValueError(f"x must have shape [N={graph.total_nodes}, F] to match the graph, got {tuple(x.shape)}")
+    out = x.new_zeros((graph.num_graphs, graph.n_max, x.shape[1]))
+    out[graph.batch, graph.local_index] = x
+    return out
 
 
 def _sizes_within(sizes, B: int, n: int, name: str) -> Tensor:
@@ -262,8 +263,18 @@ def _sizes_within(sizes, B: int, n: int, name: str) -> Tensor:
     return sizes
 
 
+def _sized(strategy: Strategy, width: int) -> Strategy:
+    """``strategy``, or for a PiSGD declared without a size, the same counts over ``width``
+    positions (the dense input's width, so f always sees it)."""
+    if strategy.size is not None:
+        return strategy
+    return PiSGD(width, train_samples=strategy.train_samples, eval_samples=strategy.eval_samples)
+
+
 def _check_separable(strategy: Strategy) -> None:
     """Separate RP relabels vertex sets without edges: only size-driven strategies apply."""
+    if isinstance(strategy, PiSGD) and strategy.size is None:
+        raise ValueError("separate RP needs the row and column widths from its strategies: give PiSGD max_nodes or k")
     if isinstance(strategy, (Exact, PiSGD)) or (isinstance(strategy, KAry) and strategy.prune == Prune.NONE):
         return
     raise ValueError(f"separate RP relabels rows and columns as vertex sets without edges, so {strategy!r} "

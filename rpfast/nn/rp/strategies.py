@@ -11,17 +11,24 @@ computes :math:`\bar f(G) = \sum_p w_{b,p}\, f(A_{\pi_p,\pi_p}, X_{\pi_p})`.
 graph larger than declared is an error, not a silent truncation.
 
 * :class:`Exact`: all :math:`n!` relabelings (eq. 1), for small graphs.
-* :class:`PiSGD`: uniformly random relabelings, fresh on every call (eq. 4): an unbiased
-  estimate in training, the average of ``eval_samples`` in eval mode.
+* :class:`~rpfast.nn.rp.PiSGD` (in :mod:`rpfast.nn.rp.pisgd`): uniformly random relabelings,
+  fresh on every call (eq. 4): an unbiased estimate in training, the average of
+  ``eval_samples`` in eval mode.
 * :class:`KAry`: k-vertex induced subgraphs (eq. 5): every k-subset (optionally pruned) in every
   order, or in one order when f is invariant (Prop. 2.2), or sampled subsets.
 * :class:`Oriented`: poly-canonical DFS/BFS orders (Sec. 2.3.1) from random or all starts,
   1-WL colour orders, or RDKit's canonical atom order for molecules.
+
+Stochastic strategies draw ``train_samples`` relabelings per graph in training and average
+``eval_samples`` in eval mode; the consumer passes its module's ``training`` flag. Consumers:
+:class:`~rpfast.nn.rp.RelationalPooling` (f on the relabeled dense graph),
+:class:`~rpfast.nn.rp.RPGNN` (a GNN on one-hot IDs of the positions: :meth:`Strategy.node_positions`)
+and :class:`~rpfast.nn.rp.SubgraphRP` (a GNN on the subgraph the positions induce).
 """
 import abc
 import itertools
 import math
-from typing import Iterator, List, NamedTuple, Optional
+from typing import Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -32,7 +39,7 @@ from rpfast.data.molecules import canonical_order_from_mol
 from rpfast.ops import bfs_order, dfs_order, k_subsets, random_permutations, sample_k_subsets, wl_order
 from rpfast.ops.subsets import _prune
 
-__all__ = ["Relabelings", "Strategy", "Exact", "PiSGD", "KAry", "Oriented"]
+__all__ = ["Relabelings", "NodePositions", "Strategy", "Exact", "KAry", "Oriented"]
 
 
 class Relabelings(NamedTuple):
@@ -43,11 +50,31 @@ class Relabelings(NamedTuple):
     weights: Tensor
 
 
-class Strategy(abc.ABC):
-    """Base class: ``relabel(graph, training, generator)`` returns :class:`Relabelings`."""
+class NodePositions(NamedTuple):
+    """``positions [P, N]``: the position of every node of the batch within its graph under
+    relabeling ``p`` (mod the modulus asked for), and ``weights [B, P]`` as in
+    :class:`Relabelings` (None: uniform, ``1/P`` for every graph)."""
 
-    #: positions f sees (set by each strategy from its arguments)
-    size: int
+    positions: Tensor
+    weights: Optional[Tensor]
+
+
+class Strategy(abc.ABC):
+    """Base class: ``relabel(graph, training, generator)`` returns :class:`Relabelings`.
+
+    Stochastic strategies set ``train_samples`` / ``eval_samples`` (relabelings per graph per
+    call in each mode); the others leave them None (their count comes from the graphs)."""
+
+    #: positions f sees (set by each strategy from its arguments; None: the input's width)
+    size: Optional[int]
+    train_samples: Optional[int] = None
+    eval_samples: Optional[int] = None
+
+    def samples(self, training: bool) -> Optional[int]:
+        """Relabelings per graph drawn in this mode (``train_samples`` when ``training``, else
+        ``eval_samples``); None when the graphs fix the count (enumerations, all starts)."""
+        training = require_flag(training, "training")
+        return self.train_samples if training else self.eval_samples
 
     @abc.abstractmethod
     def relabel(self, graph: GraphBatch, training: bool, generator: Optional[torch.Generator] = None) -> Relabelings:
@@ -61,11 +88,61 @@ class Strategy(abc.ABC):
         unless a strategy streams (:class:`Exact`)."""
         yield self.relabel(graph, training, generator)
 
+    def node_positions(self, graph: GraphBatch, training: bool, generator: Optional[torch.Generator] = None,
+                       modulus: Optional[int] = None) -> Iterable[NodePositions]:
+        r"""Every node's position under the relabelings, block by block as :meth:`relabel_chunks`
+        (ID-based RP, eq. 3: node ``v`` gets :math:`\pi^{-1}(v) \bmod m`).
+
+        Inverts each block's ``perms``: ``positions[p, ptr[b] + perms[b, p, i]] = i`` (mod
+        ``modulus`` when given). Every relabeling of positive weight must place every vertex of
+        its graph: a ValueError names the first that does not (a ``size`` below the largest
+        graph: a truncated k-ary view). Rows of weight 0 (padding, or a graph with no admissible
+        relabeling, whose output is then 0) get position 0. The strategy runs on the CPU; the
+        positions land on the graph's device."""
+        _check_graph(graph)
+        require_flag(training, "training")
+        modulus = None if modulus is None else check_count(modulus, "modulus", minimum=1)
+        on_cpu = graph if graph.device.type == "cpu" else graph.to("cpu")
+        for perms, weights in self.relabel_chunks(on_cpu, training, generator):
+            yield NodePositions(self._invert(on_cpu, perms, weights, modulus).to(graph.device), weights)
+
+    def _invert(self, graph: GraphBatch, perms: Tensor, weights: Tensor, modulus: Optional[int]) -> Tensor:
+        """``[P, N]`` positions of the nodes under ``perms [B, P, K]`` (see :meth:`node_positions`)."""
+        B, P, K = perms.shape
+        placed = perms >= 0
+        counts = placed.sum(dim=-1)
+        short = (weights > 0) & (counts < graph.num_nodes.view(B, 1))
+        if bool(short.any()):
+            b, p = (int(v) for v in torch.nonzero(short)[0])
+            raise ValueError(f"{self!r} places {int(counts[b, p])} of the {int(graph.num_nodes[b])} vertices of graph "
+                             f"{b} (relabeling {p}): ID-based RP needs every vertex placed; use a size of at least "
+                             "the largest graph, or PiSGD / Exact")
+        positions = torch.zeros((P, graph.total_nodes), dtype=torch.int64)
+        vertex = (perms + graph.ptr[:-1].view(B, 1, 1))[placed]
+        sample = torch.arange(P).view(1, P, 1).expand(B, P, K)[placed]
+        position = torch.arange(K).view(1, 1, K).expand(B, P, K)[placed]
+        positions[sample, vertex] = position
+        return positions if modulus is None else positions % modulus
+
+    def relabel_dense(self, adj: Tensor, x: Tensor, num_nodes: Tensor,
+                      training: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """``(adj_p [M, K, K, C], x_p [M, K, F], mask [M, K], weights [B, P])`` for compiled code:
+        the relabeled dense graphs in one op with static shapes. Only :class:`PiSGD` has one;
+        the other strategies yield data-dependent shapes."""
+        raise NotImplementedError(
+            f"torch.compile of RelationalPooling supports PiSGD relabelings on dense input; {self!r} yields "
+            "data-dependent shapes. Compile the encoder instead: rp.f = torch.compile(rp.f)")
+
     def _check_sizes(self, graph: GraphBatch, limit: int, what: str) -> None:
         if graph.num_graphs and graph.n_max > limit:
             b = int(torch.nonzero(graph.num_nodes > limit)[0, 0])
             raise ValueError(f"graph {b} has {int(graph.num_nodes[b])} vertices, more than the {what} = {limit} "
                              f"this {type(self).__name__} strategy was declared with")
+
+
+def _check_graph(graph) -> None:
+    if not isinstance(graph, GraphBatch):
+        raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")
 
 
 def _uniform(perms: Tensor) -> Relabelings:
@@ -155,40 +232,6 @@ def _permutation_block(n: int, q: int, suffix_orders: Tensor) -> Tensor:
     return torch.cat([torch.tensor(prefix, dtype=torch.int64).expand(len(rest), -1), rest], dim=1)
 
 
-class PiSGD(Strategy):
-    r"""Uniformly random relabelings, fresh on every call (pi-SGD, eq. 4 and Remark 2.1).
-
-    Training draws ``train_samples`` relabelings per graph (an unbiased estimate of the exact
-    average, so SGD on it optimises the RP objective); eval mode averages ``eval_samples``.
-
-    Args:
-        max_nodes: the ``K`` positions f sees; graphs may not be larger.
-        train_samples, eval_samples: relabelings per graph per call.
-        k: instead of ``max_nodes``: f sees the first ``k`` positions of each relabeling, a
-            uniformly random ordered k-subset of a graph of any size (k-ary RP, eq. 5, by
-            sampling); smaller graphs are padded.
-    """
-
-    def __init__(self, max_nodes: Optional[int] = None, train_samples: int = 1, eval_samples: int = 5, *,
-                 k: Optional[int] = None):
-        if (max_nodes is None) == (k is None):
-            raise ValueError("PiSGD needs exactly one of max_nodes (the largest graph) or k (positions per sample)")
-        self.truncate = k is not None
-        self.size = check_count(k, "k", minimum=1) if self.truncate else check_count(max_nodes, "max_nodes", minimum=0)
-        self.train_samples = check_count(train_samples, "train_samples", minimum=1)
-        self.eval_samples = check_count(eval_samples, "eval_samples", minimum=1)
-
-    def relabel(self, graph, training, generator=None):
-        if not self.truncate:
-            self._check_sizes(graph, self.size, "max_nodes")
-        samples = self.train_samples if require_flag(training, "training") else self.eval_samples
-        return _uniform(random_permutations(graph.num_nodes, samples, k=self.size, generator=generator))
-
-    def __repr__(self):
-        size = f"k={self.size}" if self.truncate else f"max_nodes={self.size}"
-        return f"PiSGD({size}, train_samples={self.train_samples}, eval_samples={self.eval_samples})"
-
-
 class KAry(Strategy):
     r"""k-ary Relational Pooling (eq. 5): f sees the subgraphs induced by k vertices.
 
@@ -197,15 +240,17 @@ class KAry(Strategy):
 
     Args:
         k: subset size, the ``K`` positions f sees (at most 11 with ``order="all"``).
-        subsets: ``"all"`` (every kept k-subset) or ``"sample"`` (``num_samples`` uniform kept
-            subsets per graph, fresh each call; an unbiased estimate).
+        subsets: ``"all"`` (every kept k-subset) or ``"sample"`` (uniform kept subsets, fresh each
+            call: ``train_samples`` per graph in training, an unbiased estimate, and the average
+            of ``eval_samples`` in eval mode).
         prune: which subsets are dropped, as in :func:`rpfast.ops.k_subsets` (``"none"``,
             ``"edgeless"``, ``"isolated"``, ``"disconnected"``).
         order: ``"all"`` (all k! orders of each subset), ``"invariant"`` (one order, ascending
             vertex ids: enough when f is itself permutation-invariant, Prop. 2.2, so the sum has
             C(n, k) terms instead of n!/(n-k)!) or ``"random"`` (one uniformly random order per
             subset, fresh each call: pi-SGD within the subset).
-        num_samples: subsets per graph with ``subsets="sample"``.
+        train_samples, eval_samples: subsets per graph with ``subsets="sample"`` in training
+            (default 1) and in eval mode (default 5); ``subsets="all"`` takes neither.
         chunk_size: with ``order="all"``, the most relabelings per graph in one block that RP
             hands to f (default 8! = 40320). The k! orders are generated block by block, as
             :class:`Exact` does: the ``S`` subsets of a graph times the orders of one block.
@@ -215,7 +260,8 @@ class KAry(Strategy):
     """
 
     def __init__(self, k: int, subsets: str = "all", prune="none", order: str = "all",
-                 num_samples: Optional[int] = None, chunk_size: int = math.factorial(8)):
+                 train_samples: Optional[int] = None, eval_samples: Optional[int] = None,
+                 chunk_size: int = math.factorial(8)):
         self.size = self.k = check_int(k, "k", minimum=1)
         if subsets not in ("all", "sample"):
             raise ValueError(f"subsets must be 'all' or 'sample', got {subsets!r}")
@@ -225,17 +271,17 @@ class KAry(Strategy):
             raise ValueError(f"KAry(order='all') averages f over all k! orders of every subset; k = {self.k} is above "
                              f"{Exact.MAX_NODES} ({_factorial_text(self.k)} orders per subset): use "
                              "order='invariant' (for an f that is itself invariant) or order='random'")
-        if subsets == "sample" and num_samples is None:
-            raise ValueError("subsets='sample' needs num_samples (subsets drawn per graph)")
-        if subsets == "all" and num_samples is not None:
-            raise ValueError("num_samples is for subsets='sample'")
+        if subsets == "all" and (train_samples is not None or eval_samples is not None):
+            raise ValueError("train_samples and eval_samples are for subsets='sample' (subsets='all' takes every "
+                             "kept subset)")
         self.subsets, self.order = subsets, order
         self.prune = _prune(prune)
-        self.num_samples = None if num_samples is None else check_count(num_samples, "num_samples", minimum=1)
+        if subsets == "sample":
+            self.train_samples, self.eval_samples = _sample_counts(train_samples, eval_samples, 1, 5)
         self.chunk_size = check_count(chunk_size, "chunk_size", minimum=1)
 
     def relabel(self, graph, training, generator=None):
-        per_graph = self._subsets(graph, generator)
+        per_graph = self._subsets(graph, training, generator)
         if self.order == "all":
             return next(self._ordered_blocks(per_graph, suffix=self.k))
         if self.order == "random":
@@ -247,17 +293,17 @@ class KAry(Strategy):
         if self.order != "all":
             yield self.relabel(graph, training, generator)
             return
-        per_graph = self._subsets(graph, generator)
+        per_graph = self._subsets(graph, training, generator)
         most = max((len(s) for s in per_graph), default=0)
         suffix = max([m for m in range(1, self.k + 1) if most * math.factorial(m) <= self.chunk_size], default=1)
         yield from self._ordered_blocks(per_graph, suffix)
 
-    def _subsets(self, graph: GraphBatch, generator) -> List[Tensor]:
+    def _subsets(self, graph: GraphBatch, training: bool, generator) -> List[Tensor]:
         """The kept k-subsets of every graph: ``[S_b, k]`` each, ascending vertex ids."""
         if self.subsets == "all":
             rows, ptr = k_subsets(graph, self.k, self.prune)
             return [rows[ptr[b]:ptr[b + 1]] for b in range(graph.num_graphs)]
-        drawn = sample_k_subsets(graph, self.k, self.num_samples, prune=self.prune, generator=generator)
+        drawn = sample_k_subsets(graph, self.k, self.samples(training), prune=self.prune, generator=generator)
         return [d[(d >= 0).all(dim=1)] for d in drawn]  # graphs without subsets give -1 rows
 
     def _ordered_blocks(self, per_graph: List[Tensor], suffix: int) -> Iterator[Relabelings]:
@@ -277,7 +323,8 @@ class KAry(Strategy):
             yield _pad_rows([s[:, orders].reshape(-1, self.k) for s in per_graph], self.k, totals)
 
     def __repr__(self):
-        extra = f", num_samples={self.num_samples}" if self.num_samples else ""
+        extra = (f", train_samples={self.train_samples}, eval_samples={self.eval_samples}"
+                 if self.subsets == "sample" else "")
         return f"KAry(k={self.k}, subsets={self.subsets!r}, prune={self.prune.value!r}, order={self.order!r}{extra})"
 
 
@@ -294,7 +341,7 @@ class Oriented(Strategy):
     Args:
         method: ``"dfs"``, ``"bfs"``, ``"wl"`` (vertices sorted by their stable 1-WL colour,
             computed from the node features; ties broken by ``tiebreak``; only
-            ``starts="random"``, where ``num_samples`` is the number of tie-breaks) or
+            ``starts="random"``, where the sample counts are the numbers of tie-breaks) or
             ``"rdkit"`` (RDKit's canonical atom ranking, ``Chem.CanonicalRankAtoms``: one order
             per molecule, invariant to how the SMILES numbered the atoms up to symmetry; the
             graph must carry its molecules as ``smiles`` or ``mol``, one per graph, with atoms
@@ -302,39 +349,52 @@ class Oriented(Strategy):
             do).
         size: the ``K`` positions f sees: the first ``size`` vertices of each order (the paper's
             "random start, BFS/DFS until k vertices" when smaller than the graphs).
-        starts: ``"random"`` (``num_samples`` uniform start vertices per graph, fresh each call)
-            or ``"all"`` (one order from every vertex: the full poly-canonical set).
+        starts: ``"random"`` (uniform start vertices, fresh each call: ``train_samples`` per graph
+            in training, the average of ``eval_samples`` in eval mode) or ``"all"`` (one order
+            from every vertex: the full poly-canonical set, in both modes).
         tiebreak: which neighbour a traversal visits first: ``"random"`` (a fresh uniform ranking
             per order, so the distribution of orders does not depend on the vertex ids: RP stays
             invariant in expectation), ``"features"`` (vertices ranked by their feature rows,
             lexicographically; exactly invariant when a graph's feature rows are distinct) or
             ``"id"`` (vertex ids; depends on the labeling).
-        num_samples: orders per graph with ``starts="random"`` (default 1).
+        train_samples, eval_samples: orders per graph with ``starts="random"`` in training
+            (default 1) and in eval mode (default 5; 1 for ``"wl"`` with a deterministic
+            ``tiebreak``, whose orders are all the same). ``starts="all"`` and ``"rdkit"`` fix
+            the count and take neither.
+
+    Used by :class:`~rpfast.nn.rp.RPGNN`, an orientation must place every vertex: a ``size`` of
+    at least the largest graph (a traversal restarts in every component, so it places them all).
     """
 
-    def __init__(self, method: str, size: int, starts: str = "random", num_samples: Optional[int] = None,
-                 tiebreak: str = "random"):
+    def __init__(self, method: str, size: int, starts: str = "random", train_samples: Optional[int] = None,
+                 eval_samples: Optional[int] = None, tiebreak: str = "random"):
         if method not in ("dfs", "bfs", "wl", "rdkit"):
             raise ValueError(f"method must be 'dfs', 'bfs', 'wl' or 'rdkit', got {method!r}")
+        counted = train_samples is not None or eval_samples is not None
         if method == "wl" and starts != "random":
-            raise ValueError("a WL orientation has no start vertex: use starts='random' (num_samples tie-breaks)")
-        if method == "rdkit" and (starts != "random" or num_samples not in (None, 1) or tiebreak != "random"):
+            raise ValueError("a WL orientation has no start vertex: use starts='random' (the sample counts are "
+                             "tie-breaks)")
+        if method == "rdkit" and (starts != "random" or counted or tiebreak != "random"):
             raise ValueError("method='rdkit' gives one canonical order per molecule: it takes no starts, "
-                             "num_samples or tiebreak")
+                             "train_samples, eval_samples or tiebreak")
         if starts not in ("random", "all"):
             raise ValueError(f"starts must be 'random' or 'all', got {starts!r}")
         if tiebreak not in ("random", "features", "id"):
             raise ValueError(f"tiebreak must be 'random', 'features' or 'id', got {tiebreak!r}")
-        if starts == "all" and num_samples is not None:
-            raise ValueError("num_samples is implied by starts='all' (one order per vertex)")
+        if starts == "all" and counted:
+            raise ValueError("starts='all' implies the count (one order per vertex): it takes no train_samples or "
+                             "eval_samples")
         self.method, self.starts, self.tiebreak = method, starts, tiebreak
         self.size = check_count(size, "size", minimum=1)
-        self.num_samples = 1 if num_samples is None else check_count(num_samples, "num_samples", minimum=1)
+        if starts == "random" and method != "rdkit":
+            deterministic = method == "wl" and tiebreak != "random"
+            self.train_samples, self.eval_samples = _sample_counts(train_samples, eval_samples, 1,
+                                                                   1 if deterministic else 5)
 
     def relabel(self, graph, training, generator=None):
         if self.method == "rdkit":
             return _uniform(_fit(_rdkit_orders(graph), self.size))
-        P = self.num_samples if self.starts == "random" else graph.n_max
+        P = self.samples(training) if self.starts == "random" else graph.n_max
         ties = self._ranks(graph, P, generator)
         if self.method == "wl":
             if ties is None:
@@ -367,8 +427,15 @@ class Oriented(Strategy):
     def __repr__(self):
         if self.method == "rdkit":
             return f"Oriented('rdkit', size={self.size})"
-        samples = f", num_samples={self.num_samples}" if self.starts == "random" else ""
+        samples = (f", train_samples={self.train_samples}, eval_samples={self.eval_samples}"
+                   if self.starts == "random" else "")
         return f"Oriented({self.method!r}, size={self.size}, starts={self.starts!r}{samples}, tiebreak={self.tiebreak!r})"
+
+
+def _sample_counts(train_samples, eval_samples, train_default: int, eval_default: int) -> Tuple[int, int]:
+    """``(train_samples, eval_samples)``, each checked ``>= 1``, None replaced by its default."""
+    return (train_default if train_samples is None else check_count(train_samples, "train_samples", minimum=1),
+            eval_default if eval_samples is None else check_count(eval_samples, "eval_samples", minimum=1))
 
 
 def _fit(orders: Tensor, K: int) -> Tensor:

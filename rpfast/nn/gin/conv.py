@@ -19,9 +19,11 @@ class GINConv(nn.Module):
 
     .. math:: x_i' = h_\Theta\Big((1 + \epsilon)\, x_i + \sum_{j \to i} x_j\Big)
 
-    Same constructor and ``forward(x, edge_index)`` as ``torch_geometric.nn.GINConv``, so
-    a PyG model can switch the import. The graph may be an ``edge_index [2, E]``, a
-    :class:`~rpfast.data.GraphBatch`, or a PyG ``Data``/``Batch`` (its ``edge_index`` is used).
+    Same constructor and ``forward(x, edge_index, size=None)`` as ``torch_geometric.nn.GINConv``,
+    so a PyG model can switch the import. The graph may be an ``edge_index [2, E]``, a
+    :class:`~rpfast.data.GraphBatch`, or a PyG ``Data``/``Batch`` (its ``edge_index`` is used);
+    a GraphBatch or ``Data`` may also come alone (``conv(data)``: its ``x`` and edges). Node-level:
+    no batch vector or edge features (PyG's ``GINConv`` takes none either).
 
     ``edge_index`` is converted to CSR once per distinct tensor and cached
     (:mod:`rpfast.data.cache`). The cache notices in-place edits made through torch (the
@@ -65,8 +67,16 @@ class GINConv(nn.Module):
             self.nn.reset_parameters()
         self.eps.data.fill_(self.initial_eps)
 
-    def forward(self, x: Tensor, edge_index, size: Optional[tuple] = None) -> Tensor:
-        """``x [N, F]`` or ``[R, N, F]``; ``edge_index``: ``[2, E]``, GraphBatch or PyG Data/Batch."""
+    def forward(self, x, edge_index=None, size: Optional[tuple] = None) -> Tensor:
+        """``x [N, F]`` or ``[R, N, F]``; ``edge_index``: ``[2, E]``, GraphBatch or PyG Data/Batch;
+        or a GraphBatch / PyG Data alone (its ``x`` and edges)."""
+        if edge_index is None and (isinstance(x, GraphBatch) or is_pyg_data(x)):
+            if x.x is None:
+                raise ValueError(f"GINConv needs node features: the {type(x).__name__} has no x")
+            x, edge_index = x.x, x
+        if edge_index is None:
+            raise TypeError("GINConv takes (x, edge_index), (x, graph) or a GraphBatch / PyG Data alone; "
+                            "got no edges")
         if not isinstance(x, Tensor):
             raise TypeError(f"x must be a tensor [N, F] or [R, N, F] (bipartite (x_src, x_dst) pairs are not "
                             f"supported), got {type(x).__name__}")

@@ -1,4 +1,5 @@
-"""gin_network (rpfast/ops/gin_network.py): a whole GIN as one node, against GIN layer by layer."""
+"""The WHOLE path (rpfast/nn/gin/network.py, binding.py): a GIN as one C++ call and one node, against
+the same GIN layer by layer."""
 import copy
 
 import pytest
@@ -7,8 +8,9 @@ import torch
 from assertions import assert_thread_invariant
 from rpfast.data import GraphBatch, csl_batch, csl_dataset
 from rpfast.nn import GIN
-from rpfast.ops import gin_network_engine as gin_network_module
-from rpfast.ops.gin_network import gin_model
+from rpfast.nn.gin import network as gin_network_module
+from rpfast.nn.gin.binding import binding
+from rpfast.nn.gin.planner import FUSED_MAX_WIDTH, Path
 
 
 def _batch():
@@ -33,7 +35,7 @@ def _pair(in_dim, id_dim, hidden, dtype, mlp_layers=2, layers=3):
 
 def _run(model, x, graph, ids, weight):
     x = x.clone().requires_grad_() if x is not None else None
-    out = model(x, graph, ids)
+    out = model(x, graph, ids=ids)
     (out * weight).sum().backward()
     grads = [p.grad.clone() for p in model.parameters()]
     return out, grads, x.grad if x is not None else None
@@ -78,7 +80,7 @@ def test_fused_network_matches_layer_by_layer(in_dim, id_dim, replicas, hidden, 
 def test_fused_network_is_one_autograd_node():
     graph = _batch()
     model, _ = _pair(1, 10, 16, torch.float32)
-    out = model(graph.x, graph, torch.randint(0, 10, (2, graph.total_nodes)))
+    out = model(graph.x, graph, ids=torch.randint(0, 10, (2, graph.total_nodes)))
     nodes, stack = set(), [out.grad_fn]
     while stack:
         node = stack.pop()
@@ -86,8 +88,7 @@ def test_fused_network_is_one_autograd_node():
             nodes.add(node)
             stack.extend(next_fn for next_fn, _ in node.next_functions)
     names = sorted(type(n).__name__ for n in nodes if "AccumulateGrad" not in type(n).__name__)
-    assert names.count("_GINNetworkCompiledBackward") == 1
-    assert len(names) <= 6, names  # network, histogram/readout concat, classifier
+    assert names == ["_WholeNetworkBackward"]  # layers, readouts and classifier: one node
 
 
 @pytest.mark.kernels
@@ -98,7 +99,7 @@ def test_fused_network_bitwise_identical_across_threads():
 
     def step():
         trial = copy.deepcopy(model)
-        out = trial(graph.x, graph, ids)
+        out = trial(graph.x, graph, ids=ids)
         out.square().sum().backward()
         return [out] + [p.grad for p in trial.parameters()] + [trial.layers[0].norms[0].running_var]
 
@@ -113,7 +114,7 @@ def test_two_forwards_before_one_backward_and_retain_graph():
     ids_a = torch.randint(0, 10, (1, graph.total_nodes))
     ids_b = torch.randint(0, 10, (1, graph.total_nodes))
     for model in (fused, unfused):
-        loss = model(graph.x, graph, ids_a).square().sum() + model(graph.x, graph, ids_b).sin().sum()
+        loss = model(graph.x, graph, ids=ids_a).square().sum() + model(graph.x, graph, ids=ids_b).sin().sum()
         loss.backward(retain_graph=True)
         loss.backward()
     for a, b in zip(fused.parameters(), unfused.parameters()):
@@ -153,7 +154,7 @@ def test_workspaces_return_to_a_bounded_pool():
     model, _ = _pair(1, 10, 16, torch.float32)
     ids = torch.randint(0, 10, (1, graph.total_nodes))
     for _ in range(10):
-        model(graph.x, graph, ids).sum().backward()
+        model(graph.x, graph, ids=ids).sum().backward()
     assert 1 <= len(gin_network_module._free_networks[torch.float32]) <= gin_network_module._POOL_SIZE
 
 
@@ -162,7 +163,7 @@ def _train_steps(model, graph, ids, steps=3):
     optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
     x = graph.x.to(model.classifier.weight.dtype)
     for _ in range(steps):
-        out = model(x, graph, ids)
+        out = model(x, graph, ids=ids)
         optimizer.zero_grad()
         out.square().sum().backward()
         optimizer.step()
@@ -229,10 +230,10 @@ def test_dropout_and_embeddings_with_the_bound_network():
         model.dropout.p = 0.5
     ids = torch.randint(0, 10, (1, graph.total_nodes))
     torch.manual_seed(3)
-    out = fused(graph.x, graph, ids)
+    out = fused(graph.x, graph, ids=ids)
     torch.manual_seed(3)
-    torch.testing.assert_close(out, unfused(graph.x, graph, ids))
-    torch.testing.assert_close(fused.graph_embedding(graph.x, graph, ids), unfused.graph_embedding(graph.x, graph, ids))
+    torch.testing.assert_close(out, unfused(graph.x, graph, ids=ids))
+    torch.testing.assert_close(fused.graph_embedding(graph.x, graph, ids=ids), unfused.graph_embedding(graph.x, graph, ids=ids))
 
 
 def test_a_copy_of_a_trained_model_trains_on_its_own_tensors():
@@ -255,7 +256,7 @@ def test_ids_out_of_range_are_refused_by_the_bound_network():
     bad = torch.zeros(1, graph.total_nodes, dtype=torch.int64)
     bad[0, 7] = 10
     with pytest.raises(IndexError, match=r"ids must lie in \[0, 10\), got 10"):
-        fused(graph.x, graph, bad)
+        fused(graph.x, graph, ids=bad)
     state = copy.deepcopy(fused.state_dict())
     assert all(torch.equal(v, state[k]) for k, v in fused.state_dict().items())
 
@@ -266,11 +267,11 @@ def test_in_place_changes_between_forward_and_backward_are_refused():
     graph = _batch()
     fused, _ = _pair(1, 10, 16, torch.float32)
     ids = torch.randint(0, 10, (1, graph.total_nodes))
-    loss = fused(graph.x, graph, ids).sum()
+    loss = fused(graph.x, graph, ids=ids).sum()
     ids.random_(0, 10)  # a reused ID buffer refilled for the next relabeling
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
-    loss = fused(graph.x, graph, ids).sum()
+    loss = fused(graph.x, graph, ids=ids).sum()
     with torch.no_grad():
         fused.layers[1].linears[0].weight.mul_(0.5)  # e.g. an optimizer step before backward
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
@@ -298,12 +299,12 @@ def test_a_submodule_added_where_there_was_none_is_noticed():
     graph = _batch()
     fused, _ = _pair(1, 10, 16, torch.float32)
     ids = torch.randint(0, 10, (1, graph.total_nodes))
-    fused(graph.x, graph, ids)
-    assert fused._bound() is not None
+    fused(graph.x, graph, ids=ids)
+    assert binding(fused).path is Path.WHOLE
     fused.layers[0].edge = torch.nn.Linear(3, 16)  # a GINE layer now: it needs edge_attr
-    assert fused._bound() is None
+    assert binding(fused).path is Path.LAYERS
     with pytest.raises(ValueError, match="needs edge features"):
-        fused(graph.x, graph, ids)
+        fused(graph.x, graph, ids=ids)
 
 
 def test_half_precision_gets_the_layer_paths_message():
@@ -321,7 +322,7 @@ def test_kernel_objects_are_freed_without_the_cycle_collector():
 
     graph = _batch()
     fused, _ = _pair(1, 10, 16, torch.float32)
-    fused(graph.x, graph, torch.randint(0, 10, (1, graph.total_nodes))).sum().backward()
+    fused(graph.x, graph, ids=torch.randint(0, 10, (1, graph.total_nodes))).sum().backward()
     obj = _backend.create("GINNetworkF32")
     obj.forward  # the method is cached on the object
     ref = weakref.ref(obj)
@@ -334,42 +335,38 @@ def test_kernel_objects_are_freed_without_the_cycle_collector():
 
 
 @pytest.mark.kernels
-def test_gin_model_rejects_bad_arguments_with_clear_errors():
-    graph = _batch()
-    fused, _ = _pair(1, 10, 16, torch.float32)
-    ids = torch.randint(0, 10, (1, graph.total_nodes))
-    fused(graph.x, graph, ids)
-    weights = fused._bound().weights(True)
-    x = graph.x.unsqueeze(0)
-    with pytest.raises(TypeError, match="graph must be an rpfast.data.GraphBatch"):
-        gin_model(x, ids, graph.edge_index, weights, True, 1)
-    with pytest.raises(TypeError, match="weights must be"):
-        gin_model(x, ids, graph, [weights], True, 1)
-    with pytest.raises(ValueError, match="replicas must be"):
-        gin_model(x, ids, graph, weights, True, 0)
-    with pytest.raises(TypeError, match="training"):
-        gin_model(x, ids, graph, weights, "yes", 1)
-    out = gin_model(x, ids, graph, weights, False, 1)
-    torch.testing.assert_close(out, fused.eval()(graph.x, graph, ids))
+@pytest.mark.parametrize("hidden,path", [(16, Path.WHOLE), (FUSED_MAX_WIDTH, Path.WHOLE),
+                                         (FUSED_MAX_WIDTH + 1, Path.LAYERS)])
+def test_the_planner_reads_the_width_limit(hidden, path):
+    model, unfused = _pair(1, 0, hidden, torch.float32, layers=1)
+    assert binding(model).path is path
+    assert binding(unfused).path is Path.LAYERS
 
 
-@pytest.mark.parametrize("hidden", [16, 80])  # the C++ network and the layer-by-layer Python network
-def test_gin_network_counts_steps_when_given_counters(hidden):
-    """GINLayerParams.counters: a training call adds one to every counter, and a NaN momentum is
-    the cumulative 1 / count, as BatchNorm(momentum=None) does, on both network paths."""
-    from rpfast.ops.gin_network import gin_network
-
+@pytest.mark.parametrize("hidden", [16, 80])  # the whole-network C++ call and the layer path
+def test_every_path_counts_batch_norm_steps_alike(hidden):
+    """One rule (rpfast/nn/gin/norms.py): a training forward counts one step in every BatchNorm,
+    and momentum=None is the cumulative 1 / count, on every path, as torch's BatchNorm does."""
     graph = _batch()
     fused, unfused = _pair(1, 0, hidden, torch.float64)
-    for model in (fused, unfused):
+    reference = copy.deepcopy(unfused)
+    for model in (fused, unfused, reference):
         for module in model.modules():
             if isinstance(module, torch.nn.BatchNorm1d):
                 module.momentum = None
-    x = graph.x.double().unsqueeze(0)
+    x = graph.x.double()
     for _ in range(2):
-        params = [layer.params(True, count=False, with_counters=True) for layer in fused.layers]
-        gin_network(x, None, graph, params, True)
-        unfused.train()(graph.x.double(), graph)
-    for (name, a), b in zip(fused.state_dict().items(), unfused.state_dict().values()):
-        torch.testing.assert_close(a, b, msg=lambda m: f"{name}: {m}")
+        for model in (fused, unfused):
+            model.train()(x, graph)
+        h = x
+        for layer in reference.layers:  # torch's own modules
+            z = h @ layer.first.weight.t()
+            a = (1 + layer.eps) * z + torch.zeros_like(z).index_add(0, graph.edge_index[1], z[graph.edge_index[0]])
+            for s, norm in enumerate(layer.norms):
+                a = torch.relu(norm(a if s == 0 else a @ layer.linears[s - 1].weight.t()))
+            h = a
+    for model in (fused, unfused):
+        for (name, a), b in zip(model.state_dict().items(), reference.state_dict().values()):
+            if "running" in name or "num_batches" in name:
+                torch.testing.assert_close(a, b, msg=lambda m: f"{name}: {m}")
     assert int(fused.layers[0].norms[0].num_batches_tracked) == 2

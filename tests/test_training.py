@@ -1,0 +1,165 @@
+"""The one training loop (rpfast/experiments/training.py: fit) and an epoch's batches (batches.py)."""
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from rpfast.experiments import distributed
+from rpfast.experiments.distributed import Context
+from rpfast.experiments.training import Batches, Epoch, fit
+
+N = 8
+
+
+def _problem(n: int = N):
+    """A linear regression any linear model learns: targets ``X @ w``."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 3, generator=generator, dtype=torch.float64)
+    return x, x @ torch.tensor([[1.0], [-2.0], [0.5]], dtype=torch.float64)
+
+
+def _linear() -> nn.Linear:
+    torch.manual_seed(0)
+    return nn.Linear(3, 1).double()
+
+
+def _mse(module, batch):
+    x, y = batch
+    return nn.functional.mse_loss(module(x), y)
+
+
+def _batches(size: int = N, **kwargs) -> Batches:
+    x, y = _problem()
+    return Batches(torch.arange(N), lambda chunk: (x[chunk], y[chunk]), size=size,
+                   generator=torch.Generator().manual_seed(1), **kwargs)
+
+
+def _sgd(parameters):
+    return torch.optim.SGD(parameters, lr=0.1)
+
+
+def test_loss_decreases_on_a_learnable_problem_and_every_epoch_is_reported():
+    seen = []
+    result = fit(_linear(), _batches(), _mse, epochs=20, optimizer=_sgd, on_epoch=seen.append,
+                 context=Context())
+    assert len(result.losses) == len(result.seconds) == 20 and result.metrics == []
+    assert result.losses[-1] < 0.1 * result.losses[0]
+    assert all(b < a for a, b in zip(result.losses, result.losses[1:]))
+    assert [e.index for e in seen] == list(range(20)) and all(isinstance(e, Epoch) for e in seen)
+    assert [e.loss for e in seen] == result.losses and all(e.metric is None for e in seen)
+    assert result.best_epoch == 19 and result.best_metric is None and result.final_loss == result.losses[-1]
+
+
+def _fit_with_scores(scores):
+    """fit with a metric that returns ``scores`` in turn; also the weights after every epoch."""
+    states, values = [], iter(scores)
+
+    def metric(model):
+        states.append(model.weight.detach().clone())
+        return next(values)
+
+    result = fit(_linear(), _batches(), _mse, epochs=len(scores), optimizer=_sgd, metric=metric, context=Context())
+    return result, states
+
+
+def test_the_best_metric_epoch_is_selected_and_its_state_restored():
+    result, states = _fit_with_scores([0.5, 0.9, 0.7])
+    assert (result.best_epoch, result.best_metric, result.metrics) == (1, 0.9, [0.5, 0.9, 0.7])
+    assert torch.equal(result.model.weight, states[1]) and not torch.equal(states[1], states[2])
+
+
+@pytest.mark.parametrize("scores, best", [([None, None, None], 2), ([None, 0.6, 0.5], 1), ([0.8, None, 0.3], 2)])
+def test_an_undefined_metric_replaces_the_selection(scores, best):
+    """An undefined score (None) is taken, and a defined one replaces it: with no defined
+    score at all, the last epoch is kept."""
+    result, states = _fit_with_scores(scores)
+    assert result.best_epoch == best and result.best_metric == scores[best]
+    assert torch.equal(result.model.weight, states[best])
+
+
+def test_schedule_steps_once_per_epoch_after_the_optimizer_is_built():
+    built = []
+
+    def schedule(optimizer):
+        built.append(optimizer)
+        return torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+
+    fit(_linear(), _batches(), _mse, epochs=3, optimizer=_sgd, schedule=schedule, context=Context())
+    assert built[0].param_groups[0]["lr"] == pytest.approx(0.1 * 0.5 ** 3)
+
+
+def test_the_loss_gets_the_module_and_what_make_returns():
+    calls = []
+
+    def loss(module, batch):
+        calls.append(batch)
+        return module(batch[0]).sum() * 0
+
+    fit(_linear(), _batches(size=3), loss, epochs=1, optimizer=_sgd, context=Context())
+    assert [len(x) for x, _ in calls] == [3, 3, 2]
+
+
+def test_full_batch_keeps_its_order_and_draws_nothing_unless_shuffled():
+    batches = _batches()
+    before = batches.generator.get_state()
+    assert [c.tolist() for c in batches.epoch(0, Context())] == [list(range(N))]
+    assert torch.equal(batches.generator.get_state(), before)
+    shuffled = _batches(shuffle_full_batch=True)
+    (chunk,) = shuffled.epoch(0, Context())
+    assert sorted(chunk.tolist()) == list(range(N))
+    assert not torch.equal(shuffled.generator.get_state(), before)
+
+
+def test_mini_batches_cover_a_new_permutation_each_epoch_and_skip_small_chunks():
+    batches = _batches(size=3, min_size=3)
+    epochs = [[c.tolist() for c in batches.epoch(e, Context())] for e in range(2)]
+    assert all(len(chunks) == 2 and all(len(c) == 3 for c in chunks) for chunks in epochs)  # the last 2 skipped
+    assert epochs[0] != epochs[1]
+
+
+@pytest.mark.parametrize("size", [4, 100])
+def test_processes_get_equal_shards_of_one_shuffled_order(size):
+    """Rank r's chunks hold its share of each global batch: together the ranks cover every example,
+    and the step is the global batch (at most all examples) over the processes, rounded up."""
+    batches = Batches(torch.arange(7), lambda chunk: chunk, size=size, generator=torch.Generator(), seed=3)
+    shards = [[c.tolist() for c in batches.epoch(0, Context(rank, 2))] for rank in range(2)]
+    step = math.ceil(min(size, 7) / 2)
+    assert all(len(c) <= step for shard in shards for c in shard)
+    assert sorted(sum(shards[0] + shards[1], [])) == sorted(list(range(7)) + [shards[0][0][0]])  # padded to 8
+    assert shards == [[c.tolist() for c in batches.epoch(0, Context(rank, 2))] for rank in range(2)]  # seeded
+    assert shards != [[c.tolist() for c in batches.epoch(1, Context(rank, 2))] for rank in range(2)]
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(indices=torch.arange(3.0)), TypeError, "indices must be a 1-D int64"),
+    (dict(size=0), ValueError, "size must be a positive integer, got 0"),
+    (dict(min_size=True), ValueError, "min_size"),
+    (dict(generator=0), TypeError, "generator must be a torch.Generator"),
+])
+def test_bad_batches_are_refused(kwargs, error, match):
+    arguments = dict(indices=torch.arange(3), make=lambda c: c, size=2, generator=torch.Generator()) | kwargs
+    with pytest.raises(error, match=match):
+        Batches(**arguments)
+
+
+def test_epochs_must_be_positive():
+    with pytest.raises(ValueError, match="epochs must be a positive integer, got 0"):
+        fit(_linear(), _batches(), _mse, epochs=0, optimizer=_sgd, context=Context())
+
+
+def _fit_in_group():
+    """Runs in every process of a group: full-batch fit of the linear model (DDP averages the
+    gradients of the two equal shards, so it follows the one-process run)."""
+    x, y = _problem()
+    batches = Batches(torch.arange(N), lambda chunk: (x[chunk], y[chunk]), size=N, generator=torch.Generator())
+    result = fit(_linear(), batches, _mse, epochs=5, optimizer=_sgd)
+    assert not isinstance(result.model, nn.parallel.DistributedDataParallel)
+    return result.losses, result.model.weight.detach().clone()
+
+
+def test_a_process_group_follows_the_one_process_run():
+    losses, weight = distributed.launch(_fit_in_group, 2, threads=1)
+    alone = fit(_linear(), _batches(), _mse, epochs=5, optimizer=_sgd, context=Context())
+    assert losses == pytest.approx(alone.losses, rel=1e-6)  # Context.mean reduces in float32
+    assert torch.allclose(weight, alone.model.weight, rtol=1e-12, atol=0)
