@@ -133,9 +133,14 @@ def test_other_inputs_are_one_clear_type_error(name):
                 r"\(x or None, GraphBatch\); got ")
     with pytest.raises(TypeError, match=f"^{name} {accepted}str$"):
         model("graph")
-    got = r"\(Tensor\[12, 3\] float64, Tensor\[2, \d+\] float32\)"
-    with pytest.raises(TypeError, match=f"^{name} {accepted}{got}"):
+    with pytest.raises(TypeError, match=f"^{name}: edge_index must hold integers \\(int64\\), got float32$"):
         model(graph.x, graph.edge_index.float())  # a float "edge_index" is no index
+    with pytest.raises(ValueError, match=r"edge_index must have shape \[2, E\], got \[\d+, 2\] \(transposed"):
+        model(graph.x, graph.edge_index.t())
+    with pytest.raises(TypeError, match="edge_index must be a torch integer tensor .* got ndarray"):
+        model(graph.x, graph.edge_index.numpy())
+    with pytest.raises(ValueError, match=r"needs node features x \[N, F\]"):
+        model(None, graph.edge_index, graph.batch)
     with pytest.raises(TypeError, match=f"{name} takes nothing beside a graph object.*got edge_index too"):
         model(graph, graph.edge_index)
     with pytest.raises(TypeError, match=f"{name} takes nothing beside \\(x, graph\\).*got edge_attr too"):
@@ -207,7 +212,7 @@ def test_gin_conv_takes_pyg_s_forms_and_a_graph_alone(form):
     args = {"graph": (graph,), "pyg": (graph.to_pyg(),), "x_graph": (graph.x, graph),
             "edge_index": (graph.x, graph.edge_index)}[form]
     torch.testing.assert_close(conv(*args), expected)
-    with pytest.raises(TypeError, match="got no edges"):
+    with pytest.raises(TypeError, match="got Tensor and no edges"):
         conv(graph.x)
 
 
@@ -216,5 +221,79 @@ def test_gin_ids_are_keyword_only_with_a_clear_message():
     model = GIN(F_IN, 8, 2, 2, id_dim=ID_DIM).double()
     ids = torch.zeros(1, graph.total_nodes, dtype=torch.int64)
     assert model(graph.x, graph, ids=ids).shape == (1, graph.num_graphs, 2)
-    with pytest.raises(TypeError, match=r"GIN takes ids as a keyword argument, \(x, graph, ids=ids\)"):
-        model(graph.x, graph, ids)
+    for args in [(graph.x, graph, ids), (graph, ids), (graph.x, graph.edge_index, graph.batch, ids)]:
+        with pytest.raises(TypeError, match=r"GIN takes ids as a keyword argument \(gin\(graph, ids=ids\)"):
+            model(*args)
+    with pytest.raises(ValueError, match="id_dim=0 and takes no ids"):
+        GIN(F_IN, 8, 2, 2).double()(graph, ids=ids)
+
+
+def test_subgraph_rp_calls_a_pyg_style_gnn_pyg_style():
+    """SubgraphRP calls a GNN whose forward needs (x, edge_index, batch) that way, like RPGNN does;
+    the GCN here takes no edge_attr and gets none although the batch has bond features."""
+    graph = graph_with_everything()
+    strategy = Oriented("bfs", 3, train_samples=2, eval_samples=3)
+    model = SubgraphRP(PlainGCN(F_IN), strategy, generator=_gen()).double().eval()
+    out = model(graph)
+    assert out.shape == (graph.num_graphs, 2)
+
+    class GraphStyle(nn.Module):  # the same GCN behind forward(graph)
+        def __init__(self, gcn):
+            super().__init__()
+            self.gcn = gcn
+
+        def forward(self, sub):
+            return self.gcn(sub.x, sub.edge_index, sub.batch)
+
+    twin = SubgraphRP(GraphStyle(model.gnn), strategy, generator=_gen()).eval()
+    torch.testing.assert_close(twin(graph), out)
+
+
+def test_rpgin_graph_embedding_takes_every_form():
+    graph = graph_with_everything()
+    model = RPGIN(F_IN, 8, 2, 2, ID_DIM, generator=_gen()).double().eval()
+
+    def embed(*args):
+        model.generator.manual_seed(0)
+        return model.graph_embedding(*args)
+
+    expected = embed(graph)
+    assert expected.shape == (graph.num_graphs, model.gin.embedding_dim)
+    for args in [(graph.x, graph), (graph.x, graph.edge_index, graph.batch)] + ([(graph.to_pyg(),)] if HAS_PYG else []):
+        torch.testing.assert_close(embed(*args), expected)
+
+
+def test_graph_sum_takes_pyg_s_batch_vector_and_batches():
+    from rpfast.ops import graph_sum
+
+    graph = graph_with_everything()
+    expected = graph_sum(graph.x, graph)
+    torch.testing.assert_close(graph_sum(graph.x, graph.batch), expected)
+    if HAS_PYG:
+        torch.testing.assert_close(graph_sum(graph.x, graph.to_pyg()), expected)
+    with pytest.raises(ValueError, match="sorted order"):
+        graph_sum(graph.x, graph.batch.flip(0))
+    with pytest.raises(TypeError, match="a PyG Data/Batch or a batch vector"):
+        graph_sum(graph.x, "graph")
+
+
+def test_gin_conv_checks_size_as_pyg_does():
+    graph = graph_with_everything()
+    conv = GINConv(nn.Linear(F_IN, 4)).double()
+    N = graph.total_nodes
+    assert conv(graph.x, graph.edge_index, (N, N)).shape == (N, 4)
+    for size in [(3, 3), (N, N - 1), graph.batch]:  # a batch vector in size's place: a PyG habit
+        with pytest.raises(ValueError, match=rf"size must be \(N, N\) = \({N}, {N}\)"):
+            conv(graph.x, graph.edge_index, size)
+
+
+def test_relational_pooling_defaults_to_its_encoder_s_positions():
+    """An rpfast encoder built for K positions gets PiSGD(max_nodes=K) by default, so batches whose
+    largest graph is smaller than K are padded instead of refused."""
+    graph = graph_with_everything(sizes=(3, 4))
+    model = RelationalPooling(VecMLP(6, 1 + D_EDGE, F_IN, 8, 2), generator=_gen()).double()
+    assert model.strategy.size == 6
+    assert model(graph).shape == (2, 2)
+    fixed = RelationalPooling(VecMLP(6, 1 + D_EDGE, F_IN, 8, 2), PiSGD(), generator=_gen()).double()
+    with pytest.raises(ValueError, match=r"give it a strategy of K=6 positions, e.g. PiSGD\(max_nodes=K\)"):
+        fixed(graph)  # a size-free PiSGD takes the batch's n_max = 4

@@ -54,6 +54,8 @@ def read_graph_input(owner: str, data, edge_index=None, batch=None, edge_attr=No
         _nothing_beside(owner, "a graph object", edge_index=edge_index, batch=batch, edge_attr=edge_attr)
         graph = GraphBatch.from_pyg(data)
         return GraphInput(graph.x, graph)
+    if edge_index is not None and not isinstance(edge_index, GraphBatch) and (data is None or isinstance(data, Tensor)):
+        _check_edge_index(owner, data, edge_index)
     if isinstance(data, Tensor) and _is_edge_index(edge_index):
         if batch is None:  # one graph, its batch vector where x lives
             batch = torch.zeros(data.shape[0] if data.dim() else 0, dtype=torch.int64, device=data.device)
@@ -61,6 +63,21 @@ def read_graph_input(owner: str, data, edge_index=None, batch=None, edge_attr=No
         return GraphInput(graph.x, graph)
     raise TypeError(f"{owner} takes a GraphBatch, a PyG Data/Batch, (x, edge_index, batch=None, edge_attr=None) "
                     f"or (x or None, GraphBatch); got {_describe(data, edge_index, batch, edge_attr)}")
+
+
+def _check_edge_index(owner: str, x, edge_index) -> None:
+    """The (x, edge_index, ...) form's one-line errors: what is wrong with ``edge_index`` or ``x``."""
+    if not isinstance(edge_index, Tensor):
+        raise TypeError(f"{owner}: edge_index must be a torch integer tensor [2, E], got {type(edge_index).__name__} "
+                        "(torch.as_tensor(edge_index) converts an array or list)")
+    if edge_index.dtype.is_floating_point or edge_index.dtype.is_complex or edge_index.dtype == torch.bool:
+        raise TypeError(f"{owner}: edge_index must hold integers (int64), got {str(edge_index.dtype).replace('torch.', '')}")
+    if edge_index.dim() != 2 or edge_index.shape[0] != 2:
+        hint = " (transposed? use edge_index.t())" if edge_index.dim() == 2 and edge_index.shape[1] == 2 else ""
+        raise ValueError(f"{owner}: edge_index must have shape [2, E], got {list(edge_index.shape)}{hint}")
+    if x is None:
+        raise ValueError(f"{owner}(x, edge_index, ...) needs node features x [N, F] (a column of ones for graphs "
+                         "without features), got None")
 
 
 def _nothing_beside(owner: str, form: str, **extra) -> None:

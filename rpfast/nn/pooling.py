@@ -6,5 +6,6 @@ from rpfast.ops.segment import graph_sum
 
 
 def sum_pool(h: Tensor, graph: GraphBatch) -> Tensor:
-    """Sum node embeddings per graph: ``[..., N, F] -> [..., B, F]`` (C++ segment sum, deterministic)."""
+    """Sum node embeddings per graph: ``[..., N, F] -> [..., B, F]`` (C++ segment sum, deterministic);
+    ``graph`` as :func:`rpfast.ops.graph_sum` takes it (also a PyG batch or its batch vector)."""
     return graph_sum(h, graph)

@@ -11,7 +11,7 @@ from torch import Tensor
 from rpfast import _backend
 from rpfast.data import GraphBatch
 from rpfast.ops._registry import declare
-from rpfast._validation import index_tensor, require_float, require_ndim, require_tensor
+from rpfast._validation import index_tensor, is_pyg_data, require_float, require_ndim, require_tensor
 
 __all__ = ["segment_sum", "graph_sum", "check_node_tensor", "graph_of_rows"]
 
@@ -111,12 +111,33 @@ def segment_sum(x: Tensor, ptr) -> Tensor:
     return _sum(x, ptr)
 
 
-def graph_sum(x: Tensor, graph: GraphBatch) -> Tensor:
-    """:func:`segment_sum` over the graphs of a :class:`~rpfast.data.GraphBatch`: ``x [N, F]`` or
-    ``[R, N, F]`` -> ``[B, F]`` or ``[R, B, F]``. The batch checked its ``ptr`` when it was built,
-    so only ``x`` is checked here (a readout runs every layer of every step)."""
-    check_node_tensor(x, graph)
-    return _sum(x, graph.ptr)
+def graph_sum(x: Tensor, graph) -> Tensor:
+    """:func:`segment_sum` over the graphs of a batch: ``x [N, F]`` or ``[R, N, F]`` -> ``[B, F]``
+    or ``[R, B, F]``. ``graph``: a :class:`~rpfast.data.GraphBatch` (which checked its ``ptr``
+    when it was built, so only ``x`` is checked here: a readout runs every layer of every step),
+    or, as PyG's ``global_add_pool(x, batch)`` takes them, a PyG ``Data``/``Batch`` or its
+    ``batch`` vector ``[N]`` (graph ids sorted, as PyG's batches are)."""
+    if isinstance(graph, GraphBatch):
+        check_node_tensor(x, graph)
+        return _sum(x, graph.ptr)
+    return segment_sum(x, _pyg_ptr(graph, x))
+
+
+def _pyg_ptr(graph, x: Tensor) -> Tensor:
+    """``ptr [B + 1]`` of a PyG ``Data``/``Batch`` or of a sorted ``batch`` vector."""
+    if is_pyg_data(graph):
+        ptr = getattr(graph, "ptr", None)
+        if ptr is None:  # one graph
+            return torch.tensor([0, x.shape[-2]], device=x.device)
+        return ptr
+    if isinstance(graph, Tensor) and graph.dim() == 1 and not graph.dtype.is_floating_point:
+        batch = graph.to(torch.int64)
+        if batch.numel() and bool((batch.diff() < 0).any()):
+            raise ValueError("batch must list the graph id of every node in sorted order (as PyG's batches do)")
+        counts = torch.bincount(batch) if batch.numel() else batch.new_zeros(0)
+        return torch.cat([batch.new_zeros(1), counts.cumsum(0)])
+    raise TypeError(f"graph must be an rpfast.data.GraphBatch, a PyG Data/Batch or a batch vector [N], got "
+                    f"{type(graph).__name__}{list(graph.shape) if isinstance(graph, Tensor) else ''}")
 
 
 def check_node_tensor(x: Tensor, graph: GraphBatch) -> None:

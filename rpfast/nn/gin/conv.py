@@ -75,8 +75,13 @@ class GINConv(nn.Module):
                 raise ValueError(f"GINConv needs node features: the {type(x).__name__} has no x")
             x, edge_index = x.x, x
         if edge_index is None:
-            raise TypeError("GINConv takes (x, edge_index), (x, graph) or a GraphBatch / PyG Data alone; "
-                            "got no edges")
+            raise TypeError(f"GINConv takes (x, edge_index), (x, graph) or a GraphBatch / PyG Data alone; "
+                            f"got {type(x).__name__} and no edges")
+        if size is not None:
+            nodes = x.shape[-2] if isinstance(x, Tensor) and x.dim() >= 2 else None
+            if not (isinstance(size, (tuple, list)) and len(size) == 2 and list(size) == [nodes, nodes]):
+                raise ValueError(f"size must be (N, N) = ({nodes}, {nodes}) for x's N nodes (rpfast.GINConv is "
+                                 f"node-level on a square graph; it takes no batch vector), got {_shown(size)}")
         if not isinstance(x, Tensor):
             raise TypeError(f"x must be a tensor [N, F] or [R, N, F] (bipartite (x_src, x_dst) pairs are not "
                             f"supported), got {type(x).__name__}")
@@ -90,8 +95,6 @@ class GINConv(nn.Module):
         if isinstance(edge_index, GraphBatch):
             graph = edge_index
         else:
-            if size is not None and size[0] != size[1]:
-                raise ValueError(f"bipartite size={size} is not supported; rpfast.GINConv needs a square graph")
             if is_pyg_data(edge_index):
                 if edge_index.num_nodes is not None and edge_index.num_nodes != x.shape[-2]:
                     raise ValueError(f"x has {x.shape[-2]} nodes (dim -2) but the PyG "
@@ -106,3 +109,7 @@ class GINConv(nn.Module):
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(nn={self.nn})"
+
+
+def _shown(value) -> str:
+    return f"a tensor of shape {list(value.shape)}" if isinstance(value, Tensor) else repr(value)

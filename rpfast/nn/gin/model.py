@@ -5,7 +5,7 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
-from rpfast._validation import check_memory, require_flag
+from rpfast._validation import check_memory, is_pyg_data, require_flag
 from rpfast.data import GraphBatch
 from rpfast.nn.gin.compiled import gin_model as compiled_gin_model, register as register_compiled
 from rpfast.nn.gin.binding import binding
@@ -174,11 +174,18 @@ class GIN(nn.Module):
                 out = linear(self.dropout(out), self.classifier.weight, self.classifier.bias)
         return out.squeeze(0) if self._single(x, ids) else out
 
-    @staticmethod
-    def _read(owner: str, x, edge_index, batch, edge_attr):
-        if isinstance(edge_index, GraphBatch) and isinstance(batch, Tensor) and batch.dim() == 2:
-            raise TypeError(f"{owner} takes ids as a keyword argument, (x, graph, ids=ids): the third "
-                            "positional argument is PyG's batch vector")
+    def _read(self, owner: str, x, edge_index, batch, edge_attr):
+        """:func:`read_graph_input`, after catching a model with IDs given ``ids`` positionally
+        (``ids`` is keyword-only; its places hold PyG's ``edge_index``, ``batch`` and ``edge_attr``)."""
+        graph_alone = isinstance(x, GraphBatch) or is_pyg_data(x)
+        misplaced = ((graph_alone and isinstance(edge_index, Tensor))
+                     or (isinstance(edge_index, GraphBatch) and isinstance(batch, Tensor) and batch.dim() == 2)
+                     or (isinstance(edge_attr, Tensor) and isinstance(edge_index, Tensor) and edge_attr.dim() == 2
+                         and not edge_attr.dtype.is_floating_point and edge_index.dim() == 2
+                         and edge_attr.shape[0] != edge_index.shape[-1]))
+        if misplaced and self.id_dim:
+            raise TypeError(f"{owner} takes ids as a keyword argument (gin(graph, ids=ids), gin(x, graph, ids=ids)): "
+                            "its positional arguments are PyG's (x, edge_index, batch, edge_attr)")
         return read_graph_input(owner, x, edge_index, batch, edge_attr)
 
     def _run(self, x: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor], classify: bool) -> Tensor:
@@ -233,6 +240,8 @@ class GIN(nn.Module):
             raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")
         if self.id_dim and ids is None:
             raise ValueError(f"this GIN has id_dim={self.id_dim} and needs ids [R, N]")
+        if not self.id_dim and ids is not None:
+            raise ValueError("this GIN has id_dim=0 and takes no ids (build it with id_dim=m for one-hot IDs)")
         if ids is not None:
             if not isinstance(ids, Tensor) or ids.dtype.is_floating_point or ids.dtype.is_complex \
                     or ids.dtype == torch.bool:

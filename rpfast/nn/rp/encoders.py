@@ -64,8 +64,10 @@ class _Layout:
         x_f = None if x is None else (1 if x.dim() == 2 else x.shape[-1])
         if tuple(adj.shape[1:3]) != (self.rows, self.cols) or adj_c != self.C or (x_f is not None and x_f != self.F):
             shown = f" and x {tuple(x.shape)}" if x is not None else ""
+            hint = "" if tuple(adj.shape[1:3]) == (self.rows, self.cols) else (
+                f" (RelationalPooling: give it a strategy of K={self._sizes()} positions, e.g. PiSGD(max_nodes=K))")
             raise ValueError(f"{self.owner} was built for K={self._sizes()} positions, C={self.C} edge channels and "
-                             f"F={self.F} node features, got adj {tuple(adj.shape)}{shown}")
+                             f"F={self.F} node features, got adj {tuple(adj.shape)}{shown}{hint}")
         adj = adj.unsqueeze(-1) if adj.dim() == 3 else adj
         if x is not None and x.dtype.is_floating_point:
             adj = adj.to(x.dtype)  # GraphBatch adjacency is float32 whatever the features

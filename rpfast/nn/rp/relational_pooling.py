@@ -8,6 +8,7 @@ from torch import Tensor, nn
 from rpfast._validation import check_sizes, index_tensor, require_flag, require_tensor
 from rpfast.data import GraphBatch
 from rpfast.nn.graph_input import read_graph_input
+from rpfast.nn.rp.encoders import _Layout
 from rpfast.nn.rp.pisgd import PiSGD
 from rpfast.nn.rp.strategies import Exact, KAry, Strategy
 from rpfast.ops.subsets import Prune
@@ -71,8 +72,9 @@ class RelationalPooling(nn.Module):
             An f with fewer positional parameters gets the first two or three. Returns
             ``[M, ...]``. The encoders of :mod:`rpfast.nn.rp` take both forms.
         strategy: the relabelings (a pair ``(rows, columns)`` for separate RP); None means
-            ``PiSGD()`` (one relabeling per graph in training, five averaged in evaluation, ``K``
-            the width of the dense input: ``n_max`` of a graph batch).
+            pi-SGD, one relabeling per graph in training and five averaged in evaluation, over
+            ``K`` positions: an rpfast encoder's own ``K`` (``PiSGD(max_nodes=K)``), else the width
+            of the dense input (``n_max`` of a graph batch, which varies between batches).
         mode: ``"joint"`` or ``"separate"``.
         generator: CPU ``torch.Generator`` for reproducible sampling.
         use_edge_attr: for graph input, whether edge features become adjacency channels (below).
@@ -115,6 +117,8 @@ class RelationalPooling(nn.Module):
                                      "give both PiSGD strategies the same train_samples and eval_samples")
         elif mode == "separate":
             raise ValueError("mode='separate' needs a strategy (or a (rows, columns) pair): Exact, PiSGD or KAry")
+        elif isinstance(getattr(f, "layout", None), _Layout) and not f.layout.bipartite:
+            strategy = PiSGD(f.layout.rows)  # an rpfast encoder sees K positions whatever the batch's n_max
         self.f = f
         self.mode = mode
         self.strategy = strategy

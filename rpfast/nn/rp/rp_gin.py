@@ -5,8 +5,8 @@ import torch
 from torch import Tensor
 
 from rpfast._validation import check_count
-from rpfast.data import GraphBatch
 from rpfast.nn.gin import GIN
+from rpfast.nn.graph_input import read_graph_input
 from rpfast.nn.rp.gnn import RPGNN
 from rpfast.nn.rp.pisgd import PiSGD
 from rpfast.nn.rp.strategies import Strategy
@@ -51,8 +51,9 @@ class RPGIN(RPGNN):
         """The wrapped :class:`~rpfast.nn.GIN` (same as ``gnn``)."""
         return self.gnn
 
-    def graph_embedding(self, x: Optional[Tensor], graph: GraphBatch) -> Tensor:
-        """``[B, embedding_dim]`` averaged over the same relabelings as forward."""
-        if not isinstance(graph, GraphBatch):
-            raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")
+    def graph_embedding(self, data, edge_index=None, batch: Optional[Tensor] = None,
+                        edge_attr: Optional[Tensor] = None) -> Tensor:
+        """``[B, embedding_dim]`` averaged over the same relabelings as forward; takes the inputs
+        forward takes."""
+        x, graph = read_graph_input("RPGIN.graph_embedding", data, edge_index, batch, edge_attr)
         return self._average(graph, lambda ids: self.gin.graph_embedding(x, graph, ids=ids))

@@ -1,5 +1,6 @@
 r"""k-ary RP for GNNs (paper Sec. 2.3 and the molecule experiments): a GNN applied to the
 subgraphs induced by the first k positions of a strategy's relabelings, averaged."""
+import inspect
 from typing import Optional
 
 import torch
@@ -8,6 +9,7 @@ from torch import Tensor, nn
 from rpfast._validation import index_tensor
 from rpfast.data import GraphBatch
 from rpfast.nn.graph_input import read_graph_input
+from rpfast.nn.rp.gnn import takes_edge_attr
 from rpfast.nn.rp.strategies import Strategy
 
 __all__ = ["SubgraphRP", "induced_subgraphs"]
@@ -70,7 +72,10 @@ class SubgraphRP(nn.Module):
     Args:
         gnn: called as ``gnn(subgraphs)`` with a :class:`~rpfast.data.GraphBatch` of ``B * P``
             subgraphs (graph ``b * P + p`` from relabeling ``p`` of graph ``b``; node features,
-            edge features and an ``element`` extra carried over); returns ``[B * P, ...]``.
+            edge features and an ``element`` extra carried over), or, when its ``forward`` needs
+            two or more arguments (a PyG-style GNN), as ``gnn(x, edge_index, batch)`` on them (plus
+            ``edge_attr=`` if it takes it, as :class:`~rpfast.nn.rp.RPGNN` does); returns
+            ``[B * P, ...]``.
         strategy: the relabelings (:class:`~rpfast.nn.rp.Strategy`); its size is ``K``.
         generator: CPU ``torch.Generator`` for reproducible relabelings.
 
@@ -88,6 +93,8 @@ class SubgraphRP(nn.Module):
         if generator is not None and not isinstance(generator, torch.Generator):
             raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
         self.gnn, self.strategy, self.generator = gnn, strategy, generator
+        self._pyg_style = _required_positional(gnn) >= 2
+        self._edge_attr = takes_edge_attr(gnn)
 
     def forward(self, data, edge_index: Optional[Tensor] = None, batch: Optional[Tensor] = None,
                 edge_attr: Optional[Tensor] = None) -> Tensor:
@@ -96,7 +103,7 @@ class SubgraphRP(nn.Module):
         total = None
         for perms, weights in self.strategy.relabel_chunks(on_cpu, self.training, self.generator):
             B, P = weights.shape
-            out = self.gnn(_induced(graph, perms.to(graph.device), x))
+            out = self._call(_induced(graph, perms.to(graph.device), x))
             if not isinstance(out, Tensor) or out.dim() == 0 or out.shape[0] != B * P:
                 raise ValueError(f"the GNN must return one row per subgraph ({B * P}: {B} graphs x {P} relabelings), "
                                  f"got {tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__}")
@@ -109,5 +116,26 @@ class SubgraphRP(nn.Module):
             total = pooled if total is None else total + pooled
         return total
 
+    def _call(self, subgraphs: GraphBatch) -> Tensor:
+        """The GNN on the subgraphs: ``gnn(subgraphs)``, or PyG-style ``gnn(x, edge_index, batch)``
+        (plus ``edge_attr=`` if it takes it) for a GNN whose forward needs two or more arguments."""
+        if not self._pyg_style:
+            return self.gnn(subgraphs)
+        if subgraphs.x is None:
+            raise ValueError("a PyG-style GNN gnn(x, edge_index, batch) needs node features x: give the graph x "
+                             "(a column of ones for graphs without features)")
+        extra = {"edge_attr": subgraphs.edge_attr} if subgraphs.edge_attr is not None and self._edge_attr else {}
+        return self.gnn(subgraphs.x, subgraphs.edge_index, subgraphs.batch, **extra)
+
     def __repr__(self):
         return f"SubgraphRP({self.gnn.__class__.__name__}, {self.strategy!r})"
+
+
+def _required_positional(module: nn.Module) -> int:
+    """How many positional arguments ``module.forward`` requires (1 where it cannot be told)."""
+    try:
+        parameters = inspect.signature(module.forward).parameters.values()
+    except (TypeError, ValueError):
+        return 1
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(p.kind in kinds and p.default is inspect.Parameter.empty for p in parameters)
