@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-import rpfast
-
 README = Path(__file__).resolve().parent.parent / "README.md"
 # where a bare documented name is looked up, in this order
 NAMESPACES = ["rpfast", "rpfast.data", "rpfast.ops", "rpfast.nn", "rpfast.nn.rp", "rpfast.data.molecules",

@@ -17,7 +17,7 @@ from rpfast.ops import subsets_bounded as subsets_module
 from rpfast.ops.subsets import DEFAULT_MAX_VISITS, PRUNE_MODES, Prune, get_memory_budget
 
 from assertions import assert_thread_invariant  # noqa: E402
-from reference import k_subsets_reference, keep_subset, nx_graph  # noqa: E402
+from reference import k_subsets_reference, keep_subset  # noqa: E402
 from strategies import graph_lists  # noqa: E402
 
 MODES = ["none", "edgeless", "isolated", "disconnected"]

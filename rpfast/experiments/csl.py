@@ -155,8 +155,8 @@ def classification_loss(module: torch.nn.Module, batch) -> torch.Tensor:
 @torch.no_grad()
 def accuracy(model: torch.nn.Module, make_batch: Callable[[torch.Tensor], object], labels: torch.Tensor,
              indices: torch.Tensor, context: Optional[distributed.Context] = None) -> float:
-    """The fraction of ``indices`` (int64 ``[b]``) whose graphs ``model`` classifies as ``labels``
-    (``[N]``) says, in eval mode (an RP model averages its ``eval_samples`` relabelings);
+    """The fraction of ``indices`` (int64 ``[b]``) whose graphs ``model`` classifies correctly
+    (``labels [N]``), in eval mode (an RP model averages its ``eval_samples`` relabelings);
     ``make_batch(indices)`` builds their graph batch. In a process group (``context``, default
     :func:`~rpfast.experiments.distributed.current`) every process scores its share of
     ``indices`` and the counts are summed."""

@@ -14,7 +14,6 @@ backward is ``scatter_rows_sum``, whose backward is ``embedding`` again).
 import math
 from typing import Optional
 
-import torch
 from torch import Tensor
 import torch.nn.functional as F
 

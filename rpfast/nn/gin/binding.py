@@ -10,7 +10,6 @@ call between two changes takes the same path without deciding again.
 import weakref
 from typing import TYPE_CHECKING, Dict, List, Optional
 
-import torch
 from torch import Tensor
 
 from rpfast import _backend
