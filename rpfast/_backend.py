@@ -17,8 +17,9 @@ only ``rpfast._validation``. It
 * passes the thread count (:func:`num_threads`, i.e. ``torch.get_num_threads()``) to every
   kernel that parallelises.
 
-CUDA kernels will register a second implementation table under ``"cuda"`` in
-:data:`_IMPLEMENTATIONS`: a change here, not in every op.
+rpfast's CUDA kernels (``rpfast._C_cuda``) take device pointers, not NumPy buffers: they live in
+:mod:`rpfast._cuda`, and an op declares its CUDA form beside its C++ kernel
+(``declare(..., cuda=...)``, :mod:`rpfast.ops._registry`).
 """
 import importlib.machinery
 import os

@@ -3,6 +3,7 @@ import platform
 
 import torch
 
+from rpfast import _cuda
 from rpfast._backend import build_info as extension_build_info
 from rpfast._backend import backend, num_threads, set_backend, set_threads_policy, threads_policy
 
@@ -15,13 +16,14 @@ def build_config() -> dict:
     info["torch_threads"] = num_threads()
     info["threads_policy"] = threads_policy()
     info["backend"] = backend()
+    info["cuda_kernels"] = _cuda.build_info()
     info["torch"] = torch.__version__
     info["python"] = platform.python_version()
     return info
 
 
 def show_config() -> None:
-    """Print how rpfast was built: compiler, flags, OpenMP, threads, CUDA yes/no."""
+    """Print how rpfast was built: compiler, flags, OpenMP, threads, the CUDA kernels."""
     import rpfast
 
     info = build_config()
@@ -35,8 +37,17 @@ def show_config() -> None:
         f"  threads policy : {info['threads_policy']} (RPFAST_THREADS_POLICY=adaptive|fixed)",
         f"  backend        : {info['backend']} (RPFAST_BACKEND=auto|torch; auto: C++ kernels on the CPU, "
         f"torch-composed ops elsewhere)",
-        f"  CUDA kernels   : {'yes' if info['cuda'] else 'no'}",
+        f"  CUDA kernels   : {_cuda_line(info['cuda_kernels'])}",
         f"  torch          : {info['torch']}",
         f"  python         : {info['python']}",
     ]
     print("\n".join(lines))
+
+
+def _cuda_line(cuda: dict) -> str:
+    """The CUDA build in one line: built or not, its architectures, the devices, opt-in state."""
+    if not cuda["built"]:
+        return "not built (pip install -Ccmake.define.RPFAST_CUDA=ON . on a machine with nvcc)"
+    devices = f"{cuda['devices']} device(s)" if cuda["devices"] else f"no device ({cuda['device_error']})"
+    state = "on" if cuda["kernels_enabled"] else "off (RPFAST_CUDA_KERNELS=1 turns them on; not yet run on a GPU)"
+    return f"built for {cuda['architectures']}; {devices}; {state}"

@@ -1,50 +1,13 @@
-// Counter-based random numbers and uniform random (partial) permutations.
-//
-// Every (graph, sample) row gets its own stream derived from (seed, row index) by a
-// SplitMix64 hash, so the output depends only on the seed, never on the thread count
-// or on the order in which rows are processed.
+// Uniform random (partial) permutations on the CPU, from the device-neutral streams of
+// stream_rng.hpp (the CUDA kernels draw the same rows for a seed).
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "cpu/parallel.hpp"
+#include "rpfast/stream_rng.hpp"
 
 namespace rpfast {
-
-inline uint64_t splitmix64_mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-// SplitMix64 generator (passes BigCrush) started at a per-stream state.
-class StreamRng {
- public:
-  StreamRng(uint64_t seed, uint64_t stream)
-      : state_(splitmix64_mix(seed ^ splitmix64_mix(stream + 0x632BE59BD9B4E019ULL))) {}
-
-  uint64_t next() {
-    state_ += 0x9E3779B97F4A7C15ULL;
-    return splitmix64_mix(state_);
-  }
-
-  // Unbiased integer in [0, range), range >= 1 (Lemire's multiply-and-reject method).
-  uint64_t below(uint64_t range) {
-    __uint128_t m = static_cast<__uint128_t>(next()) * range;
-    uint64_t low = static_cast<uint64_t>(m);
-    if (low < range) {
-      const uint64_t threshold = (0 - range) % range;
-      while (low < threshold) {
-        m = static_cast<__uint128_t>(next()) * range;
-        low = static_cast<uint64_t>(m);
-      }
-    }
-    return static_cast<uint64_t>(m >> 64);
-  }
-
- private:
-  uint64_t state_;
-};
 
 // The positions of a virtual array a[v] = v (v < n) that a partial Fisher-Yates shuffle
 // has overwritten, in O(touched) memory: an open-addressing table that is cleared in
@@ -98,12 +61,7 @@ inline void random_permutation_row(uint64_t seed, int64_t row, int64_t n, int64_
   StreamRng rng(seed, static_cast<uint64_t>(row));
   if (pool) {
     for (int64_t v = 0; v < n; ++v) pool[v] = v;
-    for (int64_t i = 0; i < take; ++i) {
-      const int64_t j = i + static_cast<int64_t>(rng.below(static_cast<uint64_t>(n - i)));
-      const int64_t picked = pool[j];
-      pool[j] = pool[i];
-      dst[i] = picked;
-    }
+    shuffle_prefix(rng, n, take, pool, dst);
   } else {
     sparse.reset(take);
     for (int64_t i = 0; i < take; ++i) {

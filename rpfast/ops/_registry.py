@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from rpfast import _backend
+from rpfast import _backend, _cuda
 
 __all__ = ["Op", "declare", "registered", "compiling", "eager_kernels", "runs_kernels"]
 
@@ -61,13 +61,13 @@ class Op:
 
     def __init__(self, name: str, schema: str, kernel: Callable, composed: Callable, fake: Callable,
                  setup: Optional[Callable] = None, backward: Optional[Callable] = None,
-                 double_backward: bool = True, device_arg: int = 0):
+                 double_backward: bool = True, device_arg: int = 0, cuda: Optional[Callable] = None):
         if name in _OPS:
             raise ValueError(f"the op rpfast::{name} is declared twice")
         if (setup is None) != (backward is None):
             raise ValueError(f"rpfast::{name}: give both setup and backward, or neither")
         self.name, self.schema = name, schema
-        self.kernel, self.composed, self.fake = kernel, composed, fake
+        self.kernel, self.composed, self.fake, self.cuda = kernel, composed, fake, cuda
         self.setup, self.backward = setup, backward
         self.device_arg = device_arg
         self.library_op = torch.library.custom_op(f"rpfast::{name}", self.run, mutates_args=(), schema=schema)
@@ -80,9 +80,13 @@ class Op:
         _OPS[name] = self
 
     def run(self, *args):
-        """The forward without autograd: the C++ kernel where it runs, else the composed one."""
-        if _backend.runs_kernels(args[self.device_arg]):
+        """The forward without autograd: the C++ kernel where it runs, the CUDA kernel for a CUDA
+        tensor where those are enabled (:func:`rpfast._cuda.kernels_enabled`), else the composed one."""
+        t = args[self.device_arg]
+        if _backend.runs_kernels(t):
             return self.kernel(*args)
+        if self.cuda is not None and t.device.type == "cuda" and _cuda.kernels_enabled():
+            return self.cuda(*args)
         return self.composed(*args)
 
     def __call__(self, *args):
@@ -125,14 +129,16 @@ def _eager_function(name: str, run: Callable, setup: Callable, backward: Callabl
 
 def declare(name: str, schema: str, *, kernel: Callable, composed: Callable, fake: Callable,
             setup: Optional[Callable] = None, backward: Optional[Callable] = None, double_backward: bool = True,
-            device_arg: int = 0) -> Op:
+            device_arg: int = 0, cuda: Optional[Callable] = None) -> Op:
     """Register the op ``rpfast::name`` (see the module docstring) and return it.
 
     ``double_backward=False``: the backward is not itself differentiable (a second derivative
     raises a clear ``RuntimeError``). Ops are functional (an op that updates state, such as
     BatchNorm's running statistics, returns the new values for its caller to copy).
-    ``device_arg``: the argument whose device picks kernel or composed form."""
-    return Op(name, schema, kernel, composed, fake, setup, backward, double_backward, device_arg)
+    ``device_arg``: the argument whose device picks kernel or composed form. ``cuda``: the
+    implementation on rpfast's CUDA kernels (same arguments and results), used for CUDA tensors
+    when they are enabled (opt-in until verified on a GPU, :mod:`rpfast._cuda`)."""
+    return Op(name, schema, kernel, composed, fake, setup, backward, double_backward, device_arg, cuda)
 
 
 def registered() -> Dict[str, Op]:

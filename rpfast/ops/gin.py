@@ -19,7 +19,7 @@ from typing import List, Tuple, Union
 import torch
 from torch import Tensor
 
-from rpfast import _backend
+from rpfast import _backend, _cuda
 from rpfast.data import GraphBatch
 from rpfast.data.cache import graph_for_edge_index
 from rpfast.ops._registry import compiling, declare
@@ -87,6 +87,12 @@ def _backward_composed(grad: Tensor, x: Tensor, rowptr: Tensor, col: Tensor, eps
     return grad_x, grad_eps
 
 
+def _backward_cuda(grad: Tensor, x: Tensor, rowptr: Tensor, col: Tensor, eps: Tensor, with_eps: bool):
+    """The aggregation over the transpose CSR; ``grad_eps = sum(grad * x)`` by torch's (deterministic) sum."""
+    grad_x = _cuda.gin_aggregate(grad.contiguous(), rowptr, col, float(eps))
+    return grad_x, ((grad * x).sum().reshape(eps.shape).to(eps.dtype) if with_eps else torch.zeros_like(eps))
+
+
 def _backward_fake(grad, x, rowptr, col, eps, with_eps):
     return torch.empty_like(grad), torch.empty_like(eps)
 
@@ -108,11 +114,13 @@ gin_aggregate_op = declare(
     "gin_aggregate", "(Tensor x, Tensor in_rowptr, Tensor in_col, Tensor out_rowptr, Tensor out_col, Tensor eps) "
                      "-> Tensor",
     kernel=_aggregate_kernel, composed=_aggregate_composed, fake=_aggregate_fake, setup=_aggregate_setup,
+    cuda=lambda x, rowptr, col, other_rowptr, other_col, eps: _cuda.gin_aggregate(x.contiguous(), rowptr, col,
+                                                                                  float(eps)),
     backward=_aggregate_backward)
 gin_aggregate_backward_op = declare(
     "gin_aggregate_backward", "(Tensor grad, Tensor x, Tensor rowptr, Tensor col, Tensor eps, bool with_eps) "
                               "-> (Tensor, Tensor)",
-    kernel=_backward_kernel, composed=_backward_composed, fake=_backward_fake)
+    kernel=_backward_kernel, composed=_backward_composed, fake=_backward_fake, cuda=_backward_cuda)
 sum_product_op = declare(
     "sum_product", "(Tensor a, Tensor b) -> Tensor",
     kernel=_sum_product_kernel, composed=lambda a, b: (a * b).sum(), fake=lambda a, b: a.new_empty(()),

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from rpfast import _backend
+from rpfast import _backend, _cuda
 from rpfast.ops._registry import declare
 from rpfast._validation import (
     INT64_MAX,
@@ -103,6 +103,27 @@ def _nodes_backward_kernel(grad: Tensor, perms: Tensor, n_max: int) -> Tensor:
     return grad_x
 
 
+# The CUDA kernels (rpfast/_cuda.py; opt-in): the same checks as the composed path, then one launch.
+def _adjacency_cuda(adj: Tensor, perms: Tensor) -> Tensor:
+    _check(perms, adj.shape[1])
+    return _cuda.permute_adjacency(adj.contiguous(), perms.contiguous())
+
+
+def _adjacency_backward_cuda(grad: Tensor, perms: Tensor, n_max: int) -> Tensor:
+    _check(perms, n_max)
+    return _cuda.permute_adjacency_backward(grad.contiguous(), perms.contiguous(), n_max)
+
+
+def _nodes_cuda(x: Tensor, perms: Tensor) -> Tensor:
+    _check(perms, x.shape[1])
+    return _cuda.permute_nodes(x.contiguous(), perms.contiguous())
+
+
+def _nodes_backward_cuda(grad: Tensor, perms: Tensor, n_max: int) -> Tensor:
+    _check(perms, n_max)
+    return _cuda.permute_nodes_backward(grad.contiguous(), perms.contiguous(), n_max)
+
+
 # ----------------------------------------------------------------------------- autograd
 # Both gathers are linear in their input; each backward is the adjoint scatter (a gather with
 # the inverse permutation, summed over the samples), whose backward is the gather again.
@@ -137,23 +158,23 @@ def _nodes_double_backward(ctx, grad):
 
 permute_adjacency_op = declare(
     "permute_adjacency", "(Tensor adj, Tensor perms) -> Tensor",
-    kernel=_adjacency_kernel, composed=_adjacency_composed,
+    kernel=_adjacency_kernel, composed=_adjacency_composed, cuda=_adjacency_cuda,
     fake=lambda adj, perms: adj.new_empty((adj.shape[0], perms.shape[1], perms.shape[2], perms.shape[2],
                                            adj.shape[3])),
     setup=_setup, backward=_adjacency_backward)
 permute_adjacency_backward_op = declare(
     "permute_adjacency_backward", "(Tensor grad, Tensor perms, SymInt n_max) -> Tensor",
-    kernel=_adjacency_backward_kernel, composed=_adjacency_backward_composed,
+    kernel=_adjacency_backward_kernel, composed=_adjacency_backward_composed, cuda=_adjacency_backward_cuda,
     fake=lambda grad, perms, n_max: grad.new_empty((grad.shape[0], n_max, n_max, grad.shape[-1])),
     setup=_adjoint_setup, backward=_adjacency_double_backward)
 permute_nodes_op = declare(
     "permute_nodes", "(Tensor x, Tensor perms) -> Tensor",
-    kernel=_nodes_kernel, composed=_nodes_composed,
+    kernel=_nodes_kernel, composed=_nodes_composed, cuda=_nodes_cuda,
     fake=lambda x, perms: x.new_empty((x.shape[0], perms.shape[1], perms.shape[2], x.shape[2])),
     setup=_setup, backward=_nodes_backward)
 permute_nodes_backward_op = declare(
     "permute_nodes_backward", "(Tensor grad, Tensor perms, SymInt n_max) -> Tensor",
-    kernel=_nodes_backward_kernel, composed=_nodes_backward_composed,
+    kernel=_nodes_backward_kernel, composed=_nodes_backward_composed, cuda=_nodes_backward_cuda,
     fake=lambda grad, perms, n_max: grad.new_empty((grad.shape[0], n_max, grad.shape[-1])),
     setup=_adjoint_setup, backward=_nodes_double_backward)
 

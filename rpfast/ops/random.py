@@ -4,7 +4,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from rpfast import _backend
+from rpfast import _backend, _cuda
 from rpfast.ops._registry import declare
 from rpfast._validation import check_int, check_output_size, index_tensor
 
@@ -59,6 +59,8 @@ def random_permutations(
     B = num_nodes.numel()
     check_output_size(B * samples * K, 8, "random_permutations output")
     seed = seed_from_generator(generator)
+    if num_nodes.device.type == "cuda" and _cuda.kernels_enabled():  # the same streams, drawn on the device
+        return _cuda.random_permutations(num_nodes, samples, K, seed)
     out = torch.empty((B, samples, K), dtype=torch.int64)
     _backend.call("random_permutations", num_nodes.cpu(), seed, out)
     return out.to(num_nodes.device)

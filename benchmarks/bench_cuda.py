@@ -1,0 +1,115 @@
+"""rpfast's CUDA kernels on a GPU (scripts/gpu_check.sh runs this with RPFAST_CUDA_KERNELS=1):
+each kernel against the same op's torch-composed implementation (what CUDA tensors run without
+the kernels) and PyG where PyG has the op, on the same device; and an RP-GIN training epoch on
+CSL. Skipped without rpfast._C_cuda and a CUDA device. Every timing synchronises the device.
+"""
+import pytest
+import torch
+
+from rpfast import _cuda
+
+if not (_cuda.build_info()["built"] and torch.cuda.is_available()):
+    pytest.skip("needs rpfast._C_cuda and a CUDA device (scripts/gpu_check.sh)", allow_module_level=True)
+
+from rpfast.data import csl_batch, csl_dataset  # noqa: E402
+from rpfast.ops import random_permutations  # noqa: E402
+from rpfast.ops.gin import gin_aggregate_op, graph_csr  # noqa: E402
+from rpfast.ops.permute import (permute_adjacency_backward_op, permute_adjacency_op,  # noqa: E402
+                                permute_nodes_op)
+from rpfast.ops.segment import segment_sum_op  # noqa: E402
+
+DEVICE = torch.device("cuda")
+
+
+def _timed(benchmark, function, rounds=50):
+    def run():
+        function()
+        torch.cuda.synchronize()
+    benchmark.pedantic(run, rounds=rounds, warmup_rounds=5, iterations=1)
+
+
+def _permutation_inputs(B=256, n=32, P=8, C=4):
+    sizes = torch.full((B,), n)
+    perms = random_permutations(sizes, P, generator=torch.Generator().manual_seed(0)).to(DEVICE)
+    adj = torch.rand(B, n, n, C, device=DEVICE)
+    x = torch.randn(B, n, 16, device=DEVICE)
+    grad = torch.randn(B, P, n, n, C, device=DEVICE)
+    return perms, adj, x, grad
+
+
+@pytest.mark.parametrize("impl", ["rpfast", "torch-composed"])
+@pytest.mark.parametrize("op", ["permute_adjacency", "permute_adjacency_backward", "permute_nodes"])
+def test_permutation_kernels(benchmark, op, impl):
+    perms, adj, x, grad = _permutation_inputs()
+    declared = {"permute_adjacency": permute_adjacency_op, "permute_adjacency_backward": permute_adjacency_backward_op,
+                "permute_nodes": permute_nodes_op}[op]
+    args = {"permute_adjacency": (adj, perms), "permute_adjacency_backward": (grad, perms, adj.shape[1]),
+            "permute_nodes": (x, perms)}[op]
+    function = declared.cuda if impl == "rpfast" else declared.composed
+    benchmark.group = f"CUDA {op}: 256 graphs of 32 vertices, 8 relabelings"
+    benchmark.extra_info["impl"] = impl
+    _timed(benchmark, lambda: function(*args))
+
+
+def _csl_on_device(features=16):
+    graphs, _ = csl_dataset()
+    graph = csl_batch(graphs, range(len(graphs))).to(DEVICE)
+    return graph, torch.randn(4, graph.total_nodes, features, device=DEVICE)
+
+
+@pytest.mark.parametrize("impl", ["rpfast", "torch-composed", "pyg"])
+def test_gin_aggregation(benchmark, impl):
+    graph, x = _csl_on_device()
+    csr = graph_csr(graph)
+    eps = torch.zeros(1, device=DEVICE)
+    benchmark.group = "CUDA GIN aggregation: CSL 150 graphs x 41 vertices, 4 relabelings, F=16"
+    benchmark.extra_info["impl"] = impl
+    if impl == "pyg":
+        conv_module = pytest.importorskip("torch_geometric.nn")
+        conv = conv_module.GINConv(torch.nn.Identity()).to(DEVICE)
+        flat = x.reshape(-1, x.shape[-1])[: graph.total_nodes]
+        _timed(benchmark, lambda: conv(flat, graph.edge_index))
+        return
+    function = gin_aggregate_op.cuda if impl == "rpfast" else gin_aggregate_op.composed
+    _timed(benchmark, lambda: function(x, *csr, eps))
+
+
+@pytest.mark.parametrize("impl", ["rpfast", "torch-composed", "pyg"])
+def test_segment_sum(benchmark, impl):
+    graph, x = _csl_on_device()
+    benchmark.group = "CUDA segment sum: CSL 150 graphs, 4 relabelings, F=16"
+    benchmark.extra_info["impl"] = impl
+    if impl == "pyg":
+        pool = pytest.importorskip("torch_geometric.nn").global_add_pool
+        flat = x[0]
+        _timed(benchmark, lambda: pool(flat, graph.batch))
+        return
+    function = segment_sum_op.cuda if impl == "rpfast" else segment_sum_op.composed
+    _timed(benchmark, lambda: function(x, graph.ptr))
+
+
+def test_rpgin_training_epoch_on_the_gpu(benchmark):
+    """An RP-GIN epoch on CSL (120 graphs, batches of 16) on the GPU, with whatever the
+    environment enables (RPFAST_CUDA_KERNELS=1 in gpu_check.sh: the kernels)."""
+    from rpfast.experiments.csl import classification_loss
+    from rpfast.experiments.training import Batches, fit
+    from rpfast.nn import RPGIN
+
+    graphs, labels = csl_dataset()
+    labels = labels.to(DEVICE)
+    cache = {}
+
+    def make(chunk):  # batches built on the CPU (their CSR by the C++ kernels), then moved, once each
+        key = tuple(chunk.tolist())
+        if key not in cache:
+            cache[key] = csl_batch(graphs, list(key)).to(DEVICE)
+        return cache[key], labels[chunk.to(DEVICE)]
+
+    torch.manual_seed(0)
+    model = RPGIN(1, 16, 5, 10, id_dim=10, generator=torch.Generator().manual_seed(0)).to(DEVICE)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    batches = Batches(torch.arange(120), make, 16, torch.Generator().manual_seed(0))
+    benchmark.group = "CUDA RP-GIN training epoch: CSL 120 graphs, batch 16"
+    benchmark.extra_info["impl"] = "rpfast" if _cuda.kernels_enabled() else "torch-composed"
+    _timed(benchmark, lambda: fit(model, batches, classification_loss, epochs=1, optimizer=lambda _: optimizer),
+           rounds=10)

@@ -1,0 +1,38 @@
+// Uniform random (partial) permutations on the device: one row per thread, the CPU's streams
+// (rpfast/stream_rng.hpp), so a seed gives the same permutations on both.
+#include <cuda_runtime.h>
+
+#include "cuda/launch.hpp"
+#include "rpfast/stream_rng.hpp"
+
+namespace rpfast_cuda {
+namespace {
+
+__global__ void permutation_rows(const int64_t* num_nodes, int64_t rows, int64_t P, int64_t K, int64_t n_max,
+                                 uint64_t seed, int64_t* workspace, int64_t* out) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= rows) return;
+  const int64_t n = num_nodes[row / P];
+  const int64_t take = n < K ? n : K;
+  int64_t* pool = workspace + row * n_max;
+  int64_t* dst = out + row * K;
+  for (int64_t v = 0; v < n; ++v) pool[v] = v;
+  rpfast::StreamRng rng(seed, static_cast<uint64_t>(row));
+  rpfast::shuffle_prefix(rng, n, take, pool, dst);
+  for (int64_t i = take; i < K; ++i) dst[i] = -1;
+}
+
+}  // namespace
+
+void random_permutations(const int64_t* num_nodes, int64_t B, int64_t P, int64_t K, int64_t n_max, uint64_t seed,
+                         int64_t* workspace, int64_t* out, uintptr_t stream) {
+  const int64_t rows = B * P;
+  if (rows == 0 || K == 0) return;
+  const int threads = 128;
+  const unsigned blocks = static_cast<unsigned>((rows + threads - 1) / threads);
+  permutation_rows<<<blocks, threads, 0, reinterpret_cast<cudaStream_t>(stream)>>>(num_nodes, rows, P, K, n_max,
+                                                                                   seed, workspace, out);
+  check_launch("random_permutations");
+}
+
+}  // namespace rpfast_cuda

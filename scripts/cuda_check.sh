@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Build rpfast with its CUDA kernels (CMake option RPFAST_CUDA: rpfast._C_cuda from csrc/cuda/,
+# nvcc for sm_80 and sm_90 plus PTX, the CUDA runtime linked statically) in its own virtual
+# environment and build directory, check that it imports and reports its build, and run
+# tests/test_cuda.py against it.
+#
+#   bash scripts/cuda_check.sh            # what .ci/run does where nvcc exists (no GPU: the
+#                                         # device tests skip; the module must say "no device")
+#   bash scripts/cuda_check.sh -x -rs     # arguments go to pytest
+#
+# The build lives apart from the normal one (build/cuda-venv, build/cuda), so .venv and build/
+# are never touched. Environment: RPFAST_CUDA_VENV (default build/cuda-venv), RPFAST_TORCH (the
+# torch requirement; default torch==2.13.0, the CPU wheel here: a GPU machine needs a CUDA build
+# of torch, see scripts/gpu_check.sh), PYTHON (interpreter that creates the venv; python3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+VENV=${RPFAST_CUDA_VENV:-build/cuda-venv}
+if ! command -v nvcc >/dev/null 2>&1; then
+  echo "cuda_check.sh: nvcc not found: the CUDA extension cannot be built on this machine" >&2
+  exit 1
+fi
+start=$(date +%s)
+if [ ! -x "$VENV/bin/python" ]; then
+  "${PYTHON:-python3}" -m venv "$VENV"
+fi
+PY=$ROOT/$VENV/bin/python
+"$PY" -m pip install --quiet --disable-pip-version-check "${RPFAST_TORCH:-torch==2.13.0}" \
+  "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja
+"$PY" -m pip install --quiet --disable-pip-version-check --no-build-isolation \
+  -Cbuild-dir=build/cuda -Ccmake.define.RPFAST_CUDA=ON -Ccmake.define.RPFAST_AVX2=OFF -e ".[test]"
+echo "cuda_check.sh: build and install took $(( $(date +%s) - start )) s"
+"$PY" -c "import rpfast._C_cuda, rpfast; rpfast.show_config()" | grep "CUDA kernels"
+"$PY" -m pytest -q -p no:cacheprovider tests/test_cuda.py "$@"

@@ -1,0 +1,130 @@
+"""rpfast's CUDA kernels (csrc/cuda/, rpfast._C_cuda, rpfast/_cuda.py).
+
+Everywhere: the counter-based streams the CPU and the CUDA kernels share (csrc/rpfast/
+stream_rng.hpp) are pinned, and a build without CUDA, or without a device, says so in one line.
+With ``rpfast._C_cuda`` built (``-Ccmake.define.RPFAST_CUDA=ON``, as ``.ci/run`` checks when nvcc
+exists): it imports and reports its architectures and "no device". On a GPU
+(``scripts/gpu_check.sh``): every kernel against the CPU kernels on the same inputs, bitwise
+for permutations and gathers, 1e-5 relative for float sums, and the same permutations for one seed.
+"""
+import hashlib
+import os
+
+import pytest
+import torch
+
+import rpfast
+from rpfast import _cuda
+from rpfast.ops import permute_adjacency, permute_nodes, random_permutations
+from rpfast.ops.random import random_positions
+
+BUILT = _cuda.build_info()["built"]
+DEVICES = _cuda.build_info()["devices"]
+needs_gpu = pytest.mark.skipif(not (BUILT and DEVICES and torch.cuda.is_available()),
+                               reason="needs rpfast._C_cuda and a CUDA device (scripts/gpu_check.sh)")
+
+
+def _stream_digest() -> str:
+    """A hash of permutations and positions drawn for fixed seeds (dense and sparse CPU paths)."""
+    digest = hashlib.sha256()
+    for seed in range(20):
+        for sizes, P, k in [([5, 3, 0, 9], 4, None), ([41] * 6, 3, 10), ([3000], 2, 5), ([12, 7], 5, 12)]:
+            generator = torch.Generator().manual_seed(seed)
+            digest.update(random_permutations(torch.tensor(sizes), P, k=k, generator=generator).numpy().tobytes())
+        generator = torch.Generator().manual_seed(seed)
+        digest.update(random_positions(torch.tensor([0, 4, 9, 20]), 3, 7, generator=generator).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def test_the_shared_random_streams_are_pinned():
+    """The CPU and the CUDA kernels draw from stream_rng.hpp's streams; a seed must keep giving the
+    same permutations release after release (the value is the CPU's output before the streams
+    moved to the device-neutral header)."""
+    assert _stream_digest() == "9c314c757961a01c837f102f01abe2e3c060763c55f3b3c0f1857d7422589b2d"
+
+
+def test_show_config_reports_the_cuda_build(capsys):
+    rpfast.show_config()
+    line = next(text for text in capsys.readouterr().out.splitlines() if "CUDA kernels" in text)
+    assert ("built for" in line) == BUILT
+    if BUILT and not DEVICES:
+        assert "no device" in line and "not yet run on a GPU" in line
+
+
+def test_require_says_what_is_missing_in_one_line():
+    if BUILT and DEVICES:
+        _cuda.require()
+        return
+    with pytest.raises(RuntimeError) as raised:
+        _cuda.require()
+    message = str(raised.value)
+    assert "\n" not in message
+    assert ("no CUDA device" in message) if BUILT else ("RPFAST_CUDA=ON" in message)
+
+
+@pytest.mark.skipif(not BUILT, reason="rpfast._C_cuda is not built (pip install -Ccmake.define.RPFAST_CUDA=ON .)")
+def test_the_cuda_module_imports_with_its_architectures():
+    from rpfast import _C_cuda
+
+    assert "80" in _C_cuda.architectures and "90" in _C_cuda.architectures
+    count, error = _C_cuda.device_count()
+    assert count >= 0 and (count > 0 or error)
+    assert not _cuda.kernels_enabled() or os.environ.get("RPFAST_CUDA_KERNELS") == "1"
+
+
+# ----------------------------------------------------------------------------- on a GPU
+def _graphs(seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    sizes = torch.tensor([5, 1, 0, 9, 7])
+    B, n = len(sizes), int(sizes.max())
+    adj = (torch.rand(B, n, n, 3, generator=generator) < 0.4).double() * torch.rand(B, n, n, 3, generator=generator)
+    x = torch.randn(B, n, 4, generator=generator, dtype=torch.float64)
+    return sizes, adj, x
+
+
+@needs_gpu
+def test_random_permutations_match_the_cpu_for_one_seed():
+    from rpfast.ops.random import seed_from_generator
+
+    sizes = torch.tensor([5, 1, 0, 9, 7, 41])
+    for seed in range(5):
+        for K in (None, 3):
+            cpu = random_permutations(sizes, 4, k=K, generator=torch.Generator().manual_seed(seed))
+            kernel_seed = seed_from_generator(torch.Generator().manual_seed(seed))
+            gpu = _cuda.random_permutations(sizes.cuda(), 4, int(sizes.max()) if K is None else K, kernel_seed)
+            assert torch.equal(gpu.cpu(), cpu)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_permutation_gathers_and_their_adjoints_match_the_cpu_bitwise(dtype):
+    sizes, adj, x = _graphs()
+    adj, x = adj.to(dtype), x.to(dtype)
+    perms = random_permutations(sizes, 3, generator=torch.Generator().manual_seed(1))
+    n = adj.shape[1]
+    assert torch.equal(_cuda.permute_adjacency(adj.cuda(), perms.cuda()).cpu(), permute_adjacency(adj, perms))
+    assert torch.equal(_cuda.permute_nodes(x.cuda(), perms.cuda()).cpu(), permute_nodes(x, perms))
+    from rpfast.ops.permute import permute_adjacency_backward_op, permute_nodes_backward_op
+
+    g_adj = torch.randn(*perms.shape, perms.shape[2], 3, dtype=dtype)
+    g_x = torch.randn(*perms.shape, 4, dtype=dtype)
+    assert torch.equal(_cuda.permute_adjacency_backward(g_adj.cuda(), perms.cuda(), n).cpu(),
+                       permute_adjacency_backward_op.run(g_adj, perms, n))
+    assert torch.equal(_cuda.permute_nodes_backward(g_x.cuda(), perms.cuda(), n).cpu(),
+                       permute_nodes_backward_op.run(g_x, perms, n))
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_segment_sum_and_gin_aggregation_match_the_cpu(dtype):
+    from rpfast.data import csl_batch, csl_dataset
+    from rpfast.ops import gin_aggregate, graph_sum
+
+    graphs, _ = csl_dataset()
+    graph = csl_batch(graphs, [0, 40, 99])
+    x = torch.randn(2, graph.total_nodes, 5, dtype=dtype)
+    cuda_graph = graph.to("cuda")
+    torch.testing.assert_close(_cuda.segment_sum(x.cuda(), cuda_graph.ptr).cpu(), graph_sum(x, graph),
+                               rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(_cuda.gin_aggregate(x.cuda(), cuda_graph.t_rowptr, cuda_graph.t_col, 0.25).cpu(),
+                               gin_aggregate(x, graph, 0.25), rtol=1e-5, atol=1e-6)
