@@ -92,6 +92,21 @@ def random_permutations(num_nodes: Tensor, samples: int, K: int, seed: int) -> T
     return out
 
 
+def random_positions(ptr: Tensor, samples: int, modulus: int, seed: int) -> Tensor:
+    """``[P, N]`` int64 on ``ptr``'s device: the positions ``rpfast.ops.random.random_positions``
+    draws on the CPU for the same seed."""
+    ptr = ptr.to(torch.int64).contiguous()
+    _checked(ptr)
+    B, N = ptr.shape[0] - 1, int(ptr[-1])
+    n_max = int(ptr.diff().max()) if B else 0
+    out = torch.empty((samples, N), dtype=torch.int64, device=ptr.device)
+    workspace = torch.empty((B * samples, max(n_max, 1)), dtype=torch.int64, device=ptr.device)
+    with torch.cuda.device(ptr.device):
+        _C_cuda.random_positions(ptr.data_ptr(), B, samples, N, n_max, modulus, seed, workspace.data_ptr(),
+                                 out.data_ptr(), _stream(ptr))
+    return out
+
+
 def _inverse(perms: Tensor, n_max: int) -> Tensor:
     inv = torch.empty((perms.shape[0], perms.shape[1], n_max), dtype=torch.int64, device=perms.device)
     _C_cuda.invert_permutations(perms.data_ptr(), perms.shape[0] * perms.shape[1], perms.shape[2], n_max,
@@ -169,3 +184,26 @@ def gin_aggregate(x: Tensor, rowptr: Tensor, col: Tensor, eps: float) -> Tensor:
         _C_cuda.gin_aggregate(x.dtype == torch.float64, x.data_ptr(), rowptr.data_ptr(), col.data_ptr(), float(eps),
                               out.data_ptr(), R, N, F, _stream(x))
     return out
+
+
+def segment_max(x: Tensor, ptr: Tensor) -> Tuple[Tensor, Tensor]:
+    """``(out [B, F], ties [B, F])``: per-graph channel maxima of ``x [N, F]`` and how many rows
+    attain them (the CPU's running-max step; an empty graph gives 0 and 0)."""
+    _checked(x, ptr, floats=(x,))
+    B, F = ptr.shape[0] - 1, x.shape[1]
+    out, ties = x.new_empty((B, F)), x.new_empty((B, F))
+    with torch.cuda.device(x.device):
+        _C_cuda.segment_max(x.dtype == torch.float64, x.data_ptr(), ptr.data_ptr(), out.data_ptr(), ties.data_ptr(),
+                            B, F, _stream(x))
+    return out, ties
+
+
+def segment_max_backward(grad: Tensor, x: Tensor, ptr: Tensor, out: Tensor, ties: Tensor) -> Tensor:
+    """``[N, F]``: each graph's gradient shared evenly among the rows attaining its maximum."""
+    _checked(grad, x, ptr, out, ties, floats=(grad, x))
+    B, F = ptr.shape[0] - 1, x.shape[1]
+    grad_x = torch.empty_like(x)
+    with torch.cuda.device(x.device):
+        _C_cuda.segment_max_backward(x.dtype == torch.float64, x.data_ptr(), ptr.data_ptr(), out.data_ptr(),
+                                     ties.data_ptr(), grad.data_ptr(), grad_x.data_ptr(), B, F, _stream(x))
+    return grad_x

@@ -128,3 +128,32 @@ def test_segment_sum_and_gin_aggregation_match_the_cpu(dtype):
                                rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(_cuda.gin_aggregate(x.cuda(), cuda_graph.t_rowptr, cuda_graph.t_col, 0.25).cpu(),
                                gin_aggregate(x, graph, 0.25), rtol=1e-5, atol=1e-6)
+
+
+@needs_gpu
+def test_random_positions_match_the_cpu_for_one_seed():
+    from rpfast.ops.random import seed_from_generator
+
+    ptr = torch.tensor([0, 4, 4, 13, 20, 61])
+    for seed in range(5):
+        cpu = random_positions(ptr, 3, 7, generator=torch.Generator().manual_seed(seed))
+        gpu = _cuda.random_positions(ptr.cuda(), 3, 7, seed_from_generator(torch.Generator().manual_seed(seed)))
+        assert torch.equal(gpu.cpu(), cpu)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_segment_max_and_its_adjoint_match_the_cpu_bitwise(dtype):
+    from rpfast.ops.pool import graph_max_adjoint_op, graph_max_op
+
+    ptr = torch.tensor([0, 3, 3, 9, 10])
+    x = torch.randint(0, 3, (10, 6)).to(dtype)  # small integers: ties on purpose
+    x[4, 2] = float("nan")
+    out, ties = graph_max_op.run(x, ptr)
+    gpu_out, gpu_ties = _cuda.segment_max(x.cuda(), ptr.cuda())
+    assert torch.equal(gpu_out.cpu(), out) or torch.allclose(gpu_out.cpu(), out, equal_nan=True)
+    assert torch.equal(gpu_ties.cpu(), ties)
+    grad = torch.randn(4, 6, dtype=dtype)
+    expected = graph_max_adjoint_op.run(grad, x, ptr, out, ties)
+    got = _cuda.segment_max_backward(grad.cuda(), x.cuda(), ptr.cuda(), gpu_out, gpu_ties).cpu()
+    assert torch.equal(got, expected)

@@ -19,6 +19,11 @@ void check_launch(const char* what);
 void random_permutations(const int64_t* num_nodes, int64_t B, int64_t P, int64_t K, int64_t n_max, uint64_t seed,
                          int64_t* workspace, int64_t* out, uintptr_t stream);
 
+// out[p, ptr[b] + i] (int64 [P, N]) = row b * P + p of random_permutations (n_b positions) at i,
+// mod modulus: rpfast::random_positions on the device; `workspace` int64 [B * P, n_max].
+void random_positions(const int64_t* ptr, int64_t B, int64_t P, int64_t N, int64_t n_max, int64_t modulus,
+                      uint64_t seed, int64_t* workspace, int64_t* out, uintptr_t stream);
+
 // out[b, p, i, j, c] = adj[b, perms[b,p,i], perms[b,p,j], c] (0 where either is -1); T = float or double.
 template <class T>
 void permute_adjacency_forward(const T* adj, const int64_t* perms, T* out, int64_t B, int64_t N, int64_t C,
@@ -47,6 +52,16 @@ void invert_permutations(const int64_t* perms, int64_t rows, int64_t K, int64_t 
 template <class T>
 void segment_sum(const T* x, const int64_t* ptr, T* out, int64_t R, int64_t N, int64_t B, int64_t F,
                  uintptr_t stream);
+
+// out[b, f] = max over the rows of graph b of x[i, f] and ties[b, f] how many attain it
+// (rpfast::meet, as the CPU: a NaN wins; an empty graph gives 0 and 0); x [N, F].
+template <class T>
+void segment_max(const T* x, const int64_t* ptr, T* out, T* ties, int64_t B, int64_t F, uintptr_t stream);
+
+// grad_x[i, f] = g[b, f] / ties[b, f] where x[i, f] attains out[b, f], else 0 (i in graph b).
+template <class T>
+void segment_max_backward(const T* x, const int64_t* ptr, const T* out, const T* ties, const T* g, T* grad_x,
+                          int64_t B, int64_t F, uintptr_t stream);
 
 // out[r, i, f] = (1 + eps) x[r, i, f] + sum over the CSR row i (increasing) of x[r, col, f]:
 // GIN's aggregation, row-parallel (the backward is the same kernel on the transpose CSR).

@@ -45,6 +45,11 @@ PYBIND11_MODULE(_C_cuda, m) {
     rpfast_cuda::random_permutations(as<const int64_t>(num_nodes), B, P, K, n_max, seed, as<int64_t>(workspace),
                                      as<int64_t>(out), stream);
   });
+  m.def("random_positions", [](uintptr_t ptr, int64_t B, int64_t P, int64_t N, int64_t n_max, int64_t modulus,
+                               uint64_t seed, uintptr_t workspace, uintptr_t out, uintptr_t stream) {
+    rpfast_cuda::random_positions(as<const int64_t>(ptr), B, P, N, n_max, modulus, seed, as<int64_t>(workspace),
+                                  as<int64_t>(out), stream);
+  });
   m.def("invert_permutations", [](uintptr_t perms, int64_t rows, int64_t K, int64_t N, uintptr_t inv,
                                   uintptr_t stream) {
     rpfast_cuda::invert_permutations(as<const int64_t>(perms), rows, K, N, as<int64_t>(inv), stream);
@@ -86,6 +91,21 @@ PYBIND11_MODULE(_C_cuda, m) {
     by_precision(double_precision, [&](auto tag) {
       using T = decltype(tag);
       rpfast_cuda::segment_sum<T>(as<const T>(x), as<const int64_t>(ptr), as<T>(out), R, N, B, F, stream);
+    });
+  });
+  m.def("segment_max", [](bool double_precision, uintptr_t x, uintptr_t ptr, uintptr_t out, uintptr_t ties,
+                          int64_t B, int64_t F, uintptr_t stream) {
+    by_precision(double_precision, [&](auto tag) {
+      using T = decltype(tag);
+      rpfast_cuda::segment_max<T>(as<const T>(x), as<const int64_t>(ptr), as<T>(out), as<T>(ties), B, F, stream);
+    });
+  });
+  m.def("segment_max_backward", [](bool double_precision, uintptr_t x, uintptr_t ptr, uintptr_t out, uintptr_t ties,
+                                   uintptr_t g, uintptr_t grad_x, int64_t B, int64_t F, uintptr_t stream) {
+    by_precision(double_precision, [&](auto tag) {
+      using T = decltype(tag);
+      rpfast_cuda::segment_max_backward<T>(as<const T>(x), as<const int64_t>(ptr), as<const T>(out),
+                                           as<const T>(ties), as<const T>(g), as<T>(grad_x), B, F, stream);
     });
   });
   m.def("gin_aggregate", [](bool double_precision, uintptr_t x, uintptr_t rowptr, uintptr_t col, double eps,

@@ -19,19 +19,9 @@
 
 #include "cpu/parallel.hpp"
 #include "cpu/simd.hpp"
+#include "rpfast/running_max.hpp"
 
 namespace rpfast {
-
-// One step of the running maximum: (best, count) after meeting v. Written with selects, so on
-// whole vectors (GCC vector extensions) it runs branch-free on a block of channels; V may
-// also be a scalar (the tail channels).
-template <class V>
-inline void meet(V v, V& best, V& count, V one) {
-  const auto greater = (v > best) | (v != v);  // v != v: a NaN wins and stays
-  const auto equal = v == best;
-  best = greater ? v : best;
-  count = greater ? one : (equal ? count + one : count);
-}
 
 template <class T>
 void neighbour_max(const T* x, const int64_t* rowptr, const int64_t* col, int64_t N, int64_t F, T* out, T* ties,

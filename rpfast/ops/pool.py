@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from rpfast.data import GraphBatch
-from rpfast import _backend
+from rpfast import _backend, _cuda
 from rpfast.ops._registry import declare
 from rpfast.ops.gin import graph_csr
 from rpfast.ops.segment import check_node_tensor, graph_of_rows
@@ -159,11 +159,13 @@ def _graph_adjoint_backward(ctx, v):
 graph_max_op = declare(
     "graph_max", "(Tensor x, Tensor ptr) -> (Tensor, Tensor)",
     kernel=_graph_kernel, composed=_graph_composed,
+    cuda=lambda x, ptr: _cuda.segment_max(x.contiguous(), ptr.contiguous()),
     fake=lambda x, ptr: (x.new_empty((ptr.shape[0] - 1, x.shape[1])), x.new_empty((ptr.shape[0] - 1, x.shape[1]))),
     setup=_graph_setup, backward=_graph_backward)
 graph_max_adjoint_op = declare(
     "graph_max_adjoint", "(Tensor grad, Tensor x, Tensor ptr, Tensor out, Tensor ties) -> Tensor",
     kernel=_graph_adjoint_kernel, composed=_graph_adjoint_composed, fake=lambda grad, x, *rest: torch.empty_like(x),
+    cuda=lambda grad, x, ptr, out, ties: _cuda.segment_max_backward(grad.contiguous(), x.contiguous(), ptr, out, ties),
     setup=_graph_adjoint_setup, backward=_graph_adjoint_backward)
 
 

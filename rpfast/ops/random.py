@@ -89,8 +89,11 @@ def random_positions(ptr: Tensor, num_samples: int, modulus: int, generator: Opt
         raise ValueError("ptr must hold at least one offset (0)")
     N = int(ptr[-1])
     check_output_size(samples * N, 8, "random_positions output")
+    seed = seed_from_generator(generator)
+    if ptr.device.type == "cuda" and _cuda.kernels_enabled():  # the same streams, drawn on the device
+        return _cuda.random_positions(ptr, samples, modulus, seed)
     out = torch.empty((samples, N), dtype=torch.int64)
-    _backend.call("random_positions", ptr.cpu(), modulus, seed_from_generator(generator), out)
+    _backend.call("random_positions", ptr.cpu(), modulus, seed, out)
     return out.to(ptr.device)
 
 
