@@ -127,6 +127,20 @@ def test_splits_partition_and_scaffolds_stay_together():
         scaffold_split("CCO")
 
 
+def test_scaffold_split_follows_deepchem_s_rule():
+    """Equal-sized scaffold groups: the one seen last is placed first (DeepChem sorts (size, first
+    index) descending), and valid's cutoff counts train and valid together. The old order put the
+    benzene group in train and the cyclohexane group in test here."""
+    smiles = ["c1ccccc1C", "c1ccccc1CC", "C1CCCCC1C", "C1CCCCC1CC"]
+    train, valid, test = scaffold_split(smiles, fractions=(0.5, 0.25, 0.25))
+    assert (train.tolist(), valid.tolist(), test.tolist()) == ([2, 3], [], [0, 1])
+    # train holds 2 of its 3 allowed; valid may use that slack: 2 + 2 <= (0.5 + 0.2) * 6, although
+    # valid alone allows 0.2 * 6 = 1.2 molecules
+    smiles = ["c1ccccc1C", "c1ccccc1CC", "C1CCCCC1C", "C1CCCCC1CC", "C1CCC1C", "C1CCC1CC"]
+    train, valid, test = scaffold_split(smiles, fractions=(0.5, 0.2, 0.3))
+    assert (train.tolist(), valid.tolist(), test.tolist()) == ([4, 5], [2, 3], [0, 1])
+
+
 def test_featurisation_cache_is_reused_and_survives_damage(tmp_path):
     data = load_tox21()
     from rpfast.data.moleculenet import MoleculeDataset

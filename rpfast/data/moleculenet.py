@@ -423,23 +423,26 @@ def random_split(num_molecules: int, seed: int, fractions=(0.8, 0.1, 0.1)):
 
 
 def scaffold_split(smiles: Sequence[str], fractions=(0.8, 0.1, 0.1)):
-    """``(train, valid, test)`` index tensors with every Bemis-Murcko scaffold in one split:
-    scaffold groups, largest first, fill train, then valid, then test (DeepChem's rule; the
-    split is deterministic)."""
+    """``(train, valid, test)`` index tensors with every Bemis-Murcko scaffold in one split, by
+    DeepChem's ``ScaffoldSplitter`` rule: scaffold groups sorted by (size, first index), both
+    descending (equal sizes: the group seen last comes first); each group goes to train while
+    train stays within ``train_fraction * n``, else to valid while train and valid together stay
+    within ``(train_fraction + valid_fraction) * n``, else to test. Deterministic."""
     train_f, valid_f, _ = _check_fractions(fractions)
     if isinstance(smiles, str) or not all(isinstance(item, str) for item in smiles):
         raise TypeError("smiles must be a sequence of SMILES strings")
     groups = {}
     for i, scaffold in enumerate(scaffold_groups(smiles)):
         groups.setdefault(scaffold, []).append(i)
-    ordered = sorted(groups.values(), key=lambda g: (-len(g), g[0]))
+    ordered = sorted(groups.values(), key=lambda g: (len(g), g[0]), reverse=True)
     n = len(smiles)
-    splits = ([], [], [])
+    train_cutoff, valid_cutoff = train_f * n, (train_f + valid_f) * n
+    train, valid, test = [], [], []
     for group in ordered:
-        if len(splits[0]) + len(group) <= train_f * n:
-            splits[0].extend(group)
-        elif len(splits[1]) + len(group) <= valid_f * n:
-            splits[1].extend(group)
+        if len(train) + len(group) <= train_cutoff:
+            train.extend(group)
+        elif len(train) + len(valid) + len(group) <= valid_cutoff:
+            valid.extend(group)
         else:
-            splits[2].extend(group)
-    return tuple(torch.tensor(sorted(s), dtype=torch.int64) for s in splits)
+            test.extend(group)
+    return tuple(torch.tensor(sorted(s), dtype=torch.int64) for s in (train, valid, test))
