@@ -234,8 +234,10 @@ class _WholeNetwork(torch.autograd.Function):
 
 def check_rows(replicas: int, graph, training: bool) -> None:
     """BatchNorm's batch statistics need two rows: ValueError for a training call on one node."""
-    nodes = (graph.ptr if isinstance(graph, GraphBatch) else graph[4])[-1]
-    if training and replicas * int(nodes) < 2:
+    if not training:
+        return
+    nodes = graph.total_nodes if isinstance(graph, GraphBatch) else int(graph[4][-1])  # no tensor read per step
+    if replicas * nodes < 2:
         raise ValueError("BatchNorm in training mode needs more than one node")
 
 
