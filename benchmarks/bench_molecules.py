@@ -9,7 +9,7 @@ pytest.importorskip("torch_geometric")
 
 from rpfast.data import load_tox21  # noqa: E402
 from rpfast.data.molecules import featurize_smiles  # noqa: E402
-from rpfast.experiments.molecules import class_weights, masked_loss  # noqa: E402
+from rpfast.experiments.molecule_tasks import Targets  # noqa: E402
 from rpfast.nn import Duvenaud, Oriented, RPDuvenaud, SubgraphRP  # noqa: E402
 
 from paired import paired  # noqa: E402
@@ -35,13 +35,13 @@ def test_featurize_tox21(benchmark, impl, tox21):
     benchmark.pedantic(run, rounds=3, warmup_rounds=0, iterations=1)
 
 
-def _epoch(model, batches, labels_of, weights):
+def _epoch(model, batches, labels_of, targets):
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 
     def run():
         model.train()
         for batch, labels in zip(batches(), labels_of):
-            loss = masked_loss(model(batch), labels, weights)
+            loss = targets.loss(model(batch), labels)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -55,7 +55,7 @@ def _duvenaud_epoch(impl, tox21, width=64, dense=128):
     order = torch.randperm(len(graphs), generator=torch.Generator().manual_seed(0))[:EPOCH_MOLECULES]
     chunks = [order[i:i + BATCH] for i in range(0, len(order), BATCH)]
     labels_of = [labels[c] for c in chunks]
-    weights = class_weights(labels[order])
+    targets = Targets.fit("classification", labels[order])
     gen = torch.Generator().manual_seed(0)
     sizes = {"conv": (width, width), "dense": dense}
     if impl == "pyg":
@@ -77,7 +77,7 @@ def _duvenaud_epoch(impl, tox21, width=64, dense=128):
 
             def forward(self, b):
                 return forward(b)
-        return _epoch(Wrapped(), lambda: iter(loader), labels_of, weights)
+        return _epoch(Wrapped(), lambda: iter(loader), labels_of, targets)
     if impl == "rpfast":
         model = Duvenaud(75, labels.shape[1], **sizes)
     elif impl == "rp-duvenaud":
@@ -86,7 +86,7 @@ def _duvenaud_epoch(impl, tox21, width=64, dense=128):
         k = int(impl.split("=")[1])
         model = SubgraphRP(Duvenaud(75, labels.shape[1], **sizes), Oriented("dfs", k, train_samples=1, eval_samples=20),
                            generator=gen)
-    return _epoch(model, lambda: (graphs.batch(c) for c in chunks), labels_of, weights)
+    return _epoch(model, lambda: (graphs.batch(c) for c in chunks), labels_of, targets)
 
 
 @pytest.mark.parametrize("impl", ["rpfast", "pyg", "rp-duvenaud", "kary k=10", "kary k=20", "kary k=30",

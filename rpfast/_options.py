@@ -8,6 +8,7 @@ Every dataclass field becomes an option unless its metadata says ``cli=False``:
   metadata ``type`` (a parser such as :func:`int_range`); ``choices`` from metadata;
 * a ``bool`` field is a switch: ``--flag`` sets it when its default is False, and
   ``--no-flag`` clears it when its default is True;
+* a ``List[X]`` field takes one or more values (``nargs="+"``);
 * a field without a default is a required option;
 * the help text is metadata ``help``; the default is appended to it; ``metavar`` overrides
   the value's name in the usage line.
@@ -72,6 +73,9 @@ def add_dataclass_options(parser: argparse.ArgumentParser, config_cls: Type) -> 
                                          else field.default_factory())
         help_text = meta.get("help", "")
         kwargs: dict = {}
+        if typing.get_origin(kind) is list:
+            kind = typing.get_args(kind)[0]
+            kwargs["nargs"] = "+"
         if kind is bool:
             kwargs["action"] = "store_false" if default else "store_true"
             flag = meta.get("flag", f"--{'no-' if default else ''}{field.name.replace('_', '-')}")

@@ -97,8 +97,9 @@ def _reject_graph_objects(value, name: str) -> None:
         raise TypeError(f"{name} is a torch_geometric {type(value).__name__}, not an index tensor; "
                         f"convert it with GraphBatch.from_pyg(batch)")
     if isinstance(value, torch.Tensor) and value.layout != torch.strided:
-        hint = f"pass its indices instead: {name}=adj.coalesce().indices()" if name == "edge_index" \
-            else f"pass {name}.to_dense()"
+        hint = ("for PyG's adj_t (stored entry adj_t[i, j] = edge j -> i, COO or CSR) pass "
+                f"{name}=rpfast.data.sparse.edge_index_from_adj_t(adj_t); rpfast's graph layers also take adj_t "
+                "in edge_index's place") if name == "edge_index" else f"pass {name}.to_dense()"
         raise TypeError(f"{name} is a sparse tensor ({value.layout}); {hint}")
 
 
@@ -238,8 +239,13 @@ def require_kernel_device(t: torch.Tensor, name: str) -> None:
 
 
 def require_float(t: torch.Tensor, name: str) -> None:
+    """TypeError unless ``t`` is float32 or float64; for half precision (float16, bfloat16) the
+    message says it is not supported and how to convert."""
     if t.dtype not in FLOAT_DTYPES:
-        raise TypeError(f"{name} must be float32 or float64, got {t.dtype}")
+        half = t.dtype in (torch.float16, torch.bfloat16)
+        raise TypeError(f"{name} must be float32 or float64, got {t.dtype}" + (
+            ": rpfast does not support half precision (float16/bfloat16); convert the input with .float() "
+            "and the model with model.float()" if half else ""))
 
 
 def require_index(t: torch.Tensor, name: str) -> None:

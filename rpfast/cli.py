@@ -109,10 +109,26 @@ def _discard_stdout() -> None:
             pass
 
 
+def _with_default_action(argv: List[str]) -> List[str]:
+    """``argv`` with the command's ``DEFAULT_ACTION`` inserted when the command has subcommands
+    (``ACTIONS``) and none is named (``rpfast molecules --epochs 3`` is ``rpfast molecules train
+    --epochs 3``); ``--help`` alone still shows the command's own help."""
+    from rpfast.commands import COMMANDS
+
+    command = COMMANDS.get(argv[0]) if argv else None
+    default = getattr(command, "DEFAULT_ACTION", None)
+    if default is None:
+        return argv
+    rest = argv[1:]
+    if rest and (rest[0] in command.ACTIONS or rest[0] in ("-h", "--help")):
+        return argv
+    return [argv[0], default] + rest
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Run the command line; returns the exit status (errors exit through ``SystemExit``)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_with_default_action(list(sys.argv[1:] if argv is None else argv)))
     prog = f"rpfast {args.command}"
     try:
         with _terminating_signals_raise():

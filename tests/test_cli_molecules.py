@@ -31,28 +31,39 @@ def tiny_csv(tmp_path, monkeypatch):
 def test_molecules_command_writes_table_csv_json_and_figures(tiny_csv, tmp_path, capsys):
     out = tmp_path / "out"
     argv = ["molecules", "--data", str(tiny_csv), "--model", "duvenaud,rp-duvenaud,kary,rnn-dfs", "--k", "6",
-            "--epochs", "2", "--eval-samples", "2", "--splits", "2", "--sweep-k", "--out", str(out), "--no-progress",
+            "--epochs", "2", "--eval-samples", "2", "--splits", "2", "--seed", "2", "--sweep-k", "--out", str(out), "--no-progress",
             "--threads", "1"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "skipped 1 of 160 SMILES" in printed and "data rows 5" in printed
-    assert "rp-duvenaud" in printed and "test AUC" in printed
+    assert "rp-duvenaud" in printed and "test roc-auc" in printed
     results = json.loads((out / "results.json").read_text())
     assert results["tasks"] == ["A", "B", "C"] and results["molecules"] == 159
     assert {(r["model"], r["split"]) for r in results["runs"]} >= {("duvenaud", 0), ("rnn-dfs", 1)}
     assert {r["k"] for r in results["runs"] if r["model"] == "kary"} == {6, 10, 20, 30, 40, 50}
     for run in results["runs"]:
-        known = [a for a in run["task_aucs"] if a is not None]
+        known = [a for a in run["task_scores"] if a is not None]
         assert all(0 <= a <= 1 for a in known) and run["seconds_per_epoch"] > 0
-    assert (out / "summary.csv").read_text().startswith("model,test_auc,test_sd,valid_auc,seconds_per_epoch,splits")
-    assert (out / "task_auc.png").stat().st_size > 10_000 and (out / "kary_sweep.png").stat().st_size > 10_000
+        assert set(run["test_metrics"]) == {"roc-auc", "prc-auc", "accuracy"}
+        assert len(run["history"]["train_loss"]) == len(run["history"]["valid_score"]) == 2
+        where = out / "runs" / (run["model"] + ("" if run["k"] is None else f"-k{run['k']}")) / f"split{run['split']}"
+        assert (where / "best.pt").stat().st_size > 1000
+        lines = (where / "test_predictions.csv").read_text().splitlines()
+        assert lines[0] == "row,smiles,A,A_pred,B,B_pred,C,C_pred" and len(lines) == 1 + 16
+    assert (out / "summary.csv").read_text().startswith("model,metric,test_score,test_sd,valid_score,"
+                                                        "seconds_per_epoch,splits")
+    for figure in ("task_scores.png", "kary_sweep.png", "learning_curves.png"):
+        assert (out / figure).stat().st_size > 10_000
+    splits = json.loads((out / "splits.json").read_text())["splits"]
+    assert len(splits) == 2 and sorted(sum(splits[0].values(), [])) == [i for i in range(160) if i != 5]
     assert not [p for p in out.iterdir() if p.name.startswith(".")]
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--model", "gcn"], "unknown model 'gcn'"),
     (["--epochs", "0"], "epochs must be a positive integer"),
-    (["--split", "temporal"], "split must be 'random' or 'scaffold'"),
+    (["--split", "temporal"], "invalid choice: 'temporal'"),
+    (["--metric", "rmse", "--task-type", "classification"], "metric 'rmse' scores regression"),
     (["--data", "no/such/file.csv"], "does not exist"),
 ])
 def test_molecules_command_reports_bad_input_in_one_line(argv, message, capsys, tmp_path):
@@ -66,29 +77,28 @@ def test_molecules_command_reports_bad_input_in_one_line(argv, message, capsys, 
     assert message in err and len(err.splitlines()) == 1, err
 
 
-def test_non_binary_labels_are_one_line_errors(tmp_path, capsys):
+def test_non_binary_labels_under_forced_classification_are_one_line_errors(tmp_path, capsys):
     path = tmp_path / "reg.csv"
     path.write_text("smiles,logp\n" + "".join(f"{'C' * (i + 1)},{i * 0.5}\n" for i in range(20)))
     with pytest.raises(SystemExit) as exit_info:
-        main(["molecules", "--data", str(path), "--out", str(tmp_path / "o"), "--no-progress"])
+        main(["molecules", "--data", str(path), "--task-type", "classification", "--out", str(tmp_path / "o"),
+              "--no-progress"])
     assert exit_info.value.code == 2
     assert "task 'logp' has label 0.5 (data row 1)" in capsys.readouterr().err
 
 
 def test_task_figure_with_hundreds_of_tasks(tmp_path):
     """Wide datasets (ToxCast has 617 tasks) get a sorted-AUC curve instead of 617 bars."""
-    from rpfast.experiments.molecules_report import write_outputs
+    from rpfast.experiments.molecules_report import _plot_tasks
 
     rng = __import__("numpy").random.default_rng(0)
     tasks = [f"t{i}" for i in range(300)]
-    runs = [{"model": m, "k": None, "split": 0, "test_auc": 0.7, "valid_auc": 0.7, "seconds_per_epoch": 1.0,
-             "task_aucs": [None if i % 7 == 0 else float(rng.uniform(0.5, 0.9)) for i in range(300)]}
+    runs = [{"model": m, "k": None, "split": 0, "task_scores": [None if i % 7 == 0 else float(rng.uniform(0.5, 0.9))
+                                                                 for i in range(300)]}
             for m in ("duvenaud", "rp-duvenaud")]
-    summary = [{"model": m, "name": m, "k": None, "test_auc": 0.7, "test_sd": 0.0, "valid_auc": 0.7,
-                "seconds_per_epoch": 1.0, "splits": 1} for m in ("duvenaud", "rp-duvenaud")]
-    paths = write_outputs({"tasks": tasks, "runs": runs, "summary": summary}, tmp_path)
-    assert [p.name for p in paths] == ["summary.csv", "results.json", "task_auc.png"]
-    assert 10_000 < paths[2].stat().st_size < 2_000_000
+    summary = [{"model": m, "name": m, "k": None} for m in ("duvenaud", "rp-duvenaud")]
+    _plot_tasks({"tasks": tasks, "metric": "roc-auc", "runs": runs, "summary": summary}, tmp_path / "t.png")
+    assert 10_000 < (tmp_path / "t.png").stat().st_size < 2_000_000
 
 
 def test_molecules_command_with_two_processes(tiny_csv, tmp_path, capfd):
@@ -98,7 +108,7 @@ def test_molecules_command_with_two_processes(tiny_csv, tmp_path, capfd):
     results = json.loads((out / "results.json").read_text())
     assert {r["model"] for r in results["runs"]} == {"duvenaud", "rp-duvenaud"}
     captured = capfd.readouterr()  # the ranks' stderr reaches file descriptor 2 through the relay
-    assert "test ROC-AUC" in captured.out
+    assert "test roc-auc" in captured.out
     assert "find_unused_parameters" not in captured.err and "Warning" not in captured.err, captured.err
 
 
@@ -150,7 +160,7 @@ def test_no_task_with_both_classes_in_the_test_split_is_a_one_line_error(tmp_pat
     path = _label_csv(tmp_path, {"rare": rare})
     err = cli_fails(["molecules", "--data", str(path), "--model", "duvenaud", "--epochs", "1", "--no-progress",
                      "--out", str(tmp_path / "out")], capsys)
-    assert "no task has both classes 0 and 1 in the test set of the random split (4 test molecules)" in err
+    assert "no task has roc-auc defined in the test set of the split (4 test molecules" in err
     assert not (tmp_path / "out").exists()
 
 
@@ -169,56 +179,49 @@ def _labels_scored_in(scored, unscored=()):
     return labels
 
 
-def test_unusable_tasks_beside_a_usable_one_are_reported_and_null(tmp_path, capsys, monkeypatch):
+def test_unusable_tasks_beside_a_usable_one_are_warned_about_and_null(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("RPFAST_CACHE", str(tmp_path / "cache"))
     path = _label_csv(tmp_path, {"A": _labels_scored_in([0, 1]), "flat": [0] * 40, "empty": [None] * 40})
     out = tmp_path / "out"
     assert main(["molecules", "--data", str(path), "--model", "duvenaud", "--epochs", "1", "--splits", "2",
                  "--no-progress", "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
-    assert "nan" not in printed.lower() and "splits without a test ROC-AUC" not in printed
-    assert "tasks left out of a mean (one class only in a split's test set; AUC null in results.json): " \
-           "empty, flat" in printed
+    captured = capsys.readouterr()
+    assert "nan" not in captured.out.lower()
+    assert "tasks left out of a mean (roc-auc undefined in a split's test set; null in results.json): " \
+           "empty, flat" in captured.out
+    assert "warning: split 1: 2 task(s) have one class only (or too few labels) in the test set and are left out " \
+           "of its mean roc-auc: flat, empty" in captured.err
     results = _strict_json(out / "results.json")
-    assert results["skipped_tasks"] == ["empty", "flat"] and results["unscored_splits"] == []
+    assert results["skipped_tasks"] == ["empty", "flat"]
     for run in results["runs"]:
-        assert run["task_aucs"][1:] == [None, None] and 0 <= run["task_aucs"][0] <= 1
-        assert run["test_auc"] == run["task_aucs"][0]
-    assert 0 <= results["summary"][0]["test_auc"] <= 1 and results["summary"][0]["splits"] == 2
+        assert run["task_scores"][1:] == [None, None] and 0 <= run["task_scores"][0] <= 1
+        assert run["test_score"] == run["task_scores"][0]
+    assert 0 <= results["summary"][0]["test_score"] <= 1 and results["summary"][0]["splits"] == 2
 
 
-def test_a_split_without_a_test_auc_is_reported_and_left_out_of_the_mean(tmp_path, capsys, monkeypatch):
+def test_a_split_without_a_usable_test_task_is_an_error_before_training(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("RPFAST_CACHE", str(tmp_path / "cache"))
     path = _label_csv(tmp_path, {"A": _labels_scored_in([0], unscored=[1])})
     out = tmp_path / "out"
-    assert main(["molecules", "--data", str(path), "--model", "duvenaud", "--epochs", "2", "--splits", "2",
-                 "--no-progress", "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
-    assert "nan" not in printed.lower()
-    assert "splits without a test ROC-AUC (no task with both classes in the test set; null in results.json, " \
-           "not counted in 'splits'): 1" in printed
-    results = _strict_json(out / "results.json")
-    assert results["unscored_splits"] == [1]
-    scored, unscored = sorted(results["runs"], key=lambda r: r["split"])
-    assert 0 <= scored["test_auc"] <= 1 and unscored["test_auc"] is None and unscored["task_aucs"] == [None]
-    assert results["summary"][0]["test_auc"] == scored["test_auc"] and results["summary"][0]["splits"] == 1
+    err = cli_fails(["molecules", "--data", str(path), "--model", "duvenaud", "--epochs", "2", "--splits", "2",
+                     "--no-progress", "--out", str(out)], capsys)
+    assert "no task has roc-auc defined in the test set of split 1" in err
+    assert not out.exists()
 
 
-def test_undefined_aucs_are_null_in_json_empty_in_csv_and_na_in_the_table(tmp_path):
+def test_undefined_scores_are_none_in_the_summary_and_na_in_the_table():
     from rpfast.experiments.molecules import summarise
-    from rpfast.experiments.molecules_report import format_table, write_outputs
+    from rpfast.experiments.molecules_report import format_table
 
-    runs = [{"model": "duvenaud", "k": None, "split": s, "test_auc": auc, "valid_auc": None, "best_epoch": 0,
-             "task_aucs": [auc], "seconds_per_epoch": 1.0} for s, auc in enumerate([None, 0.75])]
+    runs = [{"model": "duvenaud", "k": None, "split": s, "metric": "roc-auc", "test_score": auc, "valid_score": None,
+             "best_epoch": 0, "task_scores": [auc], "seconds_per_epoch": 1.0} for s, auc in enumerate([None, 0.75])]
     runs.append({**runs[0], "model": "rp-duvenaud"})
-    results = {"tasks": ["A"], "runs": runs, "summary": summarise(runs)}
-    assert [(r["test_auc"], r["test_sd"], r["valid_auc"], r["splits"]) for r in results["summary"]] == [
-        (0.75, 0.0, None, 1), (None, None, None, 0)]
+    results = {"tasks": ["A"], "metric": "roc-auc", "runs": runs, "summary": summarise(runs)}
+    assert [(r["test_score"], r["test_sd"], r["valid_score"], r["splits"]) for r in results["summary"]] == [
+        (0.75, None, None, 1), (None, None, None, 0)]
     table = format_table(results, "t")
-    assert "nan" not in table and table.splitlines()[-1].split()[1:4] == ["n/a", "n/a", "n/a"]
-    write_outputs(results, tmp_path / "out")
-    assert _strict_json(tmp_path / "out" / "results.json")["summary"][1]["test_auc"] is None
-    assert (tmp_path / "out" / "summary.csv").read_text().splitlines()[2] == "rp-duvenaud,,,,1.0,0"
+    assert "nan" not in table and "0.000" not in table
+    assert table.splitlines()[-1].split()[1:4] == ["n/a", "n/a", "n/a"]
 
 
 # --- issue defect 11: the output directory is written whole --------------------------------
@@ -228,10 +231,12 @@ def test_ctrl_c_while_writing_keeps_the_previous_output_whole(tiny_csv, tmp_path
 
     out = tmp_path / "out"
     argv = ["molecules", "--data", str(tiny_csv), "--model", "duvenaud", "--epochs", "1", "--no-progress",
-            "--threads", "1", "--out", str(out)]
+            "--threads", "1", "--seed", "3", "--out", str(out)]  # seed 3: every task scored, no warning
     assert main(argv) == 0
-    before = {p.name: p.read_bytes() for p in out.iterdir()}
-    assert set(before) == {"summary.csv", "results.json", "task_auc.png"}
+    capsys.readouterr()
+    before = {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert {name for name in before if "/" not in name} == {"summary.csv", "results.json", "splits.json",
+                                                            "task_scores.png", "learning_curves.png"}
     err = cli_fails(argv + ["--epochs", "2"], capsys)  # no --force: refused before any training
     assert err == f"rpfast molecules: error: output directory {out} exists and is not empty; pass --force " \
                   "to replace it\n"
@@ -242,7 +247,8 @@ def test_ctrl_c_while_writing_keeps_the_previous_output_whole(tiny_csv, tmp_path
 
     monkeypatch.setattr(report, "_plot_tasks", plot_then_interrupt)
     assert cli_fails(argv + ["--epochs", "2", "--force"], capsys, 130) == "rpfast molecules: interrupted\n"
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # not new CSV/JSON beside the old figure
+    after = {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert after == before  # not new CSV/JSON beside the old figure
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "out", "tiny.csv"]
     monkeypatch.undo()
     monkeypatch.setenv("RPFAST_CACHE", str(tmp_path / "cache"))

@@ -102,6 +102,51 @@ def test_kernel_validates_csr():
         _backend.call("gin_aggregate", x, torch.tensor([0, 1, 0, 1]), torch.tensor([0]), 0.0, out)
 
 
+def _mlp():
+    """Children to reset in order, a nested module without reset_parameters, and parameter-free layers."""
+    inner = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8), torch.nn.ReLU())
+    return torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), inner, torch.nn.Linear(8, 4))
+
+
+def _reset_as_pyg_documents(module):
+    """torch_geometric.nn.inits.reset: the module's reset_parameters(), else each child's, in order."""
+    if hasattr(module, "reset_parameters"):
+        module.reset_parameters()
+    else:
+        for child in module.children():
+            _reset_as_pyg_documents(child)
+
+
+@pytest.mark.parametrize("train_eps", [False, True])
+def test_ginconv_initialises_nn_as_pyg_from_one_seed(train_eps):
+    torch.manual_seed(3)
+    ours = GINConv(_mlp(), eps=0.25, train_eps=train_eps)
+    after_ours = torch.rand(1)
+    try:
+        pyg_nn = __import__("torch_geometric.nn", fromlist=["GINConv"])
+    except ImportError:  # without PyG: the calls PyG's reset makes, in its order
+        torch.manual_seed(3)
+        theirs = torch.nn.Module()
+        theirs.nn = _mlp()
+        _reset_as_pyg_documents(theirs.nn)
+        theirs.eps = torch.tensor([0.25])
+    else:
+        torch.manual_seed(3)
+        theirs = pyg_nn.GINConv(_mlp(), eps=0.25, train_eps=train_eps)
+    assert torch.equal(after_ours, torch.rand(1))  # the same random numbers were drawn
+    for (name, a), (_, b) in zip(ours.nn.state_dict().items(), theirs.nn.state_dict().items()):
+        assert torch.equal(a, b), name
+    assert torch.equal(ours.eps, theirs.eps.detach())
+    with torch.no_grad():
+        ours.eps.fill_(9.0)
+    torch.manual_seed(4)
+    ours.reset_parameters()
+    torch.manual_seed(4)
+    _reset_as_pyg_documents(theirs.nn)
+    assert ours.eps.item() == 0.25
+    assert all(torch.equal(a, b) for a, b in zip(ours.nn.state_dict().values(), theirs.nn.state_dict().values()))
+
+
 @pytest.mark.parametrize("train_eps", [False, True])
 def test_ginconv_equals_pyg(train_eps):
     pyg_nn = pytest.importorskip("torch_geometric.nn")

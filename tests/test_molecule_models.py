@@ -6,7 +6,8 @@ pytest.importorskip("rdkit")
 
 from rpfast.data.moleculenet import featurize_dataset, load_tox21, random_split, scaffold_split  # noqa: E402
 from rpfast.data.molecules import featurize_smiles, scaffold_groups  # noqa: E402
-from rpfast.experiments.molecules import MODELS, build_model, class_weights, masked_loss  # noqa: E402
+from rpfast.experiments.molecule_models import MODELS, SUBGRAPH_MODELS, Architecture, build_model  # noqa: E402
+from rpfast.experiments.molecule_tasks import Targets  # noqa: E402
 from rpfast.nn import Duvenaud, RPDuvenaud, SubgraphRP  # noqa: E402
 from rpfast.nn.rp import KAry, Oriented, PiSGD, induced_subgraphs  # noqa: E402
 
@@ -22,13 +23,14 @@ def tox21_200():
 def test_each_model_trains_and_the_loss_falls(name, tox21_200):
     graphs, labels = tox21_200
     torch.manual_seed(0)
-    model = build_model(name, 10, labels.shape[1], 16, 4, torch.Generator().manual_seed(0))
+    arch = Architecture(name, labels.shape[1], 10 if name in SUBGRAPH_MODELS else None, 16, 4)
+    model = build_model(arch, torch.Generator().manual_seed(0))
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    weights = class_weights(labels)
+    targets = Targets.fit("classification", labels)
     batch = graphs.batch(torch.arange(64))
     losses = []
     for _ in range(15):
-        loss = masked_loss(model(batch), labels[:64], weights)
+        loss = targets.loss(model(batch), labels[:64])
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -42,8 +44,10 @@ def test_masked_loss_ignores_missing_labels():
     logits = torch.tensor([[0.0, 5.0], [1.0, -2.0]])
     labels = torch.tensor([[1.0, float("nan")], [0.0, float("nan")]])
     expected = torch.nn.functional.binary_cross_entropy_with_logits(logits[:, 0], labels[:, 0])
-    torch.testing.assert_close(masked_loss(logits, labels, torch.ones(2)), expected)
-    assert class_weights(torch.tensor([[1.0], [0.0], [0.0], [float("nan")]])).tolist() == [2.0]
+    targets = Targets.fit("classification", torch.tensor([[1.0, 1.0], [0.0, 0.0]]))
+    torch.testing.assert_close(targets.loss(logits, labels), expected)
+    assert Targets.fit("classification", torch.tensor([[1.0], [0.0], [0.0], [float("nan")]])).pos_weight.tolist() \
+        == [2.0]
 
 
 def test_rp_duvenaud_eval_is_invariant_to_atom_order_on_tiny_molecules():

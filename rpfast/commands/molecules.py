@@ -1,23 +1,44 @@
-"""``rpfast molecules``: RP models on MoleculeNet classification (paper Table 2); see
-:mod:`rpfast.experiments.molecules`."""
+"""``rpfast molecules``: ``train`` (the default) RP models on MoleculeNet data (paper Table 2),
+``predict`` new molecules with their checkpoints; see :mod:`rpfast.experiments.molecules` and
+:mod:`rpfast.experiments.molecules_predict`."""
 import argparse
 
 from rpfast._options import add_dataclass_options, config_from_args
-from rpfast.experiments.molecules import MoleculesConfig, main
+from rpfast.experiments import molecules, molecules_predict
 
-HELP = "Duvenaud, RP-Duvenaud, k-ary and DFS models on MoleculeNet data (paper Table 2)"
+HELP = "train Duvenaud, RP-Duvenaud, k-ary and DFS models on MoleculeNet data (paper Table 2); predict with them"
 PAPER = {"splits": 3, "epochs": 50}
+#: The subcommands; ``rpfast molecules [options]`` without one runs ``train``.
+ACTIONS = ("train", "predict")
+DEFAULT_ACTION = "train"
 
 
 def add_parser(parser: argparse.ArgumentParser) -> None:
-    parser.description = ("Train Duvenaud, RP-Duvenaud, k-ary Duvenaud, CNN-DFS and RNN-DFS on Tox21 (shipped) or any "
-                          "MoleculeNet-style CSV, and write a table of test ROC-AUC, CSV/JSON and figures.")
-    add_dataclass_options(parser, MoleculesConfig)
-    parser.add_argument("--paper", action="store_true",
-                        help=f"the paper's protocol: {PAPER['splits']} random splits, {PAPER['epochs']} epochs")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    parser.description = ("Train RP molecule models and score new molecules with them. Without a subcommand, "
+                          "'rpfast molecules [options]' runs 'train'.")
+    sub = parser.add_subparsers(dest="action", metavar="{train,predict}")
+    sub.required = True
+    train = sub.add_parser("train", help="train the models (default); writes tables, checkpoints, test predictions",
+                           description="Train Duvenaud, RP-Duvenaud, k-ary Duvenaud, CNN-DFS and RNN-DFS on Tox21 "
+                                       "(shipped) or any MoleculeNet-style CSV (classification or regression), and "
+                                       "write a table of test metrics, CSV/JSON, figures, the splits, and per model "
+                                       "and split the best checkpoint and its test predictions.")
+    add_dataclass_options(train, molecules.MoleculesConfig)
+    train.add_argument("--paper", action="store_true",
+                       help=f"the paper's protocol: {PAPER['splits']} random splits, {PAPER['epochs']} epochs")
+    train.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    predict = sub.add_parser("predict", help="score molecules with trained checkpoints (an ensemble averages them)",
+                             description="Score the molecules of a CSV or .smi file with checkpoints of 'rpfast molecules "
+                                         "train' (several are averaged) and write one row of predictions per "
+                                         "input row; SMILES RDKit cannot parse keep their row, empty.")
+    add_dataclass_options(predict, molecules_predict.PredictConfig)
+    predict.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
 def run(args: argparse.Namespace) -> int:
-    main(config_from_args(MoleculesConfig, args, **(PAPER if args.paper else {})), progress=not args.no_progress)
+    if args.action == "predict":
+        molecules_predict.main(config_from_args(molecules_predict.PredictConfig, args), progress=not args.no_progress)
+    else:
+        molecules.main(config_from_args(molecules.MoleculesConfig, args, **(PAPER if args.paper else {})),
+                       progress=not args.no_progress)
     return 0

@@ -14,8 +14,9 @@ from tqdm.auto import tqdm
 
 from rpfast._io import atomic_path
 from rpfast._options import add_dataclass_options, config_from_args, int_range, option
-from rpfast.data import GraphBatch, batch_from_smiles, graph_from_smiles, read_edge_list
+from rpfast.data import GraphBatch, graph_from_smiles, read_edge_list
 from rpfast.data.molecule_files import is_molecule_file, read_smiles_file
+from rpfast.data.molecules import parse_smiles_quietly
 from rpfast.ops.subsets import Prune, count_k_subsets, iter_k_subsets
 
 HELP = "enumerate or count the k-vertex subsets of a graph"
@@ -91,8 +92,10 @@ def run_subsets(graph: str, k: int, prune: str = "none", smiles: bool = False, c
         raise ValueError(f"--smiles-column only applies to a .csv or .csv.gz molecule file, not {graph!r}")
     if not count or molecules:
         _check_output(out, force, npy=not count)
+    parsed = ""
     if molecules:  # rows: molecule index, then atom indices
-        batch, index, kept_smiles = _read_molecules(graph, smiles_column)
+        batch, index, kept_smiles, failed, warned = _read_molecules(graph, smiles_column)
+        parsed = f"; RDKit: {failed} failed, {warned} warned (its messages silenced)"
         width, dtype = k + 1, np.dtype(np.int64)
 
         def to_rows(chunk):
@@ -128,19 +131,21 @@ def run_subsets(graph: str, k: int, prune: str = "none", smiles: bool = False, c
                 bar.update(len(chunk.subsets))
     elapsed = time.perf_counter() - start
     what = f"{batch.num_graphs} molecules, {n} atoms, {m} bonds" if molecules else f"graph: {n} vertices, {m} edges"
-    print(f"{what}; k={k}, prune={prune}: {total} subsets in {elapsed:.2f} s", file=sys.stderr)
+    print(f"{what}; k={k}, prune={prune}: {total} subsets in {elapsed:.2f} s{parsed}", file=sys.stderr)
     return total
 
 
-def _read_molecules(path: str, smiles_column: Optional[str]) -> Tuple[GraphBatch, np.ndarray, List[str]]:
-    """The molecules of a molecule file that RDKit parses: ``(batch, index, smiles)``.
+def _read_molecules(path: str, smiles_column: Optional[str]) -> Tuple[GraphBatch, np.ndarray, List[str], int, int]:
+    """The molecules of a molecule file that RDKit parses: ``(batch, index, smiles, failed, warned)``.
 
-    ``index[b]`` is molecule b's 0-based row in the file. Rows that do not parse (or hold an
-    empty SMILES) are skipped and reported in one line on stderr; ValueError if none parses.
+    ``index[b]`` is molecule b's 0-based row in the file. RDKit's own messages are silenced
+    (:func:`~rpfast.data.molecules.parse_smiles_quietly`): ``failed`` counts the rows that do
+    not parse (or hold an empty SMILES), which are skipped and reported in one line on stderr,
+    and ``warned`` the parsed molecules RDKit logged a message for. ValueError if none parses.
     """
     smiles = read_smiles_file(path, smiles_column)
     candidates = np.array([i for i, s in enumerate(smiles) if s], dtype=np.int64)
-    batch, kept = batch_from_smiles([smiles[i] for i in candidates], skip_invalid=True)
+    batch, kept, warned = parse_smiles_quietly([smiles[i] for i in candidates])
     index = candidates[kept.numpy()]
     invalid = np.setdiff1d(np.arange(len(smiles)), index).tolist()
     rows = ", ".join(map(str, invalid[:5])) + (", ..." if len(invalid) > 5 else "")
@@ -149,7 +154,7 @@ def _read_molecules(path: str, smiles_column: Optional[str]) -> Tuple[GraphBatch
     if invalid:
         print(f"rpfast subsets: warning: skipped {len(invalid)} of {len(smiles)} molecules with invalid SMILES "
               f"(rows {rows}; 0-based, header not counted)", file=sys.stderr)
-    return batch, index, [smiles[i] for i in index]
+    return batch, index, [smiles[i] for i in index], len(invalid), len(warned)
 
 
 def _check_output(out: str, force: bool, npy: bool = True) -> None:

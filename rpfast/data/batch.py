@@ -12,6 +12,7 @@ from torch import Tensor
 
 from rpfast import _backend
 from rpfast._validation import check_int, check_memory, check_sizes, float_tensor, index_tensor, is_pyg_data
+from rpfast.data.sparse import edge_index_from_adj_t, is_sparse_adjacency
 
 __all__ = ["GraphBatch"]
 
@@ -311,6 +312,10 @@ class GraphBatch:
     def from_pyg(cls, data) -> "GraphBatch":
         """Convert a ``torch_geometric.data.Batch`` (or single ``Data``) without copying.
 
+        A ``data`` without ``edge_index`` but with PyG's sparse ``adj_t`` (``T.ToSparseTensor``)
+        takes its edges from it (:func:`rpfast.data.sparse.edge_index_from_adj_t`: stored entry
+        ``adj_t[i, j]`` is the edge ``j -> i``; ``edge_attr`` rows in the order of its entries).
+
         Every other attribute (``y``, ``pos``, names, ...) is kept in ``extras`` (and reads as
         ``graph.y``); :meth:`to_pyg` converts back. Integer ``x``/``edge_attr`` become floats.
         """
@@ -323,7 +328,12 @@ class GraphBatch:
         ptr = getattr(data, "ptr", None)
         if batch is not None and ptr is not None:
             batch = None
-        edge_index = data.edge_index if data.edge_index is not None else torch.zeros(2, 0, dtype=torch.int64)
+        edge_index, layout = data.edge_index, cls._PYG_LAYOUT
+        adj_t = getattr(data, "adj_t", None)
+        if edge_index is None and is_sparse_adjacency(adj_t):  # T.ToSparseTensor's output
+            edge_index, layout = edge_index_from_adj_t(adj_t), (*layout, "adj_t")
+        if edge_index is None:
+            edge_index = torch.zeros(2, 0, dtype=torch.int64)
         out = cls(
             edge_index,
             x=data.x,
@@ -332,7 +342,7 @@ class GraphBatch:
             ptr=ptr,
             total_nodes=None if (batch is not None or ptr is not None or data.x is not None) else data.num_nodes,
         )
-        out.extras = {key: data[key] for key in data.keys() if key not in cls._PYG_LAYOUT}
+        out.extras = {key: data[key] for key in data.keys() if key not in layout}
         # Batch.from_data_list's slicing metadata lets to_pyg() results call to_data_list().
         out._pyg_meta = tuple(getattr(data, name, None) for name in ("_slice_dict", "_inc_dict"))
         return out

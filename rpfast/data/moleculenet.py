@@ -30,7 +30,7 @@ from rpfast.data.molecules import (_DEGREES, ATOM_FEATURES, BOND_FEATURES, ELEME
                                    atom_count_bounds, featurize_smiles, featurizer_settings, scaffold_groups)
 
 __all__ = ["MoleculeDataset", "read_moleculenet_csv", "load_tox21", "TOX21_TASKS", "featurize_dataset",
-           "random_split", "scaffold_split"]
+           "random_split", "scaffold_split", "balanced_scaffold_split"]
 
 DATASETS = Path(__file__).resolve().parent / "datasets"
 TOX21_TASKS = ("NR-AR", "NR-AR-LBD", "NR-AhR", "NR-Aromatase", "NR-ER", "NR-ER-LBD", "NR-PPAR-gamma",
@@ -422,23 +422,24 @@ def random_split(num_molecules: int, seed: int, fractions=(0.8, 0.1, 0.1)):
     return order[:n_train], order[n_train:n_train + n_valid], order[n_train + n_valid:]
 
 
-def scaffold_split(smiles: Sequence[str], fractions=(0.8, 0.1, 0.1)):
-    """``(train, valid, test)`` index tensors with every Bemis-Murcko scaffold in one split, by
-    DeepChem's ``ScaffoldSplitter`` rule: scaffold groups sorted by (size, first index), both
-    descending (equal sizes: the group seen last comes first); each group goes to train while
-    train stays within ``train_fraction * n``, else to valid while train and valid together stay
-    within ``(train_fraction + valid_fraction) * n``, else to test. Deterministic."""
-    train_f, valid_f, _ = _check_fractions(fractions)
+def _scaffold_sets(smiles: Sequence[str]) -> List[List[int]]:
+    """The molecules' positions grouped by Bemis-Murcko scaffold, in order of first appearance."""
     if isinstance(smiles, str) or not all(isinstance(item, str) for item in smiles):
         raise TypeError("smiles must be a sequence of SMILES strings")
     groups = {}
     for i, scaffold in enumerate(scaffold_groups(smiles)):
         groups.setdefault(scaffold, []).append(i)
-    ordered = sorted(groups.values(), key=lambda g: (len(g), g[0]), reverse=True)
-    n = len(smiles)
+    return list(groups.values())
+
+
+def _fill_in_order(groups: Sequence[List[int]], n: int, fractions):
+    """Each group, in order, to train while train stays within ``train_fraction * n``, else to
+    valid while train and valid together stay within ``(train_fraction + valid_fraction) * n``,
+    else to test; the three sorted index tensors."""
+    train_f, valid_f, _ = fractions
     train_cutoff, valid_cutoff = train_f * n, (train_f + valid_f) * n
     train, valid, test = [], [], []
-    for group in ordered:
+    for group in groups:
         if len(train) + len(group) <= train_cutoff:
             train.extend(group)
         elif len(train) + len(valid) + len(group) <= valid_cutoff:
@@ -446,3 +447,33 @@ def scaffold_split(smiles: Sequence[str], fractions=(0.8, 0.1, 0.1)):
         else:
             test.extend(group)
     return tuple(torch.tensor(sorted(s), dtype=torch.int64) for s in (train, valid, test))
+
+
+def scaffold_split(smiles: Sequence[str], fractions=(0.8, 0.1, 0.1)):
+    """``(train, valid, test)`` index tensors with every Bemis-Murcko scaffold in one split, by
+    DeepChem's ``ScaffoldSplitter`` rule: scaffold groups sorted by (size, first index), both
+    descending (equal sizes: the group seen last comes first); each group goes to train while
+    train stays within ``train_fraction * n``, else to valid while train and valid together stay
+    within ``(train_fraction + valid_fraction) * n``, else to test. Deterministic."""
+    fractions = _check_fractions(fractions)
+    ordered = sorted(_scaffold_sets(smiles), key=lambda g: (len(g), g[0]), reverse=True)
+    return _fill_in_order(ordered, len(smiles), fractions)
+
+
+def balanced_scaffold_split(smiles: Sequence[str], seed: int, fractions=(0.8, 0.1, 0.1)):
+    """``(train, valid, test)`` index tensors with every Bemis-Murcko scaffold in one split, by
+    chemprop's balanced rule: the scaffold groups too big for half the validation or the test
+    share (more than ``fraction * n / 2`` molecules for either) come first, the others after them, each part in an
+    order shuffled by ``seed``; groups are then filled in as :func:`scaffold_split` does. Big
+    scaffolds land in train, and the small ones spread over the three splits at random, so
+    valid and test see a mix of scaffolds (and of labels) and every seed gives another split."""
+    fractions = _check_fractions(fractions)
+    seed = check_count(seed, "seed")
+    n = len(smiles)
+    limit = min(fractions[1], fractions[2]) * n / 2
+    groups = _scaffold_sets(smiles)
+    big = [g for g in groups if len(g) > limit]
+    small = [g for g in groups if len(g) <= limit]
+    rng = np.random.default_rng(seed)
+    ordered = [big[i] for i in rng.permutation(len(big))] + [small[i] for i in rng.permutation(len(small))]
+    return _fill_in_order(ordered, n, fractions)

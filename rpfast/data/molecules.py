@@ -4,8 +4,10 @@ Heavy-atom graphs of SMILES strings or RDKit ``Mol`` objects (vertices are atoms
 order RDKit parsed them, edges are bonds in both directions) and RDKit's canonical atom
 order. RDKit is imported on first use, so the rest of rpfast works without it.
 """
+import contextlib
+import logging
 import os
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -13,7 +15,7 @@ from torch import Tensor
 
 from rpfast.data.batch import GraphBatch, _offsets, _ranges
 
-__all__ = ["graph_from_smiles", "batch_from_smiles", "canonical_order_from_mol", "featurize_smiles", "MoleculeGraphs",
+__all__ = ["graph_from_smiles", "batch_from_smiles", "parse_smiles_quietly", "canonical_order_from_mol", "featurize_smiles", "MoleculeGraphs",
            "scaffold_groups", "featurizer_settings", "atom_count_bounds", "ELEMENTS", "ATOM_FEATURES",
            "BOND_FEATURES", "FEATURE_DTYPE"]
 
@@ -75,26 +77,87 @@ def batch_from_smiles(smiles_list, skip_invalid: bool = False) -> Tuple[GraphBat
     Chem = _chem()
     from rdkit import RDLogger  # noqa: E402 - after _chem(), which explains a missing RDKit
 
-    graphs, kept = [], []
     if not isinstance(skip_invalid, bool):
         raise TypeError(f"skip_invalid must be a bool, got {type(skip_invalid).__name__} {skip_invalid!r}")
     if skip_invalid:
         RDLogger.DisableLog("rdApp.error")
     try:
-        for i, smiles in enumerate(smiles_list):
-            mol = Chem.MolFromSmiles(smiles)
-            if mol is None:
-                if skip_invalid:
-                    continue
-                raise ValueError(f"RDKit could not parse SMILES #{i}: {smiles!r}")
-            kept.append(i)
-            graphs.append(_mol_graph(mol))
+        graphs, kept = _parse_graphs(Chem, smiles_list, skip_invalid)
     finally:
         if skip_invalid:
             RDLogger.EnableLog("rdApp.error")
+    return _smiles_batch(smiles_list, graphs, kept), torch.tensor(kept, dtype=torch.int64)
+
+
+def parse_smiles_quietly(smiles_list: Sequence[str]) -> Tuple[GraphBatch, torch.Tensor, List[int]]:
+    """:func:`batch_from_smiles` with ``skip_invalid=True`` and all of RDKit's log silenced:
+    ``(batch, kept, warned)``, ``warned`` the indices of the kept molecules for which RDKit
+    logged a message (a warning such as "not removing hydrogen atom without neighbors").
+
+    While it runs, RDKit's log goes to the ``rdkit`` Python logger, whose handlers are set
+    aside; afterwards RDKit logs to its C++ streams again (its default) and the handlers are
+    restored. Entries must be ``str`` (``TypeError`` naming the index otherwise)."""
+    if isinstance(smiles_list, str):
+        smiles_list = [smiles_list]
+    smiles_list = list(smiles_list)
+    for i, smiles in enumerate(smiles_list):
+        _check_smiles(smiles, f"smiles_list[{i}]")
+    Chem = _chem()
+    with _rdkit_log_counted() as counter:
+        graphs, kept, warned = _parse_graphs(Chem, smiles_list, True, counter)
+    return _smiles_batch(smiles_list, graphs, kept), torch.tensor(kept, dtype=torch.int64), warned
+
+
+def _parse_graphs(Chem, smiles_list: Sequence[str], skip_invalid: bool, counter=None):
+    """``(graphs, kept)`` of the SMILES RDKit parses, in order (and, with a message ``counter``,
+    the kept indices during whose parse RDKit logged: ``(graphs, kept, warned)``)."""
+    graphs, kept, warned = [], [], []
+    for i, smiles in enumerate(smiles_list):
+        logged = counter.count if counter is not None else 0
+        mol = Chem.MolFromSmiles(smiles)
+        if mol is None:
+            if skip_invalid:
+                continue
+            raise ValueError(f"RDKit could not parse SMILES #{i}: {smiles!r}")
+        kept.append(i)
+        graphs.append(_mol_graph(mol))
+        if counter is not None and counter.count > logged:
+            warned.append(i)
+    return (graphs, kept) if counter is None else (graphs, kept, warned)
+
+
+def _smiles_batch(smiles_list: Sequence[str], graphs, kept: List[int]) -> GraphBatch:
     batch = GraphBatch.from_edge_lists(graphs)
     batch.extras["smiles"] = [smiles_list[i] for i in kept]  # for Oriented("rdkit") and to_pyg()
-    return batch, torch.tensor(kept, dtype=torch.int64)
+    return batch
+
+
+class _Counter(logging.Handler):
+    """A logging handler that counts the records it receives and shows none."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+
+
+@contextlib.contextmanager
+def _rdkit_log_counted() -> Iterator[_Counter]:
+    """RDKit's log routed to a counter instead of stderr for the block (see :func:`parse_smiles_quietly`)."""
+    from rdkit import rdBase
+
+    logger = logging.getLogger("rdkit")
+    saved = logger.handlers[:], logger.propagate
+    counter = _Counter()
+    logger.handlers, logger.propagate = [counter], False
+    rdBase.LogToPythonLogger()
+    try:
+        yield counter
+    finally:
+        rdBase.LogToCppStreams()
+        logger.handlers, logger.propagate = saved
 
 
 def canonical_order_from_mol(mols: Union[str, object, Sequence]) -> Tensor:

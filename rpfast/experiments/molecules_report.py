@@ -7,17 +7,20 @@ from typing import Dict, List
 import numpy as np
 
 from rpfast._io import atomic_directory
+from rpfast.experiments.molecule_checkpoints import write_checkpoint
 
-COLUMNS = ("model", "test_auc", "test_sd", "valid_auc", "seconds_per_epoch", "splits")
+COLUMNS = ("model", "metric", "test_score", "test_sd", "valid_score", "seconds_per_epoch", "splits")
 
 
 def format_table(results: Dict, title: str) -> str:
-    """The paper's Table 2 layout: model, test ROC-AUC mean (sd), validation AUC, s/epoch."""
-    header = f"{'model':<22}{'test AUC':>10}{'sd':>8}{'valid AUC':>11}{'s/epoch':>9}{'splits':>8}"
+    """The paper's Table 2 layout: model, the selected test metric's mean (sd over splits; n/a
+    with one split), the validation metric, s/epoch, splits counted."""
+    metric = results["metric"]
+    header = f"{'model':<22}{'test ' + metric:>14}{'sd':>8}{'valid ' + metric:>15}{'s/epoch':>9}{'splits':>8}"
     lines = [title, header, "-" * len(header)]
     for row in results["summary"]:
-        lines.append(f"{row['model']:<22}{_cell(row['test_auc'], 10)}{_cell(row['test_sd'], 8)}"
-                     f"{_cell(row['valid_auc'], 11)}{row['seconds_per_epoch']:>9.2f}{row['splits']:>8}")
+        lines.append(f"{row['model']:<22}{_cell(row['test_score'], 14)}{_cell(row['test_sd'], 8)}"
+                     f"{_cell(row['valid_score'], 15)}{row['seconds_per_epoch']:>9.2f}{row['splits']:>8}")
     return "\n".join(lines)
 
 
@@ -31,29 +34,65 @@ def _number(value) -> float:
     return np.nan if value is None else value
 
 
+def run_directory(run: Dict) -> str:
+    """A run's directory under ``runs/``: ``<model>[-k<k>]/split<s>``."""
+    return f"runs/{run['model']}{'' if run['k'] is None else '-k' + str(run['k'])}/split{run['split']}"
+
+
 def write_outputs(results: Dict, out_dir: Path, force: bool = False) -> List[Path]:
-    """summary.csv, results.json, task_auc.png and (with k-ary runs at several k) kary_sweep.png.
+    """The run's files: summary.csv, results.json, splits.json, task_scores.png,
+    learning_curves.png, (with k-ary runs at several k) kary_sweep.png, and per model and split
+    ``runs/<model>/split<s>/best.pt`` (the checkpoint ``rpfast molecules predict`` reads) and
+    ``test_predictions.csv``.
 
     The files are written into a temporary directory beside ``out_dir`` that replaces it when
     all of them are complete (:func:`atomic_directory`: a non-empty ``out_dir`` only with
     ``force``), so ``out_dir`` never holds a mix of two runs. An undefined metric is null in
-    results.json (and empty in summary.csv), never NaN.
+    results.json (and empty in summary.csv), never NaN. Returns the top-level paths.
     """
     out_dir = Path(out_dir)
-    names = ["summary.csv", "results.json", "task_auc.png"]
+    names = ["summary.csv", "results.json", "splits.json", "task_scores.png", "learning_curves.png"]
     ks = sorted({r["k"] for r in results["summary"] if r["name"] == "kary"})
     if len(ks) > 1:
         names.append("kary_sweep.png")
+    files = results["files"]
     with atomic_directory(out_dir, force) as tmp:
-        with (tmp / names[0]).open("w", newline="") as fh:
+        with (tmp / "summary.csv").open("w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
             writer.writeheader()
             writer.writerows(results["summary"])
-        (tmp / names[1]).write_text(json.dumps(results, indent=2, allow_nan=False))
-        _plot_tasks(results, tmp / names[2])
+        shown = {key: value for key, value in results.items() if key != "files"}
+        (tmp / "results.json").write_text(json.dumps(shown, indent=2, allow_nan=False))
+        (tmp / "splits.json").write_text(json.dumps(results["splits"], allow_nan=False))
+        for run, checkpoint, predicted in zip(results["runs"], files["checkpoints"], files["predictions"]):
+            where = tmp / run_directory(run)
+            where.mkdir(parents=True)
+            write_checkpoint(where / "best.pt", checkpoint)
+            write_predictions(where / "test_predictions.csv", results["tasks"], predicted["test"],
+                              predicted["values"], files)
+        _plot_tasks(results, tmp / "task_scores.png")
+        _plot_learning_curves(results, tmp / "learning_curves.png")
         if len(ks) > 1:
-            _plot_sweep(results, tmp / names[3])
-    return [out_dir / name for name in names]
+            _plot_sweep(results, tmp / "kary_sweep.png")
+    return [out_dir / name for name in names] + [out_dir / "runs"]
+
+
+def _label_text(value: float) -> str:
+    """A label as the data file would show it (float32's shortest form); empty when missing."""
+    return "" if np.isnan(value) else str(np.float32(value))
+
+
+def write_predictions(path: Path, tasks: List[str], molecules, values: np.ndarray, files: Dict) -> None:
+    """``test_predictions.csv``: per test molecule its data row, SMILES, and per task the label
+    (empty where missing) and the prediction (``<task>_pred``: a probability or in label units,
+    every digit of the float64, so ``rpfast molecules predict`` can be compared exactly)."""
+    labels, rows, smiles = files["labels"], files["rows"], files["smiles"]
+    with path.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["row", "smiles"] + [name for task in tasks for name in (task, f"{task}_pred")])
+        for at, i in enumerate(molecules.tolist()):
+            cells = [cell for t in range(len(tasks)) for cell in (_label_text(labels[i, t]), repr(float(values[at, t])))]
+            writer.writerow([rows[i], smiles[i]] + cells)
 
 
 def _figure(ncols: int, width: float):
@@ -69,52 +108,86 @@ def _figure(ncols: int, width: float):
 MAX_TASK_BARS = 40
 
 
+def _bounded(metric: str) -> bool:
+    """Whether ``metric`` lies in [0, 1] (the classification metrics)."""
+    return metric in ("roc-auc", "prc-auc", "accuracy")
+
+
 def _plot_tasks(results: Dict, path: Path) -> None:
-    """Test ROC-AUC per task and model (mean over splits), with the chance line: bars per task,
-    or, above :data:`MAX_TASK_BARS` tasks, each model's per-task AUCs sorted (a quantile curve)."""
-    tasks = results["tasks"]
+    """The selected test metric per task and model (mean over splits; ROC-AUC with the chance
+    line): bars per task, or, above :data:`MAX_TASK_BARS` tasks, each model's per-task scores
+    sorted (a quantile curve)."""
+    tasks, metric = results["tasks"], results["metric"]
     many = len(tasks) > MAX_TASK_BARS
     plt, fig, (ax,) = _figure(1, 10.0 if many else max(8.0, 0.6 * len(tasks) + 3))
     rows = results["summary"]
     width = 0.8 / max(len(rows), 1)
     for i, row in enumerate(rows):
         runs = [r for r in results["runs"] if (r["model"], r["k"]) == (row["name"], row["k"])]
-        means = [np.mean([r["task_aucs"][t] for r in runs if r["task_aucs"][t] is not None] or [np.nan])
+        means = [np.mean([r["task_scores"][t] for r in runs if r["task_scores"][t] is not None] or [np.nan])
                  for t in range(len(tasks))]
         if many:
             ax.plot(np.sort(np.array(means)[~np.isnan(means)]), label=row["model"], color=f"C{i % 10}")
         else:
             ax.bar(np.arange(len(tasks)) + (i - (len(rows) - 1) / 2) * width, means, width, label=row["model"],
                    color=f"C{i % 10}")
-    ax.axhline(0.5, color="grey", linestyle="--", linewidth=1, label="chance")
+    if metric == "roc-auc":
+        ax.axhline(0.5, color="grey", linestyle="--", linewidth=1, label="chance")
     if many:
-        ax.set_xlabel(f"task, sorted by ROC-AUC ({len(tasks)} tasks)")
+        ax.set_xlabel(f"task, sorted by {metric} ({len(tasks)} tasks)")
     else:
         ax.set_xticks(np.arange(len(tasks)))
         ax.set_xticklabels(tasks, rotation=45, ha="right", fontsize=8)
-    ax.set_ylabel("test ROC-AUC")
-    ax.set_ylim(0.0, 1.0)
-    ax.set_title("Test ROC-AUC per task")
+    ax.set_ylabel(f"test {metric}")
+    if _bounded(metric):
+        ax.set_ylim(0.0, 1.0)
+    ax.set_title(f"Test {metric} per task")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     _save(plt, fig, path)
 
 
+def _plot_learning_curves(results: Dict, path: Path) -> None:
+    """Per run, the mean training loss (left) and the validation metric (right) per epoch; one
+    colour per model, one line style per split."""
+    metric = results["metric"]
+    plt, fig, axes = _figure(2, 11.0)
+    models = list(dict.fromkeys((r["model"], r["k"]) for r in results["runs"]))
+    styles = ("-", "--", ":", "-.")
+    for run in results["runs"]:
+        colour = f"C{models.index((run['model'], run['k'])) % 10}"
+        label = (run["model"] + ("" if run["k"] is None else f" (k={run['k']})")) if run["split"] == 0 else None
+        style = styles[run["split"] % len(styles)]
+        epochs = np.arange(1, len(run["history"]["train_loss"]) + 1)
+        axes[0].plot(epochs, [_number(v) for v in run["history"]["train_loss"]], style, color=colour, label=label)
+        axes[1].plot(epochs, [_number(v) for v in run["history"]["valid_score"]], style, color=colour, label=label)
+        axes[1].plot([run["best_epoch"] + 1], [_number(run["valid_score"])], "o", color=colour)
+    axes[0].set_ylabel("training loss")
+    axes[0].set_title("Training loss")
+    axes[1].set_ylabel(f"validation {metric}")
+    axes[1].set_title(f"Validation {metric} (dot: the epoch kept)")
+    for ax in axes:
+        ax.set_xlabel("epoch")
+    axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    _save(plt, fig, path)
+
+
 def _plot_sweep(results: Dict, path: Path) -> None:
-    """The paper's k-ary figure: test AUC against k (left) and training speed-up over the full
-    graph model, Duvenaud's s/epoch over k-ary's (right)."""
+    """The paper's k-ary figure: the test metric against k (left) and training speed-up over the
+    full graph model, Duvenaud's s/epoch over k-ary's (right)."""
+    metric = results["metric"]
     rows = sorted((r for r in results["summary"] if r["name"] == "kary"), key=lambda r: r["k"])
     full = next((r for r in results["summary"] if r["name"] == "duvenaud"), None)
     plt, fig, axes = _figure(2, 10.0)
     ks = [r["k"] for r in rows]
-    axes[0].errorbar(ks, [_number(r["test_auc"]) for r in rows], yerr=[_number(r["test_sd"]) for r in rows],
+    axes[0].errorbar(ks, [_number(r["test_score"]) for r in rows], yerr=[_number(r["test_sd"]) for r in rows],
                      marker="o", capsize=3, label="k-ary Duvenaud")
     if full is not None:
-        if full["test_auc"] is not None:
-            axes[0].axhline(full["test_auc"], color="C1", linestyle="--", label="Duvenaud (full graph)")
+        if full["test_score"] is not None:
+            axes[0].axhline(full["test_score"], color="C1", linestyle="--", label="Duvenaud (full graph)")
         axes[1].plot(ks, [full["seconds_per_epoch"] / r["seconds_per_epoch"] for r in rows], marker="o")
         axes[1].axhline(1.0, color="grey", linestyle="--", linewidth=1)
     axes[0].set_xlabel("k")
-    axes[0].set_ylabel("test ROC-AUC")
+    axes[0].set_ylabel(f"test {metric}")
     axes[0].set_title("Accuracy against k")
     axes[0].legend(fontsize=8)
     axes[1].set_xlabel("k")

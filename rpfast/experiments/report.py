@@ -1,6 +1,8 @@
 """Summaries, tables, files and figures for cross-validated experiments."""
 import csv
 import json
+import os
+import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -10,9 +12,34 @@ from rpfast._io import atomic_directory
 
 STATS = ("mean", "median", "max", "min", "sd")
 
+# The fallback start of this process where /proc cannot tell: when this module was imported
+# (a command imports it before it parses its options).
+_IMPORTED = time.monotonic()
+
+
+def wall_seconds() -> float:
+    """Seconds since this process started: the whole wall time of a command, its interpreter
+    start-up, imports and ``--nproc`` process start-up included.
+
+    On Linux the start comes from the kernel (``/proc/self/stat``'s start time against
+    ``/proc/uptime``); elsewhere, or if those cannot be read, it is the time this module was
+    imported, which is never later than a command's own start."""
+    since_import = time.monotonic() - _IMPORTED
+    try:
+        with open("/proc/self/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+        with open("/proc/uptime") as fh:
+            uptime = float(fh.read().split()[0])
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: start time in clock ticks since boot
+    except (OSError, IndexError, ValueError, AttributeError):
+        return since_import
+    seconds = uptime - started
+    return seconds if seconds >= since_import else since_import  # never less than the fallback
+
 
 def summarise(runs: List[Dict], models: Sequence[str]) -> List[Dict]:
-    """Per model: mean, median, max, min and sample sd of the runs' accuracy (%)."""
+    """Per model: mean, median, max, min and sample sd of the runs' accuracy (%); the sd is None
+    (n/a in the table, empty in the CSV, null in JSON) for a model with a single run."""
     rows = []
     for model in models:
         values = np.array([r["accuracy"] for r in runs if r["model"] == model], dtype=float)
@@ -24,18 +51,20 @@ def summarise(runs: List[Dict], models: Sequence[str]) -> List[Dict]:
             "median": float(np.median(values)),
             "max": float(values.max()),
             "min": float(values.min()),
-            "sd": float(values.std(ddof=1)) if values.size > 1 else 0.0,
+            "sd": float(values.std(ddof=1)) if values.size > 1 else None,
             "runs": int(values.size),
         })
     return rows
 
 
 def format_table(summary: List[Dict], title: str) -> str:
-    """The paper's Table 1 layout: model, mean, median, max, min, sd."""
+    """The paper's Table 1 layout: model, mean, median, max, min, sd (``n/a`` where a statistic is
+    None: the sd of a single run)."""
     header = f"{'model':<10}" + "".join(f"{s:>9}" for s in STATS) + f"{'runs':>7}"
     lines = [title, header, "-" * len(header)]
     for row in summary:
-        lines.append(f"{row['model']:<10}" + "".join(f"{row[s]:>9.1f}" for s in STATS) + f"{row['runs']:>7}")
+        cells = "".join(f"{'n/a':>9}" if row[s] is None else f"{row[s]:>9.1f}" for s in STATS)
+        lines.append(f"{row['model']:<10}" + cells + f"{row['runs']:>7}")
     return "\n".join(lines)
 
 

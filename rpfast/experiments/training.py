@@ -60,7 +60,8 @@ def fit(model: nn.Module, batches: Batches, loss: LossFn, *, epochs: int,
         optimizer: Callable[[List[nn.Parameter]], torch.optim.Optimizer],
         schedule: Optional[Callable[[torch.optim.Optimizer], Any]] = None,
         metric: Optional[MetricFn] = None, context: Optional[Context] = None, sync_bn: bool = False,
-        find_unused_parameters: bool = False, on_epoch: Optional[Callable[[Epoch], None]] = None) -> FitResult:
+        find_unused_parameters: bool = False, on_epoch: Optional[Callable[[Epoch], None]] = None,
+        maximize: bool = True) -> FitResult:
     """Train ``model`` for ``epochs`` epochs; returns a :class:`FitResult`.
 
     * ``batches``: the training examples and how an epoch orders and batches them
@@ -73,7 +74,8 @@ def fit(model: nn.Module, batches: Batches, loss: LossFn, *, epochs: int,
       learning-rate schedule stepped once after every epoch; both after the model is prepared
       (``optimizer`` may return one built before, to carry its state across calls).
     * ``metric(model)`` (optional): a validation score of the unwrapped model after each epoch,
-      higher is better, None where undefined. The epoch with the highest score is selected and
+      higher is better (lower with ``maximize=False``, an error such as RMSE), None where
+      undefined. The epoch with the best score is selected and
       its state restored at the end; an undefined score replaces the selection (and a defined
       one replaces an undefined one), so with no defined score the last epoch is kept. Every
       process computes its own score: what the command reports comes from rank 0. Without a
@@ -109,7 +111,9 @@ def fit(model: nn.Module, batches: Batches, loss: LossFn, *, epochs: int,
         if metric is not None:
             score = metric(model)
             result.metrics.append(score)
-            if best_state is None or score is None or result.best_metric is None or score > result.best_metric:
+            better = score is not None and result.best_metric is not None and (
+                score > result.best_metric if maximize else score < result.best_metric)
+            if best_state is None or score is None or result.best_metric is None or better:
                 result.best_epoch, result.best_metric = index, score
                 best_state = {key: value.clone() for key, value in model.state_dict().items()}
         if on_epoch is not None:

@@ -10,11 +10,12 @@ from rpfast.data import GraphBatch
 from rpfast.nn.graph_input import read_graph_input
 from rpfast.nn.rp import PiSGD, RPGNN, Strategy
 from rpfast.ops import gin_aggregate, graph_max, graph_sum, neighbour_max
+from rpfast.nn._unsupported import NotScriptable
 
 __all__ = ["DuvenaudConv", "Duvenaud", "RPDuvenaud"]
 
 
-class DuvenaudConv(nn.Module):
+class DuvenaudConv(NotScriptable, nn.Module):
     r"""One graph convolution with a weight pair per atom degree (DeepChem ``GraphConv``):
 
     .. math:: h_i' = x_i W^{self}_{d_i} + \Big(\sum_{j \in N(i)} x_j\Big) W^{nbr}_{d_i} + b_{d_i},
@@ -192,7 +193,7 @@ def graph_gather(h: Tensor, graph: GraphBatch) -> Tensor:
     return torch.cat([graph_sum(h, graph), graph_max(h, graph)], dim=1)
 
 
-class Duvenaud(nn.Module):
+class Duvenaud(NotScriptable, nn.Module):
     r"""DeepChem's ``GraphConvModel`` (the RP paper's Duvenaud baseline): graph convolutions
     (:class:`DuvenaudConv`) each followed by ReLU, BatchNorm and graph max-pooling; a dense layer
     with ReLU and BatchNorm; the per-graph sum and max of the atom states through tanh; one logit
@@ -228,7 +229,8 @@ class Duvenaud(nn.Module):
 
     def forward(self, data, edge_index: Optional[Tensor] = None, batch: Optional[Tensor] = None,
                 edge_attr: Optional[Tensor] = None) -> Tensor:
-        h, graph = read_graph_input(type(self).__name__, data, edge_index, batch, edge_attr)
+        h, graph = read_graph_input(type(self).__name__, data, edge_index, batch, edge_attr,
+                                    training=self.training)
         if h is None:
             raise ValueError("Duvenaud needs atom features x")
         h = h.to(self.head.weight.dtype)

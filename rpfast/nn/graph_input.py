@@ -8,7 +8,12 @@ the arguments' types (and an index tensor's dtype and shape):
 (c) ``(x or None, graph)`` with a GraphBatch second (the GIN-style call): ``x`` is taken as
     given (it may differ from ``graph.x``, e.g. features computed outside the graph);
 (d) ``(x [N, F], edge_index [2, E], batch [N] = None, edge_attr [E, D] = None)``, PyG's argument
-    order, with an integer ``edge_index``: one GraphBatch (``batch=None``: one graph).
+    order, with an integer ``edge_index``: one GraphBatch (``batch=None``: one graph). As in PyG,
+    ``edge_index`` may instead be the sparse transposed adjacency ``adj_t [N, N]``
+    (``torch.sparse`` COO or CSR, or a ``torch_sparse.SparseTensor``, as ``T.ToSparseTensor``
+    makes it): a stored entry ``adj_t[i, j]`` is the edge ``j -> i``, and ``edge_attr`` rows
+    follow the order of its entries (:func:`rpfast.data.sparse.edge_index_from_adj_t`). A PyG
+    ``Data``/``Batch`` holding ``adj_t`` instead of ``edge_index`` is read the same way.
 
 Anything else, and any argument beside a graph object (it holds its edges, batch vector and
 edge features), is a TypeError naming the accepted forms.
@@ -20,6 +25,8 @@ from torch import Tensor
 
 from rpfast._validation import is_pyg_data
 from rpfast.data import GraphBatch
+from rpfast.data.sparse import edge_index_from_adj_t, is_sparse_adjacency
+from rpfast.nn._unsupported import check_call
 
 __all__ = ["GraphInput", "read_graph_input"]
 
@@ -38,10 +45,16 @@ def _is_edge_index(value) -> bool:
             and not (value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool))
 
 
-def read_graph_input(owner: str, data, edge_index=None, batch=None, edge_attr=None) -> GraphInput:
+def read_graph_input(owner: str, data, edge_index=None, batch=None, edge_attr=None, *, training: bool = False
+                     ) -> GraphInput:
     """The :class:`GraphInput` of any accepted form (see the module docstring); ``owner`` names the
     layer in error messages. Builds nothing for forms (a) and (c); (b) and (d) build one GraphBatch
-    (which validates the indices, sizes and shapes)."""
+    (which validates the indices, sizes and shapes). Under ``torch.jit.trace``, a ``torch.func``
+    transform or a PyG Explainer with edge masks it raises NotImplementedError
+    (:func:`rpfast.nn._unsupported.check_call`; ``training``: the calling layer's mode, in which
+    the Explainer check, a walk up the call stack, is skipped: PyG's Explainer runs models in
+    eval mode)."""
+    check_call(owner, training)
     if isinstance(data, GraphBatch):
         _nothing_beside(owner, "a graph object", edge_index=edge_index, batch=batch, edge_attr=edge_attr)
         return GraphInput(data.x, data)
@@ -54,6 +67,8 @@ def read_graph_input(owner: str, data, edge_index=None, batch=None, edge_attr=No
         _nothing_beside(owner, "a graph object", edge_index=edge_index, batch=batch, edge_attr=edge_attr)
         graph = GraphBatch.from_pyg(data)
         return GraphInput(graph.x, graph)
+    if isinstance(data, Tensor) and is_sparse_adjacency(edge_index):  # PyG's adj_t
+        edge_index = edge_index_from_adj_t(edge_index, data.shape[0] if data.dim() else None)
     if edge_index is not None and not isinstance(edge_index, GraphBatch) and (data is None or isinstance(data, Tensor)):
         _check_edge_index(owner, data, edge_index)
     if isinstance(data, Tensor) and _is_edge_index(edge_index):

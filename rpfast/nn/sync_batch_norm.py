@@ -3,6 +3,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
+from rpfast.nn._unsupported import NotScriptable
+
 __all__ = ["SyncBatchNorm", "convert_sync_batch_norm"]
 
 
@@ -23,7 +25,7 @@ class _AllReduceSum(torch.autograd.Function):
         return total
 
 
-class SyncBatchNorm(nn.BatchNorm1d):
+class SyncBatchNorm(NotScriptable, nn.BatchNorm1d):
     r"""``BatchNorm1d`` over the union of all processes' batches, on CPU as on GPU
     (``torch.nn.SyncBatchNorm`` runs on GPUs only).
 

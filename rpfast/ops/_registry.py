@@ -21,6 +21,11 @@ Calling the op (:meth:`Op.__call__`) picks the form:
   ``setup``/``backward`` (a custom op's dispatcher costs ~20 us a call, as much as a small kernel);
 * otherwise the implementation itself.
 
+Eager calls under ``torch.jit.trace`` or a ``torch.func`` transform (``vmap``, ``grad``,
+``jacrev``, ...) raise :class:`NotImplementedError` (:func:`refuse_unsupported`): the tracer
+cannot record a C++ kernel, and the kernels read their inputs' memory, which vmap's batched
+tensors do not have.
+
 The rule for code that has no compiled form (a module's C++ fast path that holds Python
 objects, say): it asks :func:`eager_kernels` whether it may run, and otherwise composes
 registered ops. Only this module and the data layer below it (through
@@ -34,12 +39,30 @@ from torch.autograd.function import once_differentiable
 
 from rpfast import _backend, _cuda
 
-__all__ = ["Op", "declare", "registered", "compiling", "eager_kernels", "runs_kernels"]
+__all__ = ["Op", "declare", "registered", "compiling", "eager_kernels", "runs_kernels", "refuse_unsupported"]
 
 _OPS: Dict[str, "Op"] = {}
 
 
 compiling = _backend.compiling  # whether torch.compile is tracing the caller
+
+
+_tracing = torch._C._is_tracing  # torch.jit.is_tracing() without its scripting check (this is Python)
+_transforms_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
+
+
+def refuse_unsupported(what: str = "rpfast") -> None:
+    """Raise :class:`NotImplementedError` naming ``what`` under ``torch.jit.trace`` or inside a
+    ``torch.func`` transform (vmap, grad, jacrev, jvp, ...); return otherwise (also under
+    ``torch.compile``, which is supported)."""
+    if _tracing():
+        raise NotImplementedError(
+            f"{what} does not support torch.jit.trace: the tracer cannot record rpfast's C++ kernels and would "
+            "freeze the graph structure into the trace; use torch.compile(model) or eager mode")
+    if _transforms_active():
+        raise NotImplementedError(
+            f"{what} does not support torch.func transforms (vmap, grad, jacrev, jvp, ...): batch graphs into one "
+            "GraphBatch (or relabelings as x [R, N, F]) instead of vmap, and use torch.autograd.grad for gradients")
 
 
 def runs_kernels(t: Tensor) -> bool:
@@ -53,6 +76,7 @@ def eager_kernels(t: Optional[Tensor]) -> bool:
     device (None: on the CPU)."""
     if compiling():
         return False
+    refuse_unsupported()
     return _backend.runs_kernels(t) if t is not None else _backend.kernels_enabled()
 
 
@@ -94,6 +118,8 @@ class Op:
             # traced (Dynamo; AOTAutograd's fake and functional tensors in a backward formula) or
             # a tensor subclass: the custom op, whose dispatcher serves them
             return self.library_op(*args)
+        if _tracing() or _transforms_active():
+            refuse_unsupported(f"rpfast op {self.name}")
         if self.function is not None and torch.is_grad_enabled() and _needs_grad(args):
             return self.function.apply(*args)
         return self.run(*args)

@@ -7,21 +7,26 @@ from torch import Tensor, nn
 from rpfast.data import GraphBatch
 from rpfast._validation import check_real, is_pyg_data, require_flag
 from rpfast.data.cache import graph_for_edge_index
+from rpfast.data.sparse import edge_index_from_adj_t, is_sparse_adjacency
 from rpfast.ops import gin_aggregate
 from rpfast.ops._registry import compiling
 from rpfast.ops.gin import csr_op, gin_aggregate_op
+from rpfast.nn._unsupported import NotScriptable, check_call
 
 __all__ = ["GINConv"]
 
 
-class GINConv(nn.Module):
+class GINConv(NotScriptable, nn.Module):
     r"""Graph Isomorphism Network layer (Xu et al., ICLR 2019).
 
     .. math:: x_i' = h_\Theta\Big((1 + \epsilon)\, x_i + \sum_{j \to i} x_j\Big)
 
     Same constructor and ``forward(x, edge_index, size=None)`` as ``torch_geometric.nn.GINConv``,
     so a PyG model can switch the import. The graph may be an ``edge_index [2, E]``, a
-    :class:`~rpfast.data.GraphBatch`, or a PyG ``Data``/``Batch`` (its ``edge_index`` is used);
+    :class:`~rpfast.data.GraphBatch`, a PyG ``Data``/``Batch`` (its ``edge_index``, or its
+    ``adj_t``), or, as in PyG, the sparse transposed adjacency ``adj_t [N, N]`` in ``edge_index``'s
+    place (``torch.sparse`` COO or CSR, or ``torch_sparse.SparseTensor``; stored entry
+    ``adj_t[i, j]`` = edge ``j -> i``, see :func:`rpfast.data.sparse.edge_index_from_adj_t`);
     a GraphBatch or ``Data`` may also come alone (``conv(data)``: its ``x`` and edges). Node-level:
     no batch vector or edge features (PyG's ``GINConv`` takes none either).
 
@@ -31,8 +36,12 @@ class GINConv(nn.Module):
     or ``torch.from_numpy``'s source array: after those call
     :func:`rpfast.data.clear_graph_cache`, or build the layer with ``cache=False``.
 
+    Construction initialises ``nn`` as PyG's ``GINConv`` does (:meth:`reset_parameters`), so
+    after one ``torch.manual_seed`` both layers hold the same weights.
+
     Args:
-        nn: the MLP :math:`h_\Theta` applied after aggregation (any callable module).
+        nn: the MLP :math:`h_\Theta` applied after aggregation (any callable module); re-initialised
+            by the constructor, as PyG's is.
         eps: initial :math:`\epsilon`.
         train_eps: learn :math:`\epsilon`.
         cache: reuse the CSR of an ``edge_index`` tensor across calls (default); ``False``
@@ -58,18 +67,25 @@ class GINConv(nn.Module):
         self.initial_eps = check_real(eps, "eps")
         self.cache = cache
         if train_eps:
-            self.eps = torch.nn.Parameter(torch.tensor([self.initial_eps]))
+            self.eps = torch.nn.Parameter(torch.empty(1))
         else:
-            self.register_buffer("eps", torch.tensor([self.initial_eps]))
+            self.register_buffer("eps", torch.empty(1))
+        self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        if hasattr(self.nn, "reset_parameters"):
-            self.nn.reset_parameters()
+        """Re-initialise ``nn`` and set ``eps`` back to its initial value, with the calls of PyG's
+        ``GINConv.reset_parameters`` in its order (``torch_geometric.nn.inits.reset``): ``nn``'s
+        own ``reset_parameters()`` if it has one, else its children's, depth first, in
+        registration order (a module without either, and parameter-free ones, draw nothing)."""
+        _reset(self.nn)
         self.eps.data.fill_(self.initial_eps)
 
     def forward(self, x, edge_index=None, size: Optional[tuple] = None) -> Tensor:
-        """``x [N, F]`` or ``[R, N, F]``; ``edge_index``: ``[2, E]``, GraphBatch or PyG Data/Batch;
-        or a GraphBatch / PyG Data alone (its ``x`` and edges)."""
+        """``x [N, F]`` or ``[R, N, F]``; ``edge_index``: ``[2, E]``, a sparse ``adj_t [N, N]``, a
+        GraphBatch or a PyG Data/Batch; or a GraphBatch / PyG Data alone (its ``x`` and edges).
+        NotImplementedError under ``torch.jit.trace``, ``torch.func`` transforms and PyG Explainer
+        edge masks (:func:`rpfast.nn._unsupported.check_call`)."""
+        check_call("GINConv", self.training)
         if edge_index is None and (isinstance(x, GraphBatch) or is_pyg_data(x)):
             if x.x is None:
                 raise ValueError(f"GINConv needs node features: the {type(x).__name__} has no x")
@@ -87,7 +103,7 @@ class GINConv(nn.Module):
                             f"supported), got {type(x).__name__}")
         if x.dim() not in (2, 3):
             raise ValueError(f"x must have shape [N, F] or [R, N, F], got {tuple(x.shape)}")
-        if compiling() and isinstance(edge_index, Tensor):
+        if compiling() and isinstance(edge_index, Tensor) and edge_index.layout == torch.strided:
             # compiled code builds the CSR inside the graph (the eager cache is keyed on tensor identity)
             x3 = x if x.dim() == 3 else x.unsqueeze(0)
             out = gin_aggregate_op(x3.contiguous(), *csr_op(edge_index, x.shape[-2]), self.eps.to(x.dtype))
@@ -99,16 +115,27 @@ class GINConv(nn.Module):
                 if edge_index.num_nodes is not None and edge_index.num_nodes != x.shape[-2]:
                     raise ValueError(f"x has {x.shape[-2]} nodes (dim -2) but the PyG "
                                      f"{type(edge_index).__name__} has {edge_index.num_nodes}")
+                adj_t = getattr(edge_index, "adj_t", None)
                 edge_index = edge_index.edge_index if edge_index.edge_index is not None else \
-                    torch.zeros(2, 0, dtype=torch.int64)
+                    adj_t if is_sparse_adjacency(adj_t) else torch.zeros(2, 0, dtype=torch.int64)
             if self.cache:
-                graph = graph_for_edge_index(edge_index, x.shape[-2])
+                graph = graph_for_edge_index(edge_index, x.shape[-2])  # also reads a sparse adj_t
             else:
-                graph = GraphBatch(edge_index, num_nodes=x.shape[-2])
+                graph = GraphBatch(edge_index_from_adj_t(edge_index, x.shape[-2]) if is_sparse_adjacency(edge_index)
+                                   else edge_index, num_nodes=x.shape[-2])
         return self.nn(gin_aggregate(x, graph, self.eps))
 
     def __repr__(self) -> str:
         return f"{self.__class__.__name__}(nn={self.nn})"
+
+
+def _reset(module) -> None:
+    """``module.reset_parameters()`` if it has one, else :func:`_reset` of each child in order."""
+    if hasattr(module, "reset_parameters"):
+        module.reset_parameters()
+    else:
+        for child in module.children() if hasattr(module, "children") else []:
+            _reset(child)
 
 
 def _shown(value) -> str:

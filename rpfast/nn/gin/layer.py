@@ -10,11 +10,12 @@ from rpfast.nn.gin.norms import batch_norm_arguments
 from rpfast.ops import gin_aggregate
 from rpfast.ops.dense import embedding, linear
 from rpfast.ops.gin_layer import gin_mlp
+from rpfast.nn._unsupported import NotScriptable
 
 __all__ = ["GINLayer"]
 
 
-class GINLayer(nn.Module):
+class GINLayer(NotScriptable, nn.Module):
     r"""One GIN layer: aggregation, then an MLP of ``mlp_layers`` linear maps, each followed
     by BatchNorm and ReLU (Xu et al.'s MLP plus their outer BN-ReLU).
 

@@ -16,11 +16,12 @@ from rpfast.nn.graph_input import read_graph_input
 from rpfast.nn.pooling import sum_pool
 from rpfast.ops._registry import compiling
 from rpfast.ops.dense import linear
+from rpfast.nn._unsupported import NotScriptable
 
 __all__ = ["GIN"]
 
 
-class GIN(nn.Module):
+class GIN(NotScriptable, nn.Module):
     r"""The Graph Isomorphism Network of Xu et al. as used by Murphy et al. (2019).
 
     ``num_layers`` GIN layers of width ``hidden``; the graph embedding concatenates the
@@ -186,7 +187,7 @@ class GIN(nn.Module):
         if misplaced and self.id_dim:
             raise TypeError(f"{owner} takes ids as a keyword argument (gin(graph, ids=ids), gin(x, graph, ids=ids)): "
                             "its positional arguments are PyG's (x, edge_index, batch, edge_attr)")
-        return read_graph_input(owner, x, edge_index, batch, edge_attr)
+        return read_graph_input(owner, x, edge_index, batch, edge_attr, training=self.training)
 
     def _run(self, x: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor], classify: bool) -> Tensor:
         """Logits ``[R, B, out_dim]`` (``classify``) or embeddings ``[R, B, embedding_dim]`` on the

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
 from rpfast._validation import check_count
+from rpfast.nn._unsupported import NotScriptable
 
 __all__ = ["VecMLP", "VecRNN", "AdjCNN"]
 
@@ -87,7 +88,7 @@ class _Layout:
         return (self.rows, self.cols) if self.bipartite else self.rows
 
 
-class VecMLP(nn.Module):
+class VecMLP(NotScriptable, nn.Module):
     r"""An MLP on :math:`[\mathrm{vec}(A), \mathrm{vec}(X), \mathrm{mask}]` (the supplementary's
     vec(A, X) model), zero-padded to ``K`` positions.
 
@@ -116,7 +117,7 @@ class VecMLP(nn.Module):
         return self.net(torch.cat(parts + [self.layout.mask_features(rows, cols)], dim=1))
 
 
-class VecRNN(nn.Module):
+class VecRNN(NotScriptable, nn.Module):
     r"""An LSTM or GRU that reads the vertices in order, each as its adjacency row (all ``K``
     entries and ``C`` channels) and its features; sequences stop at each graph's node count
     (packed), and the last hidden state goes through a linear map. For bipartite input it reads
@@ -159,7 +160,7 @@ class VecRNN(nn.Module):
         return self.out(last[-1])
 
 
-class AdjCNN(nn.Module):
+class AdjCNN(NotScriptable, nn.Module):
     r"""A 2-D CNN over the adjacency tensor (edge channels as input channels), max-pooled over
     positions, concatenated with an MLP of the flattened node features and masks, then a
     linear map.

@@ -12,6 +12,7 @@ from rpfast.nn.gin import GIN
 from rpfast.nn.graph_input import read_graph_input
 from rpfast.nn.rp.pisgd import PiSGD
 from rpfast.nn.rp.strategies import NodePositions, Strategy
+from rpfast.nn._unsupported import NotScriptable
 
 __all__ = ["RPGNN", "replica_mean", "takes_edge_attr"]
 
@@ -43,7 +44,7 @@ def _replica_average(out: Tensor, weights: Optional[Tensor], row_graph: Optional
     return (out * w).sum(dim=0)
 
 
-class RPGNN(nn.Module):
+class RPGNN(NotScriptable, nn.Module):
     r"""Wrap a GNN ``gnn(x, edge_index, batch, **kwargs) -> [B, D]`` into RP-GNN (eq. 3).
 
     Node ``v`` of a graph relabeled by :math:`\pi` gets the input
@@ -109,7 +110,8 @@ class RPGNN(nn.Module):
 
     def forward(self, data, edge_index: Optional[Tensor] = None, batch: Optional[Tensor] = None,
                 edge_attr: Optional[Tensor] = None, **kwargs) -> Tensor:
-        x, graph = read_graph_input(type(self).__name__, data, edge_index, batch, edge_attr)
+        x, graph = read_graph_input(type(self).__name__, data, edge_index, batch, edge_attr,
+                                    training=self.training)
         if self._takes_ids:
             if kwargs:
                 raise TypeError(f"an rpfast GIN takes no extra arguments, got {sorted(kwargs)}")

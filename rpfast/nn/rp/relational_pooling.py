@@ -14,6 +14,7 @@ from rpfast.nn.rp.strategies import Exact, KAry, Strategy
 from rpfast.ops.subsets import Prune
 from rpfast.ops import permute_adjacency, permute_nodes
 from rpfast.ops._registry import compiling
+from rpfast.nn._unsupported import NotScriptable
 
 __all__ = ["RelationalPooling"]
 
@@ -32,7 +33,7 @@ def _positional_arity(f, most: int) -> int:
     return max(1, min(len(positional), most))
 
 
-class RelationalPooling(nn.Module):
+class RelationalPooling(NotScriptable, nn.Module):
     r"""Relational Pooling (Murphy et al. 2019, eq. 1-5): average a permutation-sensitive f
     over the relabelings a :class:`~rpfast.nn.rp.Strategy` yields.
 
@@ -205,7 +206,8 @@ class RelationalPooling(nn.Module):
 
     def _graph_inputs(self, data, edge_index, batch, edge_attr):
         """``(graph on the CPU, adj [B, n, n, C], x [B, n, F], num_nodes [B])`` of a graph input."""
-        node_x, graph = read_graph_input(type(self).__name__, data, edge_index, batch, edge_attr)
+        node_x, graph = read_graph_input(type(self).__name__, data, edge_index, batch, edge_attr,
+                                         training=self.training)
         adj = graph.dense_adj() if self.use_edge_attr else graph.dense_adj()[..., :1]
         if node_x is None:
             raise ValueError("RelationalPooling needs node features x (graph.x, or x beside the graph; a column of "

@@ -55,5 +55,6 @@ class RPGIN(RPGNN):
                         edge_attr: Optional[Tensor] = None) -> Tensor:
         """``[B, embedding_dim]`` averaged over the same relabelings as forward; takes the inputs
         forward takes."""
-        x, graph = read_graph_input("RPGIN.graph_embedding", data, edge_index, batch, edge_attr)
+        x, graph = read_graph_input("RPGIN.graph_embedding", data, edge_index, batch, edge_attr,
+                                    training=self.training)
         return self._average(graph, lambda ids: self.gin.graph_embedding(x, graph, ids=ids))

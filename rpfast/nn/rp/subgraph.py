@@ -11,6 +11,7 @@ from rpfast.data import GraphBatch
 from rpfast.nn.graph_input import read_graph_input
 from rpfast.nn.rp.gnn import takes_edge_attr
 from rpfast.nn.rp.strategies import Strategy
+from rpfast.nn._unsupported import NotScriptable
 
 __all__ = ["SubgraphRP", "induced_subgraphs"]
 
@@ -55,7 +56,7 @@ def _induced(graph: GraphBatch, perms, x: Optional[Tensor]) -> GraphBatch:
     return sub
 
 
-class SubgraphRP(nn.Module):
+class SubgraphRP(NotScriptable, nn.Module):
     r"""k-ary RP around a GNN (eq. 5 with a GNN for f): the GNN sees the subgraph induced by the
     first ``K`` positions of each relabeling the strategy yields, and its outputs are averaged
     with the strategy's weights:
@@ -98,7 +99,8 @@ class SubgraphRP(nn.Module):
 
     def forward(self, data, edge_index: Optional[Tensor] = None, batch: Optional[Tensor] = None,
                 edge_attr: Optional[Tensor] = None) -> Tensor:
-        x, graph = read_graph_input(type(self).__name__, data, edge_index, batch, edge_attr)
+        x, graph = read_graph_input(type(self).__name__, data, edge_index, batch, edge_attr,
+                                    training=self.training)
         on_cpu = graph if graph.device.type == "cpu" else graph.to("cpu")  # traversals run on the CPU
         total = None
         for perms, weights in self.strategy.relabel_chunks(on_cpu, self.training, self.generator):

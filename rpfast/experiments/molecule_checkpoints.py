@@ -1,0 +1,159 @@
+"""Trained molecule models on disk, and predictions for new molecules from them.
+
+``rpfast molecules train`` saves each model's best epoch as a checkpoint (:func:`save_checkpoint`):
+the weights, the :class:`~rpfast.experiments.molecule_models.Architecture` that rebuilds the model,
+the task names and type, the target standardisation, the featuriser's settings, the seed of the
+eval-mode relabelings and the run's configuration. :func:`load_checkpoint` reads one back (it
+refuses a checkpoint of another featuriser) and :func:`predict` scores SMILES with one or an
+ensemble of checkpoints (their predictions averaged).
+
+Predictions are reproducible: the model's relabelings are re-seeded from the checkpoint before
+every call, and molecules are scored in batches of :data:`PREDICT_BATCH` in input order, as the
+test set was during training; so predicting a run's ``test_predictions.csv`` from its checkpoint
+gives the written predictions bit for bit (on the same number of threads).
+"""
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Sequence, Union
+
+import numpy as np
+import torch
+from torch import nn
+
+from rpfast._io import atomic_path
+from rpfast.data.molecules import FEATURIZER_VERSION, MoleculeGraphs, featurize_smiles, featurizer_settings
+from rpfast.experiments.molecule_models import Architecture, build_model, model_outputs
+from rpfast.experiments.molecule_tasks import Targets
+
+__all__ = ["MoleculeModel", "Predictions", "checkpoint_record", "load_checkpoint", "save_checkpoint", "write_checkpoint",
+           "predict", "PREDICT_BATCH"]
+
+CHECKPOINT_FORMAT = "rpfast-molecules-checkpoint/1"
+#: Molecules per forward pass when scoring (the test set's batches during training, too).
+PREDICT_BATCH = 512
+
+
+@dataclass
+class MoleculeModel:
+    """A trained molecule model: ``model`` (eval mode), the ``generator`` of its relabelings,
+    re-seeded to ``eval_seed`` before each prediction, what it predicts (``tasks``, ``targets``:
+    task type and standardisation) and ``info`` (the run's configuration, split, epoch, scores,
+    featuriser settings)."""
+
+    model: nn.Module
+    generator: torch.Generator
+    architecture: Architecture
+    targets: Targets
+    tasks: List[str]
+    eval_seed: int
+    info: dict = field(default_factory=dict)
+
+    @property
+    def task_type(self) -> str:
+        return self.targets.task_type
+
+    def predict_graphs(self, graphs: MoleculeGraphs, molecules: torch.Tensor) -> np.ndarray:
+        """Predictions ``[len(molecules), tasks]`` (float64: probabilities, or label units for
+        regression) of ``molecules`` (positions in ``graphs``), in :data:`PREDICT_BATCH` batches."""
+        outputs = model_outputs(self.model, graphs, molecules, PREDICT_BATCH, self.generator, self.eval_seed)
+        if not len(molecules):
+            return np.zeros((0, len(self.tasks)))
+        return self.targets.predictions(outputs)
+
+
+def checkpoint_record(trained: MoleculeModel) -> dict:
+    """What a checkpoint file holds (plain values and tensors: it pickles across processes and
+    loads with ``torch.load(weights_only=True)``)."""
+    return {"format": CHECKPOINT_FORMAT, "architecture": trained.architecture.state(),
+            "targets": trained.targets.state(), "tasks": list(trained.tasks), "eval_seed": int(trained.eval_seed),
+            "featurizer": featurizer_settings(), "info": trained.info,
+            "state_dict": {k: v.detach().clone() for k, v in trained.model.state_dict().items()}}
+
+
+def write_checkpoint(path, record: dict) -> None:
+    """Write a :func:`checkpoint_record` to ``path`` atomically (a complete file or none)."""
+    with atomic_path(path) as tmp:
+        torch.save(record, tmp)
+
+
+def save_checkpoint(path, trained: MoleculeModel) -> None:
+    """Write ``trained`` to ``path`` (atomically: a complete file or none)."""
+    write_checkpoint(path, checkpoint_record(trained))
+
+
+def load_checkpoint(path) -> MoleculeModel:
+    """The :class:`MoleculeModel` saved at ``path`` by ``rpfast molecules train``.
+
+    Refused with a clear error: a missing file (``FileNotFoundError``), a file that is not such
+    a checkpoint, or one whose features another featuriser version computed (``ValueError``). A
+    checkpoint featurised under another RDKit release loads with a ``RuntimeWarning`` (its
+    aromaticity and valence perception may differ)."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"checkpoint {path} is a directory; name a best.pt file in it")
+    if not path.exists():
+        raise FileNotFoundError(f"checkpoint {path} does not exist")
+    try:
+        record = torch.load(path, weights_only=True)
+    except Exception as error:  # noqa: BLE001 - any unreadable file gets the same one-line message
+        raise ValueError(f"{path}: not an rpfast molecules checkpoint ({type(error).__name__})") from None
+    if not isinstance(record, dict) or record.get("format") != CHECKPOINT_FORMAT:
+        found = record.get("format") if isinstance(record, dict) else type(record).__name__
+        raise ValueError(f"{path}: not an rpfast molecules checkpoint (format {found!r}, expected "
+                         f"{CHECKPOINT_FORMAT!r})")
+    features = record["featurizer"]
+    if features.get("version") != FEATURIZER_VERSION:
+        raise ValueError(f"{path}: the model was trained on features {features.get('version')!r}, but this rpfast "
+                         f"computes {FEATURIZER_VERSION!r}: retrain it with this version")
+    now = featurizer_settings()
+    if features.get("rdkit") != now["rdkit"]:
+        warnings.warn(f"{path}: trained with RDKit {features.get('rdkit')}, now {now['rdkit']}: predictions may "
+                      "differ slightly where the releases perceive molecules differently", RuntimeWarning,
+                      stacklevel=2)
+    arch = Architecture(**record["architecture"])
+    generator = torch.Generator()
+    model = build_model(arch, generator)
+    model.load_state_dict(record["state_dict"])
+    model.eval()
+    return MoleculeModel(model, generator, arch, Targets.from_state(record["targets"]), list(record["tasks"]),
+                         int(record["eval_seed"]), record.get("info", {}))
+
+
+@dataclass(frozen=True)
+class Predictions:
+    """Per-molecule predictions: ``values[i, t]`` (float64) for input ``i`` and task ``tasks[t]``,
+    a probability (classification) or in label units (regression); NaN for the inputs RDKit
+    cannot parse, listed in ``invalid`` (positions in the input)."""
+
+    tasks: List[str]
+    task_type: str
+    values: np.ndarray
+    invalid: List[int]
+
+
+def predict(checkpoints: Union[str, Path, MoleculeModel, Sequence], smiles: Sequence[str],
+            progress: bool = False) -> Predictions:
+    """Score SMILES strings with one checkpoint or the average of several (an ensemble: each a
+    path or a :class:`MoleculeModel`; they must predict the same tasks of the same type).
+    Featurisation is :func:`rpfast.data.molecules.featurize_smiles`; unparsable SMILES keep their
+    row with NaN predictions."""
+    if isinstance(checkpoints, (str, Path, MoleculeModel)):
+        checkpoints = [checkpoints]
+    models = [c if isinstance(c, MoleculeModel) else load_checkpoint(c) for c in checkpoints]
+    if not models:
+        raise ValueError("predict needs at least one checkpoint")
+    first = models[0]
+    for other in models[1:]:
+        if (other.tasks, other.task_type) != (first.tasks, first.task_type):
+            raise ValueError(f"the checkpoints of an ensemble must predict the same tasks: {first.task_type} "
+                             f"{first.tasks} and {other.task_type} {other.tasks}")
+    if isinstance(smiles, str):
+        raise TypeError("smiles must be a sequence of SMILES strings, not one string; use [smiles]")
+    smiles = list(smiles)
+    graphs = featurize_smiles(smiles, progress=progress)
+    scored = torch.arange(len(graphs))
+    total = sum(m.predict_graphs(graphs, scored) for m in models)
+    values = np.full((len(smiles), len(first.tasks)), np.nan)
+    values[graphs.rows.numpy()] = total / len(models)
+    return Predictions(list(first.tasks), first.task_type, values, list(graphs.invalid))

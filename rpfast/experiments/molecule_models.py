@@ -1,0 +1,78 @@
+"""The models of `rpfast molecules` (paper Table 2 and the k-ary figure), built from a name and
+the few numbers a checkpoint keeps to rebuild them."""
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import torch
+from torch import nn
+
+from rpfast.data.molecules import ATOM_FEATURES, BOND_FEATURES, ELEMENTS, MoleculeGraphs
+from rpfast.nn import AdjCNN, Duvenaud, Oriented, PiSGD, RelationalPooling, RPDuvenaud, SubgraphRP, VecRNN
+
+MODELS = ("duvenaud", "rp-duvenaud", "kary", "cnn-dfs", "rnn-dfs")
+#: The models that read k-vertex DFS subgraphs.
+SUBGRAPH_MODELS = ("kary", "cnn-dfs", "rnn-dfs")
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """Everything that shapes a model: its name (:data:`MODELS`), ``k`` (vertices per DFS
+    subgraph; None for the full-graph models), the output width ``num_tasks``, the one-hot ID
+    width ``id_dim`` (RP-Duvenaud) and the relabelings / subgraphs averaged in eval mode."""
+
+    model: str
+    num_tasks: int
+    k: Optional[int] = None
+    id_dim: int = 1
+    eval_samples: int = 1
+
+    def __post_init__(self):
+        if self.model not in MODELS:
+            raise ValueError(f"unknown model {self.model!r}: choose from {', '.join(MODELS)}")
+        if (self.k is None) != (self.model not in SUBGRAPH_MODELS):
+            raise ValueError(f"k must be {'given' if self.model in SUBGRAPH_MODELS else 'None'} for {self.model}")
+
+    def state(self) -> dict:
+        return asdict(self)
+
+
+def build_model(arch: Architecture, generator: torch.Generator) -> nn.Module:
+    """The model ``arch`` describes (paper widths: convolutions of 64, dense 128); its random
+    relabelings or subgraphs are drawn from ``generator``."""
+    if arch.model == "duvenaud":
+        return Duvenaud(ATOM_FEATURES, arch.num_tasks)
+    if arch.model == "rp-duvenaud":
+        return RPDuvenaud(ATOM_FEATURES, arch.num_tasks, id_dim=arch.id_dim,
+                          strategy=PiSGD(train_samples=1, eval_samples=arch.eval_samples), generator=generator)
+    # k-ary models: the first k vertices of a DFS from a random start, one order per molecule in
+    # training, eval_samples averaged in eval mode
+    strategy = Oriented("dfs", arch.k, train_samples=1, eval_samples=arch.eval_samples)
+    if arch.model == "kary":
+        return SubgraphRP(Duvenaud(ATOM_FEATURES, arch.num_tasks), strategy, generator=generator)
+    encoder = (AdjCNN(arch.k, 1 + BOND_FEATURES, ATOM_FEATURES, 64, arch.num_tasks) if arch.model == "cnn-dfs"
+               else VecRNN(arch.k, 1 + BOND_FEATURES, ATOM_FEATURES, 64, arch.num_tasks, cell="lstm"))
+    return RelationalPooling(encoder, strategy, generator=generator)
+
+
+def max_same_element(graphs: MoleculeGraphs, molecules: torch.Tensor) -> int:
+    """The most atoms of one element in one molecule among ``molecules``: the ID width that makes
+    every atom of an element unique (RP-Duvenaud)."""
+    batch = graphs.batch(molecules)
+    if batch.total_nodes == 0:
+        return 1
+    counts = torch.bincount(batch.batch * len(ELEMENTS) + batch.element)
+    return max(1, int(counts.max()))
+
+
+@torch.no_grad()
+def model_outputs(model: nn.Module, graphs: MoleculeGraphs, molecules: torch.Tensor, batch_size: int,
+                  generator: Optional[torch.Generator] = None, seed: Optional[int] = None) -> torch.Tensor:
+    """The eval-mode outputs ``[len(molecules), tasks]`` of ``molecules`` (positions in
+    ``graphs``), in batches of ``batch_size`` in the given order. With ``seed``, ``generator``
+    (the model's) is re-seeded first, so the same molecules in the same order get the same
+    relabelings: a checkpoint reproduces its test predictions bit for bit."""
+    model.eval()
+    if seed is not None:
+        generator.manual_seed(seed)
+    outs = [model(graphs.batch(molecules[i:i + batch_size])) for i in range(0, len(molecules), batch_size)]
+    return torch.cat(outs) if outs else torch.zeros(0, 0)

@@ -1,0 +1,87 @@
+"""`rpfast molecules predict`: score the molecules of a file with checkpoints of
+``rpfast molecules train`` (one, or several averaged as an ensemble).
+
+The output CSV has one row per molecule row of the input, in order: the row (0-based, header
+not counted), the SMILES and one ``<task>_pred`` column per task (a probability for
+classification, label units for regression, every digit of the float64). A SMILES RDKit cannot
+parse keeps its row with empty predictions and is reported by row.
+"""
+import csv
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional
+
+from rpfast._io import atomic_path
+from rpfast._options import option
+from rpfast.data.molecule_files import read_smiles_file
+from rpfast.experiments.molecule_checkpoints import Predictions, predict
+
+CHECKPOINT_NAME = "best.pt"
+
+
+@dataclass
+class PredictConfig:
+    """The settings of ``rpfast molecules predict``; its options derive from these fields."""
+
+    checkpoint: List[str] = option(help="checkpoint file(s) (best.pt) or directories: every best.pt under a "
+                                        "directory (an rpfast molecules train --out) joins the ensemble",
+                                   metavar="PATH")
+    data: str = option(help="molecules to score: a CSV (its SMILES column) or a .smi file, optionally .gz")
+    out: str = option("predictions.csv", "the output CSV")
+    smiles_column: Optional[str] = option(None, "SMILES column of a CSV (default: 'smiles', any case)")
+    force: bool = option(False, "replace an existing output file")
+
+
+def checkpoint_files(paths: List[str]) -> List[Path]:
+    """The checkpoint files ``paths`` name: a file as it is, a directory as every
+    :data:`CHECKPOINT_NAME` below it (sorted); a missing path or a directory without one is a
+    ``FileNotFoundError``."""
+    files: List[Path] = []
+    for name in paths:
+        path = Path(name)
+        if path.is_dir():
+            found = sorted(path.rglob(CHECKPOINT_NAME))
+            if not found:
+                raise FileNotFoundError(f"no {CHECKPOINT_NAME} checkpoint under directory {path}")
+            files.extend(found)
+        elif path.exists():
+            files.append(path)
+        else:
+            raise FileNotFoundError(f"checkpoint {path} does not exist")
+    return list(dict.fromkeys(files))
+
+
+def write_predictions_csv(path: Path, smiles: List[str], predictions: Predictions) -> None:
+    """The output CSV (atomically: complete or absent)."""
+    with atomic_path(path) as tmp, tmp.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["row", "smiles"] + [f"{task}_pred" for task in predictions.tasks])
+        invalid = set(predictions.invalid)
+        for row, (molecule, values) in enumerate(zip(smiles, predictions.values)):
+            cells = [""] * len(values) if row in invalid else [repr(float(v)) for v in values]
+            writer.writerow([row, molecule] + cells)
+
+
+def main(config: PredictConfig, progress: bool = True) -> Predictions:
+    """Check the paths, score ``config.data`` and write ``config.out``; prints one summary line
+    (and the rows RDKit could not parse, on stderr)."""
+    out = Path(config.out)
+    if out.is_dir():
+        raise IsADirectoryError(f"output {out} is a directory; name a CSV file")
+    if out.exists() and not config.force:
+        raise FileExistsError(f"output {out} exists; use --force to replace it")
+    if not out.parent.is_dir():
+        raise FileNotFoundError(f"the directory of output {out} does not exist")
+    files = checkpoint_files(config.checkpoint)
+    smiles = read_smiles_file(config.data, config.smiles_column)
+    predictions = predict(files, smiles, progress=progress)
+    write_predictions_csv(out, smiles, predictions)
+    if predictions.invalid:
+        shown = ", ".join(map(str, predictions.invalid[:10])) + (" ..." if len(predictions.invalid) > 10 else "")
+        print(f"{len(predictions.invalid)} SMILES RDKit could not parse, left with empty predictions: rows {shown} "
+              "(counting molecule rows from 0)", file=sys.stderr)
+    ensemble = f"the mean of {len(files)} checkpoints" if len(files) > 1 else "1 checkpoint"
+    print(f"predicted {len(smiles) - len(predictions.invalid)} of {len(smiles)} molecules, {len(predictions.tasks)} "
+          f"{predictions.task_type} task(s), with {ensemble}; wrote {out}")
+    return predictions
