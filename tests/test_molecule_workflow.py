@@ -73,6 +73,7 @@ def test_regression_trains_scores_and_round_trips_through_predict(regression_csv
                  "--epochs", "3", "--eval-samples", "3", "--out", str(out), "--no-progress", "--threads", "1"]) == 0
     printed = capsys.readouterr().out
     assert "test rmse" in printed
+    assert (out / "test_parity.png").stat().st_size > 10_000
     results = _strict_json(out / "results.json")
     assert results["task_type"] == "regression" and results["metric"] == "rmse"
     for run in results["runs"]:

@@ -3,8 +3,11 @@
 :mod:`rpfast.experiments.molecules_predict`."""
 import argparse
 
+import torch
+
 from rpfast._options import add_dataclass_options, config_from_args
-from rpfast.experiments import molecules, molecules_predict
+from rpfast.experiments import distributed, molecules, molecules_predict
+from rpfast.experiments.threads import free_threads
 
 HELP = "train Duvenaud, RP-Duvenaud, k-ary and DFS models on MoleculeNet data (paper Table 2); predict with them"
 PAPER = {"splits": 3, "epochs": 50}
@@ -39,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "predict":
         molecules_predict.main(config_from_args(molecules_predict.PredictConfig, args), progress=not args.no_progress)
     else:
-        molecules.main(config_from_args(molecules.MoleculesConfig, args, **(PAPER if args.paper else {})),
-                       progress=not args.no_progress)
+        config = config_from_args(molecules.MoleculesConfig, args, **(PAPER if args.paper else {}))
+        if not distributed.under_launcher():  # under torchrun the launcher chose the processes and threads
+            config.threads = free_threads(config.threads, torch.get_num_threads(), "rpfast molecules")
+        molecules.main(config, progress=not args.no_progress)
     return 0

@@ -14,7 +14,6 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
-from sklearn.model_selection import StratifiedKFold, StratifiedShuffleSplit
 from tqdm.auto import tqdm
 
 from rpfast.data import PAPER_SKIPS, csl_batch, csl_dataset
@@ -112,6 +111,8 @@ SINGLE_SPLIT_VALID = 0.2
 def _splits(config: CSLConfig, labels: torch.Tensor) -> List[Tuple[List[int], List[int]]]:
     """``(train, valid)`` graph indices per fold: stratified k-fold, or for ``folds=1`` one
     stratified shuffle split with :data:`SINGLE_SPLIT_VALID` of the graphs for validation."""
+    from sklearn.model_selection import StratifiedKFold, StratifiedShuffleSplit  # 2 s to import: not at start-up
+
     if config.folds == 1:
         splitter = StratifiedShuffleSplit(1, test_size=SINGLE_SPLIT_VALID, random_state=config.data_seed)
     else:

@@ -31,12 +31,14 @@ TASK_TYPES = ("classification", "regression")
 @dataclass(frozen=True)
 class Metric:
     """A per-task score ``score(y_true, y_pred)`` over one task's labelled molecules;
-    ``defined(y_true)`` says whether it exists; ``higher_is_better`` orients model selection."""
+    ``defined(y_true)`` says whether it exists (``needs`` in words); ``higher_is_better``
+    orients model selection."""
 
     name: str
     task_type: str
     score: Callable[[np.ndarray, np.ndarray], float]
     defined: Callable[[np.ndarray], bool]
+    needs: str
     higher_is_better: bool
 
 
@@ -53,12 +55,13 @@ def _varies(y: np.ndarray) -> bool:
 
 
 METRICS: Dict[str, Metric] = {m.name: m for m in (
-    Metric("roc-auc", "classification", roc_auc_score, _two_classes, True),
-    Metric("prc-auc", "classification", average_precision_score, _two_classes, True),
-    Metric("accuracy", "classification", lambda y, p: float(np.mean((p >= 0.5) == (y == 1))), _some, True),
-    Metric("rmse", "regression", lambda y, p: math.sqrt(float(np.mean((p - y) ** 2))), _some, False),
-    Metric("mae", "regression", mean_absolute_error, _some, False),
-    Metric("r2", "regression", r2_score, _varies, True),
+    Metric("roc-auc", "classification", roc_auc_score, _two_classes, "both classes 0 and 1", True),
+    Metric("prc-auc", "classification", average_precision_score, _two_classes, "both classes 0 and 1", True),
+    Metric("accuracy", "classification", lambda y, p: float(np.mean((p >= 0.5) == (y == 1))), _some, "a label",
+           True),
+    Metric("rmse", "regression", lambda y, p: math.sqrt(float(np.mean((p - y) ** 2))), _some, "a label", False),
+    Metric("mae", "regression", mean_absolute_error, _some, "a label", False),
+    Metric("r2", "regression", r2_score, _varies, "two different labels", True),
 )}
 DEFAULT_METRIC = {"classification": "roc-auc", "regression": "rmse"}
 

@@ -41,7 +41,8 @@ def run_directory(run: Dict) -> str:
 
 def write_outputs(results: Dict, out_dir: Path, force: bool = False) -> List[Path]:
     """The run's files: summary.csv, results.json, splits.json, task_scores.png,
-    learning_curves.png, (with k-ary runs at several k) kary_sweep.png, and per model and split
+    learning_curves.png, (regression) test_parity.png, (with k-ary runs at several k)
+    kary_sweep.png, and per model and split
     ``runs/<model>/split<s>/best.pt`` (the checkpoint ``rpfast molecules predict`` reads) and
     ``test_predictions.csv``.
 
@@ -52,6 +53,8 @@ def write_outputs(results: Dict, out_dir: Path, force: bool = False) -> List[Pat
     """
     out_dir = Path(out_dir)
     names = ["summary.csv", "results.json", "splits.json", "task_scores.png", "learning_curves.png"]
+    if results.get("task_type") == "regression":
+        names.append("test_parity.png")
     ks = sorted({r["k"] for r in results["summary"] if r["name"] == "kary"})
     if len(ks) > 1:
         names.append("kary_sweep.png")
@@ -72,6 +75,8 @@ def write_outputs(results: Dict, out_dir: Path, force: bool = False) -> List[Pat
                               predicted["values"], files)
         _plot_tasks(results, tmp / "task_scores.png")
         _plot_learning_curves(results, tmp / "learning_curves.png")
+        if "test_parity.png" in names:
+            _plot_parity(results, tmp / "test_parity.png")
         if len(ks) > 1:
             _plot_sweep(results, tmp / "kary_sweep.png")
     return [out_dir / name for name in names] + [out_dir / "runs"]
@@ -168,6 +173,40 @@ def _plot_learning_curves(results: Dict, path: Path) -> None:
     for ax in axes:
         ax.set_xlabel("epoch")
     axes[1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    _save(plt, fig, path)
+
+
+MAX_PARITY_TASKS = 10
+
+
+def _plot_parity(results: Dict, path: Path) -> None:
+    """Regression: predicted against true test labels, one panel per model (every split's test
+    molecules; one colour per task, the first :data:`MAX_PARITY_TASKS`), with the identity line
+    and the model's mean test RMSE."""
+    files, tasks = results["files"], results["tasks"][:MAX_PARITY_TASKS]
+    labels = files["labels"]
+    rows = results["summary"]
+    plt, fig, axes = _figure(len(rows), 4.2 * len(rows) + 1.5)
+    for ax, row in zip(axes, rows):
+        low, high = np.inf, -np.inf
+        for run, predicted in zip(results["runs"], files["predictions"]):
+            if (run["model"], run["k"]) != (row["name"], row["k"]):
+                continue
+            truth = labels[predicted["test"].numpy()]
+            for t, task in enumerate(tasks):
+                known = ~np.isnan(truth[:, t])
+                x, y = truth[known, t], predicted["values"][known, t]
+                ax.scatter(x, y, s=6, alpha=0.5, color=f"C{t}", label=task if run["split"] == 0 else None)
+                if len(x):
+                    low, high = min(low, x.min(), y.min()), max(high, x.max(), y.max())
+        if np.isfinite(low):
+            ax.plot([low, high], [low, high], color="grey", linestyle="--", linewidth=1)
+        rmse = row["test_score"] if row["metric"] == "rmse" else None
+        ax.set_title(row["model"] + ("" if rmse is None else f" (test RMSE {rmse:.3f})"), fontsize=10)
+        ax.set_xlabel("true label")
+        ax.set_ylabel("predicted")
+    if len(tasks) > 1:
+        axes[-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     _save(plt, fig, path)
 
 
