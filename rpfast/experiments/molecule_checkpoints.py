@@ -10,7 +10,8 @@ ensemble of checkpoints (their predictions averaged).
 Predictions are reproducible: the model's relabelings are re-seeded from the checkpoint before
 every call, and molecules are scored in batches of :data:`PREDICT_BATCH` in input order, as the
 test set was during training; so predicting a run's ``test_predictions.csv`` from its checkpoint
-gives the written predictions bit for bit (on the same number of threads).
+gives the written predictions bit for bit on the same number of threads (``info["threads"]``
+records the training run's; ``rpfast molecules predict`` uses it by default).
 """
 import warnings
 from dataclasses import dataclass, field

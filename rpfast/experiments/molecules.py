@@ -239,7 +239,8 @@ def train_model(name: str, k: int, config: MoleculesConfig, graphs: MoleculeGrap
     test_labels = labels[test].numpy()
     scores = {m: task_scores(m, predictions, test_labels) for m in metrics_of(task_type)}
     trained.info = {"data": config.data, "split_seed": split_seed, "best_epoch": fitted.best_epoch,
-                    "metric": metric, "valid_score": fitted.best_metric, "test_score": mean_defined(scores[metric])}
+                    "metric": metric, "valid_score": fitted.best_metric, "test_score": mean_defined(scores[metric]),
+                    "threads": torch.get_num_threads()}  # what reproduces the test predictions bit for bit
     record = {"model": name, "k": arch.k, "metric": metric, "valid_score": fitted.best_metric,
               "best_epoch": fitted.best_epoch, "test_score": mean_defined(scores[metric]),
               "task_scores": scores[metric],

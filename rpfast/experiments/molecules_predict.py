@@ -4,7 +4,9 @@
 The output CSV has one row per molecule row of the input, in order: the row (0-based, header
 not counted), the SMILES and one ``<task>_pred`` column per task (a probability for
 classification, label units for regression, every digit of the float64). A SMILES RDKit cannot
-parse keeps its row with empty predictions and is reported by row.
+parse keeps its row with empty predictions and is reported by row. By default it runs on the
+thread count the first checkpoint was trained with: torch's float sums split over threads, so
+another count changes predictions in the last bits.
 """
 import csv
 import sys
@@ -12,10 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
+import torch
+
 from rpfast._io import atomic_path
 from rpfast._options import option
 from rpfast.data.molecule_files import read_smiles_file
-from rpfast.experiments.molecule_checkpoints import Predictions, predict
+from rpfast.experiments.molecule_checkpoints import Predictions, load_checkpoint, predict
 
 CHECKPOINT_NAME = "best.pt"
 
@@ -31,6 +35,8 @@ class PredictConfig:
     out: str = option("predictions.csv", "the output CSV")
     smiles_column: Optional[str] = option(None, "SMILES column of a CSV (default: 'smiles', any case)")
     force: bool = option(False, "replace an existing output file")
+    threads: Optional[int] = option(None, "torch/kernel threads (default: the count the first checkpoint was trained "
+                                          "with, which reproduces its test predictions bit for bit)")
 
 
 def checkpoint_files(paths: List[str]) -> List[Path]:
@@ -73,9 +79,16 @@ def main(config: PredictConfig, progress: bool = True) -> Predictions:
         raise FileExistsError(f"output {out} exists; use --force to replace it")
     if not out.parent.is_dir():
         raise FileNotFoundError(f"the directory of output {out} does not exist")
+    if config.threads is not None and (isinstance(config.threads, bool) or not isinstance(config.threads, int)
+                                       or config.threads < 1):
+        raise ValueError(f"threads must be a positive integer, got {config.threads!r}")
     files = checkpoint_files(config.checkpoint)
     smiles = read_smiles_file(config.data, config.smiles_column)
-    predictions = predict(files, smiles, progress=progress)
+    models = [load_checkpoint(path) for path in files]
+    threads = config.threads or models[0].info.get("threads")
+    if threads:
+        torch.set_num_threads(threads)  # float sums split over threads differ in the last bits
+    predictions = predict(models, smiles, progress=progress)
     write_predictions_csv(out, smiles, predictions)
     if predictions.invalid:
         shown = ", ".join(map(str, predictions.invalid[:10])) + (" ..." if len(predictions.invalid) > 10 else "")
