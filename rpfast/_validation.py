@@ -98,7 +98,7 @@ def _reject_graph_objects(value, name: str) -> None:
                         f"convert it with GraphBatch.from_pyg(batch)")
     if isinstance(value, torch.Tensor) and value.layout != torch.strided:
         hint = ("for PyG's adj_t (stored entry adj_t[i, j] = edge j -> i, COO or CSR) pass "
-                f"{name}=rpfast.data.sparse.edge_index_from_adj_t(adj_t); rpfast's graph layers also take adj_t "
+                f"{name}=rpfast.data.edge_index_from_adj_t(adj_t); rpfast's graph layers also take adj_t "
                 "in edge_index's place") if name == "edge_index" else f"pass {name}.to_dense()"
         raise TypeError(f"{name} is a sparse tensor ({value.layout}); {hint}")
 

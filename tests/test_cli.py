@@ -21,9 +21,64 @@ def test_csl_command_writes_table_csv_json_and_figure(tmp_path, capsys):
     assert (out / "csl.png").stat().st_size > 10_000
 
 
+def test_csl_single_split_is_stratified_and_its_sd_is_not_a_number(tmp_path, capsys):
+    import csv
+
+    import torch
+
+    from rpfast.experiments.csl import CSLConfig, _dataset, _splits
+
+    config = CSLConfig(folds=1)
+    _, labels = _dataset(config.num_vertices, config.data_seed)
+    [(train, valid)] = _splits(config, labels)
+    assert len(valid) == 30 and sorted(train + valid) == list(range(150))
+    assert torch.bincount(labels[valid], minlength=10).tolist() == [3] * 10  # as one of the 5 default folds
+    assert _splits(config, labels) == [(train, valid)]  # the data seed fixes it
+
+    out = tmp_path / "csl"
+    assert main(["csl", "--epochs", "1", "--folds", "1", "--out", str(out), "--no-progress", "--threads", "1",
+                 "--hidden", "4", "--jobs", "1"]) == 0
+    printed = capsys.readouterr().out
+    rows = [line.split() for line in printed.splitlines() if line.startswith(("GIN", "RP-GIN"))]
+    assert [row[5] for row in rows] == ["n/a", "n/a"] and [row[6] for row in rows] == ["1", "1"]
+    assert [row["sd"] for row in csv.DictReader((out / "summary.csv").open())] == ["", ""]
+    results = json.loads((out / "results.json").read_text())
+    assert [row["sd"] for row in results["summary"]] == [None, None] and len(results["runs"]) == 2
+
+
+def test_finished_in_is_the_whole_wall_time_of_the_process():
+    import subprocess
+    import sys
+    import time
+
+    from rpfast.experiments.report import wall_seconds
+
+    assert wall_seconds() > 0
+    start = time.monotonic()
+    code = ("import time; time.sleep(1.5); from rpfast.experiments.report import wall_seconds; "
+            "print(wall_seconds())")
+    reported = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                    check=True).stdout)
+    assert 1.5 <= reported <= time.monotonic() - start  # the sleep before the import counts
+
+
+def test_wall_seconds_without_proc_counts_from_the_import(monkeypatch):
+    import time
+
+    from rpfast.experiments import report
+
+    def no_proc(*args, **kwargs):
+        raise OSError("no /proc here")
+
+    monkeypatch.setattr(report, "open", no_proc, raising=False)
+    before = time.monotonic() - report._IMPORTED
+    assert before <= report.wall_seconds() <= time.monotonic() - report._IMPORTED
+
+
 @pytest.mark.parametrize("argv, message", [
     (["csl", "--epochs", "0"], "epochs must be a positive integer"),
-    (["csl", "--folds", "20"], "folds must be between 2 and 15"),
+    (["csl", "--folds", "20"], "folds must be between 1 and 15"),
+    (["csl", "--folds", "0"], "folds must be a positive integer"),
     (["csl", "--lr", "-1"], "lr must be positive"),
 ])
 def test_csl_command_reports_bad_options(argv, message, capsys):

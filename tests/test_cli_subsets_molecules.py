@@ -141,6 +141,25 @@ def test_many_invalid_rows_are_summarised_in_one_line(tmp_path, capsys):
                         "(rows 0, 2, 3, 4, 5, ...; 0-based, header not counted)"]
 
 
+def test_rdkit_messages_are_silenced_and_counted(tmp_path, capfd):
+    """RDKit writes to the C-level stderr (capfd sees it); the summary counts instead."""
+    import logging
+
+    from rpfast.data.molecules import parse_smiles_quietly
+
+    path = _write(tmp_path, "smi", ["[H]", "CCO", "C1CC", "[H]C([H])([H])[H]", "[H]"])
+    handlers = list(logging.getLogger("rdkit").handlers)
+    assert main(["subsets", str(path), "--k", "2", "--count", "--no-progress"]) == 0
+    err = capfd.readouterr().err
+    assert "WARNING" not in err and "Parse Error" not in err, err
+    assert err.splitlines()[-1].endswith("RDKit: 1 failed, 2 warned (its messages silenced)")
+    _, kept, warned = parse_smiles_quietly(["[H]", "CCO", "C1CC", "[H]"])
+    assert kept.tolist() == [0, 1, 3] and warned == [0, 3]
+    assert logging.getLogger("rdkit").handlers == handlers  # restored, and RDKit logs as before:
+    Chem.MolFromSmiles("C1CC")
+    assert "Parse Error" in capfd.readouterr().err
+
+
 @pytest.mark.parametrize("setup, argv, message", [
     (None, ["missing.csv"], "molecule file {dir}/missing.csv does not exist"),
     ("", ["f.csv"], "f.csv: the file is empty; expected a CSV header with a 'smiles' column"),

@@ -1,8 +1,10 @@
 """The README's API reference against the code. In the "## API" section, the call each bullet
-documents (its first backticked ``name(arguments)``) and every other documented ``rpfast.name(...)``
-or ``Class.method(...)`` names a function, class or method that exists, with the documented
-parameters in the documented order and the documented literal defaults. Calls written as
-examples (a literal or ``...`` as an argument) only have to exist."""
+documents (its first backticked ``name(arguments)``) and every other documented ``rpfast.name(...)``,
+``Class(...)`` or ``Class.method(...)`` of an rpfast class, and in the "## Relational Pooling for any model" section every call of an
+rpfast class (``PiSGD(...)``, ``KAry(...)``, ``RPGNN(...)``), names a function, class or method that
+exists, with the documented parameters in the documented order and the documented literal defaults
+(``name=...`` documents the name only). Calls written as examples (a literal or ``...`` as an
+argument) only have to exist."""
 import ast
 import importlib
 import inspect
@@ -19,10 +21,14 @@ NAMESPACES = ["rpfast", "rpfast.data", "rpfast.ops", "rpfast.nn", "rpfast.nn.rp"
 INSTANCES = {"graph": "GraphBatch"}
 
 
-def _api_section() -> str:
+def _section(title: str) -> str:
     text = README.read_text()
-    start = text.index("\n## API\n")
+    start = text.index(f"\n## {title}\n")
     return text[start:text.index("\n## ", start + 1)]
+
+
+def _api_section() -> str:
+    return _section("API")
 
 
 def _call(span: str):
@@ -51,9 +57,19 @@ def _documented_calls():
                 continue
             leading = index == 0 and bullet.startswith("- `")
             if leading or call[0].startswith("rpfast.") or re.match(r"[A-Z]\w*\.", call[0]) \
-                    or call[0].split(".")[0] in INSTANCES:
+                    or call[0].split(".")[0] in INSTANCES or _rpfast_class(call[0]):
                 calls.append(call)
+    prose = re.sub(r"```.*?```", "", _section("Relational Pooling for any model"), flags=re.S)
+    for span in re.findall(r"`([^`]+)`", prose, flags=re.S):
+        call = _call(" ".join(span.split()))
+        if call is not None and _rpfast_class(call[0]):
+            calls.append(call)
     return calls
+
+
+def _rpfast_class(name: str) -> bool:
+    """Whether ``name`` (``PiSGD``, ``GraphBatch.dense_adj``) starts with an rpfast class."""
+    return name[0].isupper() and _resolve(name.split(".")[0]) is not None
 
 
 def _resolve(name: str):
@@ -137,7 +153,7 @@ def test_documented_signature_matches_the_code(name, arguments):
         key, _, default = part.partition("=")
         key = key.strip().lstrip("*")
         assert key in names, f"README: {name}({arguments}) documents {key!r}; the code takes {names}"
-        if default:
+        if default and default.strip() != "...":
             try:
                 value = ast.literal_eval(default.strip())
             except (ValueError, SyntaxError):

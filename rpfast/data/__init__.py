@@ -5,6 +5,7 @@ from rpfast.data.csl import PAPER_SKIPS, csl_batch, csl_dataset, csl_graph
 from rpfast.data.moleculenet import MoleculeDataset, load_tox21, read_moleculenet_csv
 from rpfast.data.molecules import batch_from_smiles, canonical_order_from_mol, graph_from_smiles
 from rpfast.data.readers import read_edge_list
+from rpfast.data.sparse import edge_index_from_adj_t
 
 __all__ = [
     "GraphBatch",
@@ -14,6 +15,7 @@ __all__ = [
     "csl_batch",
     "PAPER_SKIPS",
     "read_edge_list",
+    "edge_index_from_adj_t",
     "graph_from_smiles",
     "batch_from_smiles",
     "canonical_order_from_mol",

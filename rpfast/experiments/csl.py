@@ -48,7 +48,7 @@ class CSLConfig:
                                          "renamed when complete)", flag="--out")
     force: bool = option(False, "replace an existing non-empty --out directory")
     threads: Optional[int] = option(None, "kernel/torch threads in all, shared by --jobs or --nproc processes "
-                                          "(default: torch's)")
+                                          "(default: the cores other processes leave free)")
     jobs: Optional[int] = option(None, "runs trained at once in worker processes (default: one per core, "
                                        "at most the number of runs; 1: all in this process)")
     nproc: int = option(1, "processes that train each run together (DistributedDataParallel, gloo on CPU); "

@@ -22,7 +22,6 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
-from sklearn.metrics import average_precision_score, mean_absolute_error, r2_score, roc_auc_score
 from torch import nn
 
 TASK_TYPES = ("classification", "regression")
@@ -42,6 +41,18 @@ class Metric:
     higher_is_better: bool
 
 
+def _sklearn(name: str) -> Callable[[np.ndarray, np.ndarray], float]:
+    """``sklearn.metrics.<name>``, imported on first use (scikit-learn costs every ``rpfast``
+    command a second of start-up otherwise)."""
+    def score(y: np.ndarray, p: np.ndarray) -> float:
+        import sklearn.metrics
+
+        return getattr(sklearn.metrics, name)(y, p)
+
+    score.__name__ = name
+    return score
+
+
 def _two_classes(y: np.ndarray) -> bool:
     return bool((y == 0).any() and (y == 1).any())
 
@@ -55,13 +66,13 @@ def _varies(y: np.ndarray) -> bool:
 
 
 METRICS: Dict[str, Metric] = {m.name: m for m in (
-    Metric("roc-auc", "classification", roc_auc_score, _two_classes, "both classes 0 and 1", True),
-    Metric("prc-auc", "classification", average_precision_score, _two_classes, "both classes 0 and 1", True),
+    Metric("roc-auc", "classification", _sklearn("roc_auc_score"), _two_classes, "both classes 0 and 1", True),
+    Metric("prc-auc", "classification", _sklearn("average_precision_score"), _two_classes, "both classes 0 and 1", True),
     Metric("accuracy", "classification", lambda y, p: float(np.mean((p >= 0.5) == (y == 1))), _some, "a label",
            True),
     Metric("rmse", "regression", lambda y, p: math.sqrt(float(np.mean((p - y) ** 2))), _some, "a label", False),
-    Metric("mae", "regression", mean_absolute_error, _some, "a label", False),
-    Metric("r2", "regression", r2_score, _varies, "two different labels", True),
+    Metric("mae", "regression", _sklearn("mean_absolute_error"), _some, "a label", False),
+    Metric("r2", "regression", _sklearn("r2_score"), _varies, "two different labels", True),
 )}
 DEFAULT_METRIC = {"classification": "roc-auc", "regression": "rmse"}
 

@@ -76,7 +76,7 @@ class MoleculesConfig:
                                                "renamed when complete)", flag="--out")
     force: bool = option(False, "replace an existing non-empty --out directory")
     threads: Optional[int] = option(None, "kernel/torch threads in all, shared by --nproc processes (default: the "
-                                          "free cores)")
+                                          "cores other processes leave free)")
     nproc: int = option(1, "processes that train each model together (DistributedDataParallel, gloo on CPU); "
                            "torchrun sets this itself")
     sync_bn: bool = option(False, "with several processes, synchronise BatchNorm statistics (SyncBatchNorm)")

@@ -1,4 +1,5 @@
 """GINConv: drop-in for torch_geometric.nn.GINConv on rpfast's fused aggregation."""
+import math
 from typing import Callable, Optional
 
 import torch
@@ -62,9 +63,12 @@ class GINConv(NotScriptable, nn.Module):
                                  f"(it sums messages along source_to_target edges)")
         if not callable(nn):
             raise TypeError(f"nn must be a callable module, got {type(nn).__name__}")
-        cache = require_flag(cache, "cache")
+        cache, train_eps = require_flag(cache, "cache"), require_flag(train_eps, "train_eps")
         self.nn = nn
         self.initial_eps = check_real(eps, "eps")
+        dtype = torch.get_default_dtype()
+        if math.isfinite(self.initial_eps) and abs(self.initial_eps) > torch.finfo(dtype).max:
+            raise ValueError(f"eps = {self.initial_eps!r} does not fit the default dtype {dtype}")
         self.cache = cache
         if train_eps:
             self.eps = torch.nn.Parameter(torch.empty(1))
