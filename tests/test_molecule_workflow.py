@@ -218,6 +218,7 @@ def test_metrics_agree_with_sklearn_and_skip_undefined_tasks():
     assert task_scores("rmse", predictions[:, 1:], labels[:, 1:]) == [math.sqrt((0.25 + 0.25 + 1) / 3)]
     assert task_scores("r2", predictions[:, 1:], labels[:, 1:]) == [r2_score([1, 2, 3], [1.5, 2.5, 2.0])]
     assert task_scores("roc-auc", predictions[:2, :1], np.array([[0.0], [0.0]])) == [None]
+    assert task_scores("rmse", np.array([[np.nan]]), np.array([[1.0]])) == [None]  # diverged: null, not NaN
 
 
 def test_regression_targets_are_standardised_on_train_and_inverted():

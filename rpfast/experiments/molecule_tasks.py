@@ -103,14 +103,15 @@ def infer_task_type(labels: torch.Tensor) -> str:
 
 
 def task_scores(metric: str, predictions: np.ndarray, labels: np.ndarray) -> List[Optional[float]]:
-    """``metric`` per task (column) over the labelled molecules; None where it is undefined.
-    ``predictions`` and ``labels`` are ``[molecules, tasks]`` (labels NaN where missing)."""
+    """``metric`` per task (column) over the labelled molecules; None where it is undefined (or
+    a prediction is not finite: a diverged model). ``predictions`` and ``labels`` are
+    ``[molecules, tasks]`` (labels NaN where missing)."""
     spec = METRICS[metric]
     out: List[Optional[float]] = []
     for t in range(labels.shape[1]):
         known = ~np.isnan(labels[:, t])
-        y = labels[known, t]
-        out.append(float(spec.score(y, predictions[known, t])) if spec.defined(y) else None)
+        y, p = labels[known, t], predictions[known, t]
+        out.append(float(spec.score(y, p)) if spec.defined(y) and np.isfinite(p).all() else None)
     return out
 
 
