@@ -9,6 +9,7 @@ pytest.importorskip("rdkit")
 from assertions import cli_fails  # noqa: E402
 from rpfast.cli import main  # noqa: E402
 from rpfast.data import load_tox21  # noqa: E402
+from tox21_files import write_tox21_subset  # noqa: E402
 
 pytestmark = pytest.mark.backend_neutral  # the first CI run covers it (see conftest.py)
 
@@ -17,15 +18,8 @@ pytestmark = pytest.mark.backend_neutral  # the first CI run covers it (see conf
 def tiny_csv(tmp_path, monkeypatch):
     """160 Tox21 molecules with 3 tasks, an id column, missing labels and one invalid SMILES."""
     monkeypatch.setenv("RPFAST_CACHE", str(tmp_path / "cache"))
-    data = load_tox21()
-    path = tmp_path / "tiny.csv"
-    with path.open("w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["mol_id", "SMILES", "A", "B", "C"])
-        for i in range(160):
-            labels = ["" if v != v else int(v) for v in data.labels[i, :3].tolist()]
-            writer.writerow([f"TOX{i}", data.smiles[i] if i != 5 else "C1CC", *labels])
-    return path
+    return write_tox21_subset(tmp_path / "tiny.csv", 160, {"A": 0, "B": 1, "C": 2}, smiles_header="SMILES", ids=True,
+                              replace={5: "C1CC"})
 
 
 def test_molecules_command_writes_table_csv_json_and_figures(tiny_csv, tmp_path, capsys):

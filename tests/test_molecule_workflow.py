@@ -14,6 +14,7 @@ pytest.importorskip("rdkit")
 from assertions import cli_fails  # noqa: E402
 from rpfast.cli import main  # noqa: E402
 from rpfast.data import load_tox21  # noqa: E402
+from tox21_files import write_tox21_subset  # noqa: E402
 
 pytestmark = pytest.mark.backend_neutral  # the first CI run covers it (see conftest.py)
 
@@ -53,14 +54,7 @@ def regression_csv(tmp_path, monkeypatch):
 def tiny_csv(tmp_path, monkeypatch):
     """300 Tox21 molecules with 2 tasks (missing labels included)."""
     monkeypatch.setenv("RPFAST_CACHE", str(tmp_path / "cache"))
-    data = load_tox21()
-    path = tmp_path / "tiny.csv"
-    with path.open("w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["smiles", "NR-AhR", "SR-MMP"])
-        for i in range(300):
-            writer.writerow([data.smiles[i], *("" if v != v else int(v) for v in data.labels[i, [2, 10]].tolist())])
-    return path
+    return write_tox21_subset(tmp_path / "tiny.csv", 300, {"NR-AhR": 2, "SR-MMP": 10})
 
 
 def _predicted_columns(rows):
