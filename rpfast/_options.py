@@ -3,7 +3,8 @@
 Every dataclass field becomes an option unless its metadata says ``cli=False``:
 
 * the flag is ``--field-name`` (metadata ``flag`` overrides it; ``aliases`` adds hidden,
-  deprecated spellings; ``positional=True`` makes it a positional argument);
+  deprecated spellings; ``positional=True`` makes it a positional argument, ``nargs``
+  passes through, e.g. ``"?"`` for an optional one);
 * the type comes from the annotation (``int``, ``float``, ``str``, ``Optional[...]``) or from
   metadata ``type`` (a parser such as :func:`int_range`); ``choices`` from metadata;
 * a ``bool`` field is a switch: ``--flag`` sets it when its default is False, and
@@ -87,6 +88,8 @@ def add_dataclass_options(parser: argparse.ArgumentParser, config_cls: Type) -> 
             kwargs["metavar"] = meta.get("metavar", flag.lstrip("-").replace("-", "_").upper())
             if not required and default is not None:
                 help_text += f" (default {default})"
+        if "nargs" in meta:
+            kwargs["nargs"] = meta["nargs"]
         if meta.get("positional"):
             kwargs.pop("metavar", None)
             parser.add_argument(field.name, help=help_text, **kwargs)

@@ -5,8 +5,8 @@ A command module has ``HELP`` (one line for ``rpfast --help``), ``add_parser(par
 and ``run(args) -> int`` (the exit status). :mod:`rpfast.cli` builds the parser from this
 table and dispatches; it knows no command option.
 """
-from rpfast.commands import csl, info, molecules, subsets
+from rpfast.commands import csl, info, molecules, pairs, subsets
 
-COMMANDS = {"csl": csl, "molecules": molecules, "subsets": subsets, "info": info}
+COMMANDS = {"csl": csl, "molecules": molecules, "subsets": subsets, "pairs": pairs, "info": info}
 
 __all__ = ["COMMANDS"]

@@ -1,0 +1,161 @@
+"""`rpfast pairs`: the RPC protocol of the BREC benchmark (Wang & Zhang 2023) on pairs of
+1-WL-equivalent graphs, with RP models.
+
+For each pair (G, H) and seed: Q random relabelings of each graph (a node permutation and a
+shuffled edge order), interleaved G_1, H_1, G_2, H_2, ...; a fresh model (initialised from the
+pair's seed) trained to push the two apart (``CosineEmbeddingLoss(out[0::2], out[1::2], -1)``,
+Adam, up to ``epochs`` full-batch steps, stopping when the loss has not improved for
+``patience`` of them); then, in eval mode, ``D = f(G_q) - f(H_q)`` and the statistics of
+:mod:`rpfast.experiments.pair_statistics`, with the reliability check on 2Q relabelings of one
+member (chosen by the seed) split into interleaved halves.
+
+Models (:data:`MODELS`): ``gin`` (the negative control: a plain GIN cannot separate
+1-WL-equivalent graphs) and ``rp-gin`` (GIN with one-hot IDs of a random relabeling, averaged
+over ``eval_samples`` relabelings in eval mode: RP with pi-SGD, Murphy et al. 2019).
+"""
+import math
+from dataclasses import dataclass
+from typing import Dict, List
+
+import numpy as np
+import torch
+
+from rpfast.data.batch import GraphBatch
+from rpfast.data.pairs import GraphPair
+from rpfast.experiments.pair_statistics import verdict
+from rpfast.nn import GIN, RPGIN, PiSGD
+
+MODELS = ("gin", "rp-gin")
+
+
+@dataclass
+class PairsSettings:
+    """The protocol's constants (BREC's defaults) and the model's shape."""
+
+    model: str = "rp-gin"
+    relabelings: int = 32  # Q
+    output_dim: int = 16
+    hidden: int = 32
+    layers: int = 4
+    epochs: int = 20
+    patience: int = 5
+    lr: float = 1e-4
+    eval_samples: int = 256
+    ridge: float = 0.0
+
+    def validate(self) -> None:
+        if self.model not in MODELS:
+            raise ValueError(f"unknown model {self.model!r}: choose from {', '.join(MODELS)}")
+        for name in ("relabelings", "output_dim", "hidden", "layers", "epochs", "patience", "eval_samples"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.relabelings < 2:
+            raise ValueError(f"relabelings must be >= 2 (a covariance needs two rows), got {self.relabelings}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be positive and finite, got {self.lr!r}")
+        if not (math.isfinite(self.ridge) and self.ridge >= 0):
+            raise ValueError(f"ridge must be >= 0, got {self.ridge!r}")
+
+
+def relabeled(edge_index: torch.Tensor, n: int, count: int, generator: torch.Generator) -> List[torch.Tensor]:
+    """``count`` random relabelings of one graph: vertex ``v`` becomes ``perm[v]`` and the edge
+    order is shuffled (what the protocol feeds the model)."""
+    out = []
+    for _ in range(count):
+        perm = torch.randperm(n, generator=generator)
+        order = torch.randperm(edge_index.shape[1], generator=generator)
+        out.append(perm[edge_index[:, order]])
+    return out
+
+
+def batch_of(graphs: List[torch.Tensor], n: int) -> GraphBatch:
+    """A batch of graphs on ``n`` vertices with the constant node feature 1."""
+    return GraphBatch.from_edge_lists([(g, n) for g in graphs], x=[torch.ones(n, 1) for _ in graphs])
+
+
+def build_model(settings: PairsSettings, n: int, generator: torch.Generator) -> torch.nn.Module:
+    """A fresh model for graphs on ``n`` vertices (initialised from torch's global seed)."""
+    if settings.model == "gin":
+        return GIN(1, settings.hidden, settings.layers, settings.output_dim)
+    return RPGIN(1, settings.hidden, settings.layers, settings.output_dim, id_dim=n,
+                 strategy=PiSGD(train_samples=1, eval_samples=settings.eval_samples), generator=generator)
+
+
+def _embed(model: torch.nn.Module, graph: GraphBatch) -> torch.Tensor:
+    return model(graph.x, graph)
+
+
+def run_pair(pair: GraphPair, seed: int, settings: PairsSettings) -> Dict:
+    """The protocol on one pair and seed: the row of the per-pair CSV (statistics, decision,
+    epochs, final loss) and the D matrices (``differences``, ``reliability``)."""
+    generator = torch.Generator().manual_seed(seed * 1_000_003 + pair.index)
+    torch.manual_seed(seed * 1_000_003 + pair.index)
+    q, n = settings.relabelings, pair.n
+    g_views = relabeled(pair.g, n, q, generator)
+    h_views = relabeled(pair.h, n, q, generator)
+    train = batch_of([view for both in zip(g_views, h_views) for view in both], n)
+    model = build_model(settings, n, generator)
+    optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
+    loss_fn = torch.nn.CosineEmbeddingLoss()
+    target = -torch.ones(q)
+    best, stale, epochs, loss_value = math.inf, 0, 0, math.nan
+    model.train()
+    for epochs in range(1, settings.epochs + 1):
+        out = _embed(model, train)
+        loss = loss_fn(out[0::2], out[1::2], target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        loss_value = float(loss.detach())
+        if loss_value < best - 1e-6:
+            best, stale = loss_value, 0
+        else:
+            stale += 1
+            if stale >= settings.patience:
+                break
+    model.eval()
+    with torch.no_grad():
+        g_out = _embed(model, batch_of(g_views, n)).double()
+        h_out = _embed(model, batch_of(h_views, n)).double()
+        member = pair.g if torch.randint(2, (1,), generator=generator).item() == 0 else pair.h
+        twice = _embed(model, batch_of(relabeled(member, n, 2 * q, generator), n)).double()
+    differences = (g_out - h_out).numpy()
+    reliability = (twice[0::2] - twice[1::2]).numpy()
+    result = verdict(differences, reliability, settings.ridge)
+    return {"category": pair.category, "index": pair.index, "n": n, "seed": seed, "t2": result.t2,
+            "t2_reliability": result.t2_reliability, "p_value": result.p_value,
+            "distinguished": result.distinguished, "reliable": result.reliable, "epochs": epochs,
+            "final_loss": loss_value, "differences": differences, "reliability": reliability}
+
+
+def score(rows: List[Dict]) -> Dict[str, Dict[str, int]]:
+    """Per category and in total: pairs, distinguished (on every seed), unreliable (on any seed),
+    and the protocol's score = distinguished - unreliable."""
+    by_pair: Dict = {}
+    for row in rows:
+        by_pair.setdefault((row["category"], row["index"]), []).append(row)
+    table: Dict[str, Dict[str, int]] = {}
+    for (category, _), group in by_pair.items():
+        for key in (category, "total"):
+            entry = table.setdefault(key, {"pairs": 0, "distinguished": 0, "unreliable": 0})
+            entry["pairs"] += 1
+            entry["distinguished"] += all(r["distinguished"] for r in group)
+            entry["unreliable"] += not all(r["reliable"] for r in group)
+    for entry in table.values():
+        entry["score"] = entry["distinguished"] - entry["unreliable"]
+    total = table.pop("total", None)
+    if total is not None:
+        table["total"] = total
+    return table
+
+
+def differences_arrays(rows: List[Dict]) -> Dict[str, np.ndarray]:
+    """The D matrices by pair, for ``--save-embeddings`` (``<category>_<index>_seed<s>`` and
+    ``..._reliability``)."""
+    out = {}
+    for row in rows:
+        key = f"{row['category']}_{row['index']}_seed{row['seed']}"
+        out[key] = row["differences"]
+        out[key + "_reliability"] = row["reliability"]
+    return out

@@ -1,0 +1,65 @@
+"""Tables and figures of `rpfast pairs`, beside the published RPC scores."""
+from pathlib import Path
+from typing import Dict
+
+import numpy as np
+
+#: Published BREC scores (out of 400; the last two on the reduced 340-pair file), issue 29.
+PUBLISHED = {"Graphormer": 79, "OSAN": 148, "NGNN": 166, "DropGNN": 177, "KC-SetGNN": 211, "GNN-AK": 222,
+             "SUN": 223, "PPGN": 233, "GSN": 254, "3-WL": 270, "KP-GNN": 275, "I2-GNN": 281, "N2-GNN": 287}
+
+
+#: The published protocol's constants that rpfast's options may change (reported beside a score).
+PROTOCOL = {"epochs": 20, "lr": 1e-4}
+
+
+def changed_constants(config: Dict) -> str:
+    """``"epochs 100 (protocol 20), lr 0.001 (protocol 0.0001)"`` for the constants ``config``
+    changes; empty when it keeps them all."""
+    return ", ".join(f"{k} {config[k]:g} (protocol {v:g})" for k, v in PROTOCOL.items() if config[k] != v)
+
+
+def format_table(table: Dict[str, Dict[str, int]], model: str, changed: str = "") -> str:
+    """Per category and in total: pairs, distinguished, unreliable, score; then the protocol
+    constants the run changed and the published totals for comparison."""
+    header = f"{'category':<16}{'pairs':>7}{'distinguished':>15}{'unreliable':>12}{'score':>8}"
+    lines = [f"rpfast {model}: RPC protocol" + (f"; changed: {changed}" if changed else ""), header,
+             "-" * len(header)]
+    for category, row in table.items():
+        lines.append(f"{category:<16}{row['pairs']:>7}{row['distinguished']:>15}{row['unreliable']:>12}"
+                     f"{row['score']:>8}")
+    lines.append("published scores (of 400): " + ", ".join(f"{k} {v}" for k, v in PUBLISHED.items()))
+    return "\n".join(lines)
+
+
+def plot_scores(table: Dict[str, Dict[str, int]], model: str, path: Path) -> None:
+    """Left: per category, the pairs and the pairs distinguished; right: the total score beside the
+    published ones (scaled to 400 pairs when the file has another size, and marked so)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    categories = [c for c in table if c != "total"]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    x = np.arange(len(categories))
+    axes[0].bar(x - 0.2, [table[c]["pairs"] for c in categories], 0.4, label="pairs", color="lightgrey")
+    axes[0].bar(x + 0.2, [table[c]["score"] for c in categories], 0.4, label=f"rpfast {model} score", color="C0")
+    axes[0].set_xticks(x)
+    axes[0].set_xticklabels(categories, rotation=30, ha="right")
+    axes[0].set_title("Per category")
+    axes[0].legend(fontsize=8)
+    total = table.get("total", {"pairs": 0, "score": 0})
+    scaled = 400 * total["score"] / total["pairs"] if total["pairs"] else 0.0
+    names = list(PUBLISHED) + [f"rpfast {model}" + ("" if total["pairs"] == 400 else " (per 400)")]
+    values = list(PUBLISHED.values()) + [scaled]
+    axes[1].barh(np.arange(len(names)), values, color=["C7"] * len(PUBLISHED) + ["C0"])
+    axes[1].set_yticks(np.arange(len(names)))
+    axes[1].set_yticklabels(names, fontsize=8)
+    axes[1].set_xlabel("score (of 400)")
+    axes[1].set_title("Against published RPC scores")
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=120, format="png")
+    finally:
+        plt.close(fig)

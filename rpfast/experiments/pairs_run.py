@@ -1,0 +1,166 @@
+"""`rpfast pairs`: options, the run over every pair and seed, and its outputs.
+
+Outputs in ``--out``: ``config.json`` (written first), ``pairs.csv`` (one row per pair and
+seed, appended and flushed as each finishes, so an interrupted run loses nothing and
+``--resume`` continues it), with ``--save-embeddings`` ``embeddings/<category>_<index>_seed<s>.npz``
+(the D matrices ``differences`` and ``reliability``, to recompute T2 independently), and at the
+end ``summary.json`` and ``scores.png`` (written whole; their presence marks a finished run).
+"""
+import csv
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from rpfast._io import atomic_path, check_output_dir
+from rpfast._options import option
+from rpfast.data.pairs import FAMILIES, GraphPair, family_pairs, read_pairs
+from rpfast.experiments.pairs import MODELS, PairsSettings, run_pair, score
+from rpfast.experiments.pairs_report import changed_constants, format_table, plot_scores
+from rpfast.experiments.report import wall_seconds
+
+COLUMNS = ("category", "index", "n", "seed", "t2", "t2_reliability", "p_value", "distinguished", "reliable",
+           "epochs", "final_loss", "seconds")
+
+
+@dataclass
+class PairsConfig:
+    """The settings of ``rpfast pairs``; its options derive from these fields."""
+
+    file: Optional[str] = option(None, "pair file: one pair per line, [category] graph6 graph6", positional=True,
+                                 nargs="?")
+    family: Optional[str] = option(None, "a built-in family instead of a file: " + ", ".join(FAMILIES),
+                                   choices=FAMILIES)
+    count: Optional[int] = option(None, "only the first COUNT pairs")
+    model: str = option("rp-gin", "gin (the negative control) or rp-gin", choices=MODELS)
+    seeds: int = option(1, "seeds per pair (the published protocol uses 10); a pair counts as distinguished "
+                           "only on every seed, as reliable only on every seed")
+    epochs: int = option(100, "training steps per pair at most (the protocol's default is 20)")
+    patience: int = option(100, "stop training when the loss has not improved for this many steps")
+    lr: float = option(1e-3, "Adam learning rate (the protocol's default is 1e-4)")
+    eval_samples: int = option(256, "relabelings RP averages per embedding in eval mode")
+    hidden: int = option(32, "GIN width")
+    layers: int = option(4, "GIN layers")
+    ridge: float = option(0.0, "add RIDGE * I to the covariance (a separate mode, for exactly invariant models)")
+    out_dir: str = option("pairs_results", "output directory", flag="--out")
+    force: bool = option(False, "replace an existing non-empty --out directory")
+    resume: bool = option(False, "continue the run in --out (same options), skipping the pairs it has")
+    save_embeddings: bool = option(False, "also write each pair's D matrices (embeddings/*.npz)")
+    threads: Optional[int] = option(None, "torch/kernel threads")
+
+    def settings(self) -> PairsSettings:
+        names = {f.name for f in fields(PairsSettings)}
+        return PairsSettings(**{k: v for k, v in asdict(self).items() if k in names})
+
+    def validate(self) -> None:
+        if (self.file is None) == (self.family is None):
+            raise ValueError("name a pair file or a --family (one of them)")
+        if self.seeds < 1:
+            raise ValueError(f"seeds must be >= 1, got {self.seeds}")
+        if self.count is not None and self.count < 1:
+            raise ValueError(f"count must be >= 1, got {self.count}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads must be >= 1, got {self.threads}")
+        if self.resume and self.force:
+            raise ValueError("--resume continues the run in --out and --force replaces it: choose one")
+        self.settings().validate()
+
+
+def load_pairs(config: PairsConfig) -> List[GraphPair]:
+    pairs = read_pairs(config.file) if config.file is not None else family_pairs(config.family, config.count)
+    return pairs[:config.count]
+
+
+def _identity(config: PairsConfig) -> Dict:
+    """What a resumed run must share with the run it continues."""
+    return {k: v for k, v in asdict(config).items() if k not in ("force", "resume", "threads", "out_dir")}
+
+
+def _prepare_out(config: PairsConfig) -> List[Dict]:
+    """Create or reopen ``--out``; the rows a resumed run already has."""
+    out = Path(config.out_dir)
+    if config.resume:
+        if not (out / "config.json").is_file():
+            raise FileNotFoundError(f"--resume: {out} holds no rpfast pairs run (no config.json)")
+        stored = json.loads((out / "config.json").read_text())
+        if stored != _identity(config):
+            differ = sorted(k for k in set(stored) | set(_identity(config)) if stored.get(k) != _identity(config).get(k))
+            raise ValueError(f"--resume: the run in {out} used other options ({', '.join(differ)})")
+        return _read_rows(out / "pairs.csv")
+    check_output_dir(out, config.force)
+    if out.is_dir() and config.force:
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    with atomic_path(out / "config.json") as tmp:
+        tmp.write_text(json.dumps(_identity(config), indent=2))
+    return []
+
+
+def _read_rows(path: Path) -> List[Dict]:
+    """The complete rows of a streamed ``pairs.csv`` (a line cut short by an interruption is dropped)."""
+    if not path.is_file():
+        return []
+    lines = path.read_text().splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines = lines[:-1]
+        with atomic_path(path) as tmp:
+            tmp.write_text("".join(lines))
+    rows = []
+    for row in csv.DictReader(lines):
+        rows.append({**row, "index": int(row["index"]), "n": int(row["n"]), "seed": int(row["seed"]),
+                     "t2": float(row["t2"]), "t2_reliability": float(row["t2_reliability"]),
+                     "distinguished": row["distinguished"] == "True", "reliable": row["reliable"] == "True"})
+    return rows
+
+
+def main(config: PairsConfig, progress: bool = True) -> Dict:
+    """Run the protocol on every pair and seed (skipping those a resumed run has), streaming
+    rows; print the table; write the summary and the figure."""
+    config.validate()
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    pairs = load_pairs(config)
+    settings = config.settings()
+    rows = _prepare_out(config)
+    out = Path(config.out_dir)
+    done = {(r["category"], r["index"], r["seed"]) for r in rows}
+    todo = [(p, s) for p in pairs for s in range(config.seeds) if (p.category, p.index, s) not in done]
+    new_file = not (out / "pairs.csv").is_file()
+    with (out / "pairs.csv").open("a", newline="") as fh, \
+            tqdm(total=len(todo), desc="pairs", unit="pair", disable=not progress) as bar:
+        writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
+        if new_file:
+            writer.writeheader()
+        for pair, seed in todo:
+            start = time.perf_counter()
+            row = run_pair(pair, seed, settings)
+            row["seconds"] = time.perf_counter() - start
+            if config.save_embeddings:
+                (out / "embeddings").mkdir(exist_ok=True)
+                with atomic_path(out / "embeddings" / f"{pair.category}_{pair.index}_seed{seed}.npz") as tmp:
+                    with tmp.open("wb") as npz:
+                        np.savez(npz, differences=row["differences"], reliability=row["reliability"])
+            writer.writerow(row)
+            fh.flush()
+            os.fsync(fh.fileno())
+            rows.append(row)
+            bar.set_postfix(t2=f"{row['t2']:.1f}", distinguished=sum(r["distinguished"] for r in rows))
+            bar.update()
+    table = score(rows)
+    changed = changed_constants(asdict(config))
+    print(format_table(table, config.model, changed))
+    with atomic_path(out / "summary.json") as tmp:
+        tmp.write_text(json.dumps({"config": asdict(config), "changed_protocol_constants": changed, "scores": table},
+                                  indent=2, allow_nan=False))
+    with atomic_path(out / "scores.png") as tmp:
+        plot_scores(table, config.model, tmp)
+    print(f"finished in {wall_seconds():.0f} s; wrote {out / 'pairs.csv'}, {out / 'summary.json'}, "
+          f"{out / 'scores.png'}" + (f", {out / 'embeddings'}" if config.save_embeddings else ""))
+    return {"rows": rows, "scores": table}

@@ -1,0 +1,130 @@
+"""`rpfast pairs` (issue 29, first part): the RPC statistic against a direct computation, pair
+files and families, the GIN control, the command's outputs and --resume."""
+import csv
+import re
+import json
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from assertions import cli_fails
+from rpfast.cli import main
+from rpfast.data.pairs import family_pairs, read_pairs
+from rpfast.experiments.pair_statistics import THRESHOLD, hotelling_p_value, t_squared, verdict
+from rpfast.experiments.pairs import PairsSettings, run_pair
+
+pytestmark = pytest.mark.backend_neutral
+
+
+def test_t_squared_matches_a_direct_computation():
+    rng = np.random.default_rng(0)
+    d = rng.normal(0.3, 1.0, size=(32, 16))
+    mean = d.mean(axis=0)
+    centred = d - mean
+    covariance = centred.T @ centred / (len(d) - 1)
+    assert t_squared(d) == pytest.approx(mean @ np.linalg.inv(covariance) @ mean, rel=1e-9)
+    assert t_squared(d, ridge=0.5) == pytest.approx(mean @ np.linalg.inv(covariance + 0.5 * np.eye(16)) @ mean,
+                                                    rel=1e-9)
+    from scipy.stats import f
+
+    statistic = 32 * t_squared(d)
+    assert hotelling_p_value(d) == pytest.approx(f.sf(statistic * 16 / (16 * 31), 16, 16), rel=1e-9)
+    assert t_squared(np.zeros((32, 16))) == 0.0  # an exactly invariant model: S = 0, T2 = 0
+    with pytest.raises(ValueError, match="finite"):
+        t_squared(np.full((4, 2), np.nan))
+
+
+def test_the_decision_rule():
+    rng = np.random.default_rng(1)
+    noise = rng.normal(size=(32, 4))
+    far = verdict(noise + 5.0, noise[::-1])
+    assert far.t2 > THRESHOLD and far.distinguished and far.reliable
+    same = verdict(noise + 5.0, noise + 5.0)  # the reliability statistic as large: not reliable
+    assert not same.distinguished and not same.reliable
+
+
+def _graph6(graph) -> str:
+    return nx.to_graph6_bytes(graph, header=False).decode().strip()
+
+
+def test_pair_files_are_read_and_every_problem_names_the_line(tmp_path):
+    g, h = nx.cycle_graph(6), nx.disjoint_union(nx.cycle_graph(3), nx.cycle_graph(3))
+    path = tmp_path / "pairs.txt"
+    path.write_text(f"# two triangles against a hexagon\n\nbasic {_graph6(g)}\t{_graph6(h)}\n{_graph6(h)} {_graph6(g)}\n")
+    pairs = read_pairs(path)
+    assert [(p.category, p.index, p.n) for p in pairs] == [("basic", 0, 6), ("pairs", 1, 6)]
+    assert pairs[0].g.shape == (2, 12)
+    for text, message in [
+        (f"{_graph6(g)}\n", "expected [category] graph6 graph6, got 1 fields"),
+        (f"x {_graph6(g)} not-graph6!\n", "is not a graph6 string"),
+        (f"{_graph6(g)} {_graph6(nx.path_graph(5))}\n", "have 6 and 5 vertices"),
+        (f"{_graph6(g)} {_graph6(nx.relabel_nodes(g, {i: (i + 2) % 6 for i in range(6)}))}\n", "isomorphic"),
+        ("# nothing\n", "no pair in the file"),
+    ]:
+        path.write_text(text)
+        with pytest.raises(ValueError, match=re.escape(message)) as info:
+            read_pairs(path)
+        assert str(path) in str(info.value)
+
+
+@pytest.mark.filterwarnings("ignore:The hashes produced")
+@pytest.mark.parametrize("family, count", [("csl", 45), ("srg", 1), ("regular", 20)])
+def test_families_are_non_isomorphic_and_1wl_equivalent(family, count):
+    pairs = family_pairs(family)
+    assert len(pairs) == count
+    for pair in pairs[:10]:
+        g, h = (nx.Graph(list(map(tuple, e.t().tolist()))) for e in (pair.g, pair.h))
+        assert g.number_of_nodes() == h.number_of_nodes() == pair.n
+        assert nx.weisfeiler_lehman_graph_hash(g, iterations=pair.n) == nx.weisfeiler_lehman_graph_hash(
+            h, iterations=pair.n)
+        assert not nx.is_isomorphic(g, h)
+
+
+def test_gin_is_the_negative_control_and_rp_gin_separates():
+    pairs = family_pairs("regular", 3)
+    gin = [run_pair(p, 0, PairsSettings(model="gin", epochs=20)) for p in pairs]
+    assert all(r["t2"] == 0.0 and not r["distinguished"] and r["reliable"] for r in gin)
+    rp = [run_pair(p, 0, PairsSettings(model="rp-gin", epochs=100, patience=100, lr=1e-3)) for p in pairs]
+    assert all(r["reliable"] for r in rp) and any(r["distinguished"] for r in rp)
+    assert all(r["t2"] > 10 * r["t2_reliability"] for r in rp)
+
+
+def _rows(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_pairs_command_streams_rows_saves_embeddings_and_resumes(tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = ["pairs", "--family", "regular", "--model", "gin", "--epochs", "3", "--out", str(out), "--no-progress",
+            "--save-embeddings"]
+    assert main(argv + ["--count", "2"]) == 0
+    assert "total                 2              0           0       0" in capsys.readouterr().out
+    rows = _rows(out / "pairs.csv")
+    assert [r["index"] for r in rows] == ["0", "1"] and set(rows[0]) >= {"category", "distinguished", "reliable"}
+    saved = np.load(out / "embeddings" / "regular_1_seed0.npz")
+    assert t_squared(saved["differences"]) == float(rows[1]["t2"])
+    assert (out / "scores.png").stat().st_size > 10_000
+    assert json.loads((out / "summary.json").read_text())["scores"]["total"]["pairs"] == 2
+
+    # an interrupted run: a row cut short is dropped, the rest continues
+    text = (out / "pairs.csv").read_text()
+    (out / "pairs.csv").write_text(text + "regular,2,10,0,0.0")
+    assert cli_fails(argv + ["--count", "3"], capsys).startswith("rpfast pairs: error: output directory")
+    err = cli_fails(argv + ["--count", "3", "--resume", "--epochs", "4"], capsys)
+    assert "used other options (count, epochs)" in err
+    config = json.loads((out / "config.json").read_text())
+    config["count"] = 3
+    (out / "config.json").write_text(json.dumps(config))
+    assert main(argv + ["--count", "3", "--resume"]) == 0
+    assert [r["index"] for r in _rows(out / "pairs.csv")] == ["0", "1", "2"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "name a pair file or a --family"),
+    (["no/such/file.txt"], "does not exist"),
+    (["--family", "csl", "--model", "mlp"], "invalid choice: 'mlp'"),
+])
+def test_pairs_command_errors_are_one_line(argv, message, tmp_path, capsys):
+    assert message in cli_fails(["pairs", *argv, "--out", str(tmp_path / "o"), "--no-progress"], capsys)
