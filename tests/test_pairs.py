@@ -69,9 +69,10 @@ def test_pair_files_are_read_and_every_problem_names_the_line(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore:The hashes produced")
-@pytest.mark.parametrize("family, count", [("csl", 45), ("srg", 1), ("regular", 20)])
-def test_families_are_non_isomorphic_and_1wl_equivalent(family, count):
-    pairs = family_pairs(family)
+@pytest.mark.parametrize("family, count, first", [("csl", 45, None), ("srg", 1, None), ("regular", 20, None),
+                                                  ("cfi", 3, 3)])
+def test_families_are_non_isomorphic_and_1wl_equivalent(family, count, first):
+    pairs = family_pairs(family, first)
     assert len(pairs) == count
     for pair in pairs[:10]:
         g, h = (nx.Graph(list(map(tuple, e.t().tolist()))) for e in (pair.g, pair.h))
@@ -128,3 +129,14 @@ def test_pairs_command_streams_rows_saves_embeddings_and_resumes(tmp_path, capsy
 ])
 def test_pairs_command_errors_are_one_line(argv, message, tmp_path, capsys):
     assert message in cli_fails(["pairs", *argv, "--out", str(tmp_path / "o"), "--no-progress"], capsys)
+
+
+def test_cfi_pairs_differ_only_by_the_twist():
+    from rpfast.data.pairs import cfi_pair
+
+    g, h = cfi_pair(nx.complete_graph(4))
+    assert g.number_of_nodes() == h.number_of_nodes() == 40  # 4 gadgets of 4 middle + 6 end vertices
+    assert len(set(g.edges) ^ set(h.edges)) == 4  # one base edge's two links, crossed
+    assert sorted(d for _, d in g.degree) == sorted(d for _, d in h.degree)
+    with pytest.raises(ValueError, match="connected"):
+        cfi_pair(nx.empty_graph(3))

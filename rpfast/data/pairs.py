@@ -9,7 +9,9 @@ separated by tabs or spaces; ``#`` starts a comment and blank lines are skipped.
   lengths (4-regular, 45 pairs);
 * ``srg``: the Shrikhande graph against the 4x4 rook's graph (both strongly regular
   srg(16, 6, 2, 2));
-* ``regular``: random d-regular graphs of equal size (seeded), kept when non-isomorphic.
+* ``regular``: random d-regular graphs of equal size (seeded), kept when non-isomorphic;
+* ``cfi``: Cai-Fuerer-Immerman pairs (:func:`cfi_pair`) over small base graphs (cycles, K4,
+  K3,3, the prism, the cube, the Petersen graph: 18 to 100 vertices).
 
 Graph6 parsing is networkx's. Every pair is checked: equal vertex counts, and, up to
 :data:`ISOMORPHISM_CHECK_MAX` vertices, non-isomorphic (networkx's VF2++); bigger pairs are not
@@ -26,11 +28,11 @@ from torch import Tensor
 from rpfast._io import read_text
 from rpfast.data.csl import PAPER_SKIPS, csl_graph
 
-__all__ = ["GraphPair", "read_pairs", "family_pairs", "FAMILIES", "ISOMORPHISM_CHECK_MAX"]
+__all__ = ["GraphPair", "read_pairs", "family_pairs", "cfi_pair", "FAMILIES", "ISOMORPHISM_CHECK_MAX"]
 
 #: Pairs of at most this many vertices are checked for isomorphism.
 ISOMORPHISM_CHECK_MAX = 64
-FAMILIES = ("csl", "srg", "regular")
+FAMILIES = ("csl", "srg", "regular", "cfi")
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,11 @@ def family_pairs(name: str, count: Optional[int] = None, seed: int = 0, n: int =
         pairs = [GraphPair("csl", i, 41, a, b) for i, (a, b) in enumerate(itertools.combinations(graphs, 2))]
     elif name == "srg":
         pairs = [GraphPair("srg", 0, 16, _edge_index(_shrikhande()), _edge_index(_rook_4x4()))]
+    elif name == "cfi":
+        pairs = []
+        for base in _cfi_bases():
+            g, h = cfi_pair(base)
+            pairs.append(GraphPair("cfi", len(pairs), g.number_of_nodes(), _edge_index(g), _edge_index(h)))
     else:
         pairs = _regular_pairs(count or 20, seed, n, degree)
     return [_check(p) for p in pairs[:count]]
@@ -166,3 +173,54 @@ def _regular_pairs(count: int, seed: int, n: int, degree: int) -> List[GraphPair
         if nx.is_connected(g) and nx.is_connected(h) and not nx.vf2pp_is_isomorphic(g, h):
             pairs.append(GraphPair("regular", len(pairs), n, _edge_index(g), _edge_index(h)))
     return pairs
+
+
+def _cfi_bases():
+    """Small connected base graphs for CFI pairs, smallest first."""
+    import networkx as nx
+
+    return [nx.cycle_graph(3), nx.cycle_graph(4), nx.cycle_graph(5), nx.complete_graph(4),
+            nx.complete_bipartite_graph(3, 3), nx.circular_ladder_graph(3), nx.hypercube_graph(3),
+            nx.petersen_graph()]
+
+
+def cfi_pair(base):
+    """The Cai-Fuerer-Immerman pair over a connected base graph (networkx), as two networkx
+    graphs on the same vertices ``0..n-1``.
+
+    Each base vertex v of degree d becomes a gadget: two end vertices ``a(v, e, 0)``,
+    ``a(v, e, 1)`` per incident edge e, and one middle vertex per even-sized subset S of its
+    incident edges, joined to ``a(v, e, 1)`` for e in S and to ``a(v, e, 0)`` otherwise. Each base
+    edge {u, v} joins ``a(u, e, i)`` to ``a(v, e, i)`` (i = 0, 1); the second graph twists one
+    edge (``a(u, e, i)`` to ``a(v, e, 1 - i)``). The two are non-isomorphic for a connected base
+    and not told apart by the 1-WL test (nor by k-WL for k below the base's treewidth)."""
+    import networkx as nx
+
+    if base.number_of_nodes() < 2 or not nx.is_connected(base):
+        raise ValueError("a CFI base graph must be connected with at least 2 vertices")
+    base = nx.convert_node_labels_to_integers(base)
+    ids = {}
+
+    def vertex(key):
+        return ids.setdefault(key, len(ids))
+
+    gadget_edges = []
+    for v in base.nodes:
+        incident = sorted(tuple(sorted(e)) for e in base.edges(v))
+        for size in range(0, len(incident) + 1, 2):
+            for subset in itertools.combinations(incident, size):
+                middle = vertex(("m", v, subset))
+                for e in incident:
+                    gadget_edges.append((middle, vertex(("a", v, e, int(e in subset)))))
+    twisted = tuple(sorted(next(iter(base.edges))))
+    graphs = []
+    for twist in (False, True):
+        graph = nx.Graph()
+        graph.add_nodes_from(range(len(ids)))
+        graph.add_edges_from(gadget_edges)
+        for u, v in base.edges:
+            e = tuple(sorted((u, v)))
+            for i in (0, 1):
+                graph.add_edge(ids[("a", u, e, i)], ids[("a", v, e, 1 - i if twist and e == twisted else i)])
+        graphs.append(graph)
+    return graphs[0], graphs[1]
