@@ -1,5 +1,10 @@
+import os
 import sys
 from pathlib import Path
+
+# The commands pick fewer threads on a loaded machine and say so on stderr: tests (and the
+# commands they start in subprocesses) keep torch's default, whatever else the machine runs.
+os.environ["RPFAST_LOAD_CHECK"] = "0"
 
 # Test helpers (reference.py, strategies.py) live beside the tests.
 sys.path.insert(0, str(Path(__file__).parent))

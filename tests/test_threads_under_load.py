@@ -29,6 +29,7 @@ def test_a_spinning_neighbour_is_seen_as_a_busy_core():
     (3.0, 1, True),  # never below one thread
 ])
 def test_the_default_shrinks_to_the_free_cores(busy, expected, says, monkeypatch, capsys):
+    monkeypatch.setenv("RPFAST_LOAD_CHECK", "1")  # conftest turns it off for the other tests
     monkeypatch.setattr(threads.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(threads, "busy_cores", lambda seconds=0.25: busy)
     assert threads.free_threads(None, 2, "rpfast test") == expected
@@ -43,5 +44,12 @@ def test_an_explicit_thread_count_is_obeyed(monkeypatch):
 
 
 def test_without_cpu_counters_the_default_stays(monkeypatch):
+    monkeypatch.setenv("RPFAST_LOAD_CHECK", "1")
     monkeypatch.setattr(threads, "_cpu_counters", lambda: None)
     assert threads.busy_cores(0.01) is None and threads.free_threads(None, 2, "rpfast test") is None
+
+
+def test_the_check_can_be_turned_off(monkeypatch):
+    monkeypatch.setenv("RPFAST_LOAD_CHECK", "0")
+    monkeypatch.setattr(threads, "busy_cores", lambda seconds=0.25: 2.0)
+    assert threads.free_threads(None, 2, "rpfast test") is None

@@ -3,6 +3,7 @@ import argparse
 
 import torch
 
+from rpfast._io import check_output_dir
 from rpfast._options import add_dataclass_options, config_from_args
 from rpfast.experiments import distributed
 from rpfast.experiments.csl import CSLConfig, main
@@ -26,6 +27,8 @@ def run(args: argparse.Namespace) -> int:
     paper = {"epochs": PAPER_EPOCHS, "seeds": PAPER_SEEDS, "batch_size": PAPER_BATCH} if args.paper else {}
     config = config_from_args(CSLConfig, args, **paper)
     if not distributed.under_launcher():  # under torchrun the launcher chose the processes and threads
+        config.validate()  # bad options and outputs are reported alone, before the load check's line
+        check_output_dir(config.out_dir, config.force)
         config.threads = free_threads(config.threads, torch.get_num_threads(), "rpfast csl")
     main(config, progress=not args.no_progress)
     return 0

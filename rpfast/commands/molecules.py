@@ -5,6 +5,7 @@ import argparse
 
 import torch
 
+from rpfast._io import check_output_dir
 from rpfast._options import add_dataclass_options, config_from_args
 from rpfast.experiments import distributed, molecules, molecules_predict
 from rpfast.experiments.threads import free_threads
@@ -44,6 +45,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         config = config_from_args(molecules.MoleculesConfig, args, **(PAPER if args.paper else {}))
         if not distributed.under_launcher():  # under torchrun the launcher chose the processes and threads
+            config.validate()  # bad options and outputs are reported alone, before the load check's line
+            check_output_dir(config.out_dir, config.force)
             config.threads = free_threads(config.threads, torch.get_num_threads(), "rpfast molecules")
         molecules.main(config, progress=not args.no_progress)
     return 0

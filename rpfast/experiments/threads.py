@@ -7,7 +7,9 @@ other. Beside busy neighbours that is ruinous: measured on this 2-core machine
 two spinning neighbours against 2.0 s with one thread. So a command looks at the machine before
 it starts: it samples the kernel's CPU counters (``/proc/stat``) for a quarter of a second, and
 when other processes keep cores busy it uses only the cores left free (at least one), saying
-so in one line on stderr. ``--threads N`` is always obeyed as given.
+so in one line on stderr. ``--threads N`` is always obeyed as given, and ``RPFAST_LOAD_CHECK=0``
+in the environment turns the check off (torch's default then, whatever the load: for timings
+or runs that must use one thread count).
 """
 import os
 import sys
@@ -47,10 +49,13 @@ def busy_cores(seconds: float = SAMPLE_SECONDS) -> Optional[float]:
 
 def free_threads(requested: Optional[int], default: int, command: str) -> Optional[int]:
     """The thread count a command runs with: ``requested`` when given; else ``default`` (torch's
-    thread count) reduced to the cores other processes leave free, at least 1. Returns None when
-    nothing changes (use the default), else the count, after printing why on stderr."""
+    thread count) reduced to the cores other processes leave free, at least 1 (unless
+    ``RPFAST_LOAD_CHECK=0``). Returns None when nothing changes (use the default), else the count,
+    after printing why on stderr."""
     if requested is not None:
         return requested
+    if os.environ.get("RPFAST_LOAD_CHECK", "1") == "0":
+        return None
     busy = busy_cores()
     if busy is None:
         return None
