@@ -140,3 +140,15 @@ def test_cfi_pairs_differ_only_by_the_twist():
     assert sorted(d for _, d in g.degree) == sorted(d for _, d in h.degree)
     with pytest.raises(ValueError, match="connected"):
         cfi_pair(nx.empty_graph(3))
+
+
+def test_worker_processes_give_the_rows_of_one_process(tmp_path, capsys):
+    argv = ["pairs", "--family", "regular", "--count", "3", "--eval-samples", "8", "--epochs", "3", "--no-progress",
+            "--threads", "2"]
+    assert main(argv + ["--jobs", "1", "--out", str(tmp_path / "one")]) == 0
+    assert main(argv + ["--jobs", "2", "--out", str(tmp_path / "two")]) == 0
+    one, two = _rows(tmp_path / "one" / "pairs.csv"), _rows(tmp_path / "two" / "pairs.csv")
+    assert sorted(r["index"] for r in two) == ["0", "1", "2"]  # streamed as the workers finish them
+    by_index = {r["index"]: r for r in two}
+    for row in one:
+        assert float(by_index[row["index"]]["t2"]) == pytest.approx(float(row["t2"]), rel=1e-4)

@@ -25,6 +25,7 @@ from rpfast.data.pairs import FAMILIES, GraphPair, family_pairs, read_pairs
 from rpfast.experiments.pairs import MODELS, PairsSettings, run_pair, score
 from rpfast.experiments.pairs_report import changed_constants, format_table, plot_scores
 from rpfast.experiments.report import wall_seconds
+from rpfast.experiments.workers import default_jobs, run_in_workers
 
 COLUMNS = ("category", "index", "n", "seed", "t2", "t2_reliability", "p_value", "distinguished", "reliable",
            "epochs", "final_loss", "seconds")
@@ -53,7 +54,9 @@ class PairsConfig:
     force: bool = option(False, "replace an existing non-empty --out directory")
     resume: bool = option(False, "continue the run in --out (same options), skipping the pairs it has")
     save_embeddings: bool = option(False, "also write each pair's D matrices (embeddings/*.npz)")
-    threads: Optional[int] = option(None, "torch/kernel threads")
+    threads: Optional[int] = option(None, "torch/kernel threads in all, shared by the --jobs processes")
+    jobs: Optional[int] = option(None, "pairs run at once in worker processes (default: one per core, at most the "
+                                       "number of pairs; 1: all in this process)")
 
     def settings(self) -> PairsSettings:
         names = {f.name for f in fields(PairsSettings)}
@@ -68,6 +71,8 @@ class PairsConfig:
             raise ValueError(f"count must be >= 1, got {self.count}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
+        if self.jobs is not None and self.jobs < 1:
+            raise ValueError(f"jobs must be >= 1, got {self.jobs}")
         if self.resume and self.force:
             raise ValueError("--resume continues the run in --out and --force replaces it: choose one")
         self.settings().validate()
@@ -80,7 +85,7 @@ def load_pairs(config: PairsConfig) -> List[GraphPair]:
 
 def _identity(config: PairsConfig) -> Dict:
     """What a resumed run must share with the run it continues."""
-    return {k: v for k, v in asdict(config).items() if k not in ("force", "resume", "threads", "out_dir")}
+    return {k: v for k, v in asdict(config).items() if k not in ("force", "resume", "threads", "jobs", "out_dir")}
 
 
 def _prepare_out(config: PairsConfig) -> List[Dict]:
@@ -120,6 +125,14 @@ def _read_rows(path: Path) -> List[Dict]:
     return rows
 
 
+def timed_pair(pair: GraphPair, seed: int, settings: PairsSettings, report=None) -> Dict:
+    """:func:`~rpfast.experiments.pairs.run_pair` and its seconds (a worker's job)."""
+    start = time.perf_counter()
+    row = run_pair(pair, seed, settings)
+    row["seconds"] = time.perf_counter() - start
+    return row
+
+
 def main(config: PairsConfig, progress: bool = True) -> Dict:
     """Run the protocol on every pair and seed (skipping those a resumed run has), streaming
     rows; print the table; write the summary and the figure."""
@@ -133,26 +146,34 @@ def main(config: PairsConfig, progress: bool = True) -> Dict:
     done = {(r["category"], r["index"], r["seed"]) for r in rows}
     todo = [(p, s) for p in pairs for s in range(config.seeds) if (p.category, p.index, s) not in done]
     new_file = not (out / "pairs.csv").is_file()
+    jobs = min(len(todo), config.jobs or default_jobs()) or 1
+    threads = config.threads or torch.get_num_threads()
     with (out / "pairs.csv").open("a", newline="") as fh, \
             tqdm(total=len(todo), desc="pairs", unit="pair", disable=not progress) as bar:
         writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
         if new_file:
             writer.writeheader()
-        for pair, seed in todo:
-            start = time.perf_counter()
-            row = run_pair(pair, seed, settings)
-            row["seconds"] = time.perf_counter() - start
+
+        def finished(_, row: Dict) -> None:
+            """Stream one pair's row (and its D matrices) out as it arrives."""
             if config.save_embeddings:
                 (out / "embeddings").mkdir(exist_ok=True)
-                with atomic_path(out / "embeddings" / f"{pair.category}_{pair.index}_seed{seed}.npz") as tmp:
-                    with tmp.open("wb") as npz:
-                        np.savez(npz, differences=row["differences"], reliability=row["reliability"])
+                name = f"{row['category']}_{row['index']}_seed{row['seed']}.npz"
+                with atomic_path(out / "embeddings" / name) as tmp, tmp.open("wb") as npz:
+                    np.savez(npz, differences=row["differences"], reliability=row["reliability"])
             writer.writerow(row)
             fh.flush()
             os.fsync(fh.fileno())
             rows.append(row)
             bar.set_postfix(t2=f"{row['t2']:.1f}", distinguished=sum(r["distinguished"] for r in rows))
             bar.update()
+
+        calls = [(pair, seed, settings) for pair, seed in todo]
+        if jobs == 1:
+            for index, call in enumerate(calls):
+                finished(index, timed_pair(*call))
+        else:
+            run_in_workers(timed_pair, calls, jobs, max(1, threads // jobs), bar, on_result=finished)
     table = score(rows)
     changed = changed_constants(asdict(config))
     print(format_table(table, config.model, changed))

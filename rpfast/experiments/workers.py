@@ -17,7 +17,7 @@ import signal
 import threading
 import time
 import traceback
-from typing import Any, Callable, List, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 import torch
 
@@ -144,10 +144,12 @@ def _has_message(connection) -> bool:
         return False
 
 
-def run_in_workers(function: Callable, calls: Sequence[tuple], jobs: int, threads: int, bar) -> List[Any]:
+def run_in_workers(function: Callable, calls: Sequence[tuple], jobs: int, threads: int, bar,
+                   on_result: Optional[Callable[[int, Any], None]] = None) -> List[Any]:
     """``[function(*args, report=...) for args in calls]`` in ``jobs`` spawned processes with
     ``threads`` threads each; ``report(n)`` in a worker advances ``bar`` by n. Results come
-    back in the order of ``calls``; a worker's exception is raised here, a worker killed by a
+    back in the order of ``calls``, and ``on_result(index, result)`` (optional) sees each as it
+    arrives (to stream it out); a worker's exception is raised here, a worker killed by a
     signal raises :class:`ProcessFailed`, and either way, Ctrl-C and the CLI's SIGTERM too,
     every worker is stopped."""
     context = multiprocessing.get_context("spawn")
@@ -198,6 +200,8 @@ def run_in_workers(function: Callable, calls: Sequence[tuple], jobs: int, thread
                     raise message[2]
                 else:
                     results[message[1]] = message[2]
+                    if on_result is not None:
+                        on_result(message[1], message[2])
                     give(slots[item])
         for connection in connections:
             connection.send(None)
