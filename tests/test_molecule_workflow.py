@@ -148,6 +148,7 @@ def test_predict_keeps_rows_of_invalid_smiles_empty_and_names_them(tiny_csv, tmp
 @pytest.mark.parametrize("make, message", [
     (lambda p: p.write_text("not a checkpoint"), "not an rpfast molecules checkpoint"),
     (lambda p: torch.save({"format": "something else"}, p), "format 'something else'"),
+    (lambda p: torch.save({"format": "rpfast-molecules-checkpoint/1"}, p), "incomplete rpfast molecules checkpoint"),
 ])
 def test_a_file_that_is_no_checkpoint_is_a_one_line_error(make, message, tmp_path, capsys):
     bad = tmp_path / "best.pt"

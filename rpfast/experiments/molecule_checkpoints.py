@@ -103,6 +103,10 @@ def load_checkpoint(path) -> MoleculeModel:
         found = record.get("format") if isinstance(record, dict) else type(record).__name__
         raise ValueError(f"{path}: not an rpfast molecules checkpoint (format {found!r}, expected "
                          f"{CHECKPOINT_FORMAT!r})")
+    missing = [key for key in ("architecture", "targets", "tasks", "eval_seed", "featurizer", "state_dict")
+               if key not in record]
+    if missing:
+        raise ValueError(f"{path}: an incomplete rpfast molecules checkpoint (no {', '.join(missing)})")
     features = record["featurizer"]
     if features.get("version") != FEATURIZER_VERSION:
         raise ValueError(f"{path}: the model was trained on features {features.get('version')!r}, but this rpfast "
@@ -112,10 +116,14 @@ def load_checkpoint(path) -> MoleculeModel:
         warnings.warn(f"{path}: trained with RDKit {features.get('rdkit')}, now {now['rdkit']}: predictions may "
                       "differ slightly where the releases perceive molecules differently", RuntimeWarning,
                       stacklevel=2)
-    arch = Architecture(**record["architecture"])
-    generator = torch.Generator()
-    model = build_model(arch, generator)
-    model.load_state_dict(record["state_dict"])
+    try:
+        arch = Architecture(**record["architecture"])
+        generator = torch.Generator()
+        model = build_model(arch, generator)
+        model.load_state_dict(record["state_dict"])
+    except (TypeError, KeyError, RuntimeError) as error:  # edited or damaged: one line, not a traceback
+        first = (str(error).splitlines() or [""])[0][:200]
+        raise ValueError(f"{path}: the checkpoint's model cannot be rebuilt ({type(error).__name__}: {first})") from None
     model.eval()
     return MoleculeModel(model, generator, arch, Targets.from_state(record["targets"]), list(record["tasks"]),
                          int(record["eval_seed"]), record.get("info", {}))
@@ -141,6 +149,9 @@ def predict(checkpoints: Union[str, Path, MoleculeModel, Sequence], smiles: Sequ
     row with NaN predictions."""
     if isinstance(checkpoints, (str, Path, MoleculeModel)):
         checkpoints = [checkpoints]
+    if not isinstance(checkpoints, (list, tuple)):
+        raise TypeError(f"checkpoints must be a path, a MoleculeModel or a list of them, got "
+                        f"{type(checkpoints).__name__}")
     models = [c if isinstance(c, MoleculeModel) else load_checkpoint(c) for c in checkpoints]
     if not models:
         raise ValueError("predict needs at least one checkpoint")

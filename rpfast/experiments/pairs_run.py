@@ -102,7 +102,7 @@ def _prepare_out(config: PairsConfig) -> List[Dict]:
     check_output_dir(out, config.force)
     if out.is_dir() and config.force:
         shutil.rmtree(out)
-    out.mkdir(parents=True)
+    out.mkdir(parents=True, exist_ok=True)  # an existing empty directory is fine
     with atomic_path(out / "config.json") as tmp:
         tmp.write_text(json.dumps(_identity(config), indent=2))
     return []
