@@ -33,8 +33,8 @@ def format_table(table: Dict[str, Dict[str, int]], model: str, changed: str = ""
 
 
 def plot_scores(table: Dict[str, Dict[str, int]], model: str, path: Path) -> None:
-    """Left: per category, the pairs and the pairs distinguished; right: the total score beside the
-    published ones (scaled to 400 pairs when the file has another size, and marked so)."""
+    """Left: per category, the pairs and the score; right: the published totals, with this run's
+    beside them when it scored 400 pairs (BREC's file), else named in the title only."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -50,14 +50,16 @@ def plot_scores(table: Dict[str, Dict[str, int]], model: str, path: Path) -> Non
     axes[0].set_title("Per category")
     axes[0].legend(fontsize=8)
     total = table.get("total", {"pairs": 0, "score": 0})
-    scaled = 400 * total["score"] / total["pairs"] if total["pairs"] else 0.0
-    names = list(PUBLISHED) + [f"rpfast {model}" + ("" if total["pairs"] == 400 else " (per 400)")]
-    values = list(PUBLISHED.values()) + [scaled]
-    axes[1].barh(np.arange(len(names)), values, color=["C7"] * len(PUBLISHED) + ["C0"])
+    comparable = total["pairs"] == 400  # BREC's file; another pair set is not on the same scale
+    names = list(PUBLISHED) + ([f"rpfast {model}"] if comparable else [])
+    values = list(PUBLISHED.values()) + ([total["score"]] if comparable else [])
+    axes[1].barh(np.arange(len(names)), values, color=["C7"] * len(PUBLISHED) + ["C0"] * comparable)
     axes[1].set_yticks(np.arange(len(names)))
     axes[1].set_yticklabels(names, fontsize=8)
     axes[1].set_xlabel("score (of 400)")
-    axes[1].set_title("Against published RPC scores")
+    axes[1].set_title("Published RPC scores" + ("" if comparable else
+                                                f" (this run: {total['score']} of {total['pairs']} pairs, "
+                                                "not BREC's 400)"), fontsize=10)
     fig.tight_layout()
     try:
         fig.savefig(path, dpi=120, format="png")
