@@ -253,3 +253,25 @@ def test_balanced_scaffold_split_keeps_scaffolds_together_and_varies_with_the_se
             for i in index.tolist():
                 assert owner.setdefault(scaffolds[i], name) == name
     assert not torch.equal(parts[0][2], parts[1][2])
+
+
+def test_an_id_column_beside_binary_labels_is_left_out_with_a_warning(tmp_path, capsys, monkeypatch):
+    """BBBP's layout: num (a row number), name, p_np (0/1), smiles."""
+    monkeypatch.setenv("RPFAST_CACHE", str(tmp_path / "cache"))
+    data = load_tox21()
+    path = tmp_path / "bbbp_like.csv"
+    with path.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["num", "name", "p_np", "smiles"])
+        for i in range(120):
+            writer.writerow([i + 1, f"compound {i}", int(i % 3 == 0), data.smiles[i]])
+    out = tmp_path / "out"
+    assert main(["molecules", "--data", str(path), "--model", "duvenaud", "--epochs", "1", "--out", str(out),
+                 "--no-progress", "--threads", "1", "--split", "scaffold"]) == 0
+    assert "left out the columns that are not 0/1 beside the 0/1 label columns (an id or a count?): num" \
+        in capsys.readouterr().err
+    results = _strict_json(out / "results.json")
+    assert results["tasks"] == ["p_np"] and results["task_type"] == "classification"
+    err = cli_fails(["molecules", "--data", str(path), "--tasks", "num,p_np", "--out", str(tmp_path / "o"),
+                     "--no-progress"], capsys)
+    assert "--tasks mixes 0/1 columns (p_np) with continuous ones (num)" in err

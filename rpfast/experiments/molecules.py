@@ -116,8 +116,11 @@ class MoleculesConfig:
         self.model_list()
 
 
-def load_dataset(config: MoleculesConfig) -> MoleculeDataset:
-    """The molecules and labels ``config.data`` names (Tox21 or a CSV), ``--tasks`` applied."""
+def load_dataset(config: MoleculesConfig, warn=lambda line: None) -> MoleculeDataset:
+    """The molecules and labels ``config.data`` names (Tox21 or a CSV), ``--tasks`` applied.
+    With ``--task-type auto`` and no ``--tasks``, numeric columns that are not 0/1 beside 0/1
+    columns (a row number or a count beside binary labels, as in BBBP's ``num``) are left out,
+    with a ``warn(line)``."""
     tasks = None if config.tasks is None else [t.strip() for t in config.tasks.split(",") if t.strip()]
     if config.data == "tox21":
         dataset = load_tox21()
@@ -131,6 +134,8 @@ def load_dataset(config: MoleculesConfig) -> MoleculeDataset:
         dataset = read_moleculenet_csv(config.data, smiles_column=config.smiles_column, tasks=tasks)
     if not dataset.tasks:
         raise ValueError(f"{config.data}: no label column found; name them with --tasks")
+    if config.task_type == "auto":
+        dataset = _binary_beside_continuous(dataset, config.data, tasks is not None, warn)
     if config.task_type == "classification":
         labels = dataset.labels
         bad = ~labels.isnan() & (labels != 0) & (labels != 1)
@@ -142,6 +147,24 @@ def load_dataset(config: MoleculesConfig) -> MoleculeDataset:
     if len(dataset) < 10:
         raise ValueError(f"{config.data}: {len(dataset)} molecules are too few for train/valid/test splits")
     return dataset
+
+
+def _binary_beside_continuous(dataset: MoleculeDataset, where: str, named: bool, warn) -> MoleculeDataset:
+    """``dataset`` without its non-0/1 columns when it also has 0/1 columns (see
+    :func:`load_dataset`); a ValueError when the user named such a mix with ``--tasks``."""
+    labels = dataset.labels
+    binary = (labels.isnan() | (labels == 0) | (labels == 1)).all(dim=0).tolist()
+    if all(binary) or not any(binary):
+        return dataset
+    kept = [t for t, b in zip(dataset.tasks, binary) if b]
+    left = [t for t, b in zip(dataset.tasks, binary) if not b]
+    if named:
+        raise ValueError(f"{where}: --tasks mixes 0/1 columns ({', '.join(kept)}) with continuous ones "
+                         f"({', '.join(left)}): choose --task-type classification or regression")
+    warn(f"warning: {where}: left out the columns that are not 0/1 beside the 0/1 label columns (an id or a "
+         f"count?): {', '.join(left)}; name label columns with --tasks, or use --task-type regression")
+    columns = [i for i, b in enumerate(binary) if b]
+    return MoleculeDataset(dataset.smiles, labels[:, columns].contiguous(), kept)
 
 
 def resolve_task(config: MoleculesConfig, labels: torch.Tensor) -> tuple:
@@ -262,7 +285,8 @@ def run_molecules(config: MoleculesConfig, progress: bool = True) -> Dict:
         torch.set_num_threads(config.threads)
     main = distributed.current().main
     progress = progress and main
-    dataset = load_dataset(config)
+    warn = (lambda line: print(line, file=sys.stderr)) if main else (lambda line: None)
+    dataset = load_dataset(config, warn)
     task_type, metric = resolve_task(config, dataset.labels)
     check_usable_tasks(metric, dataset.labels, dataset.tasks, config.data)  # before featurising
     graphs = featurize_dataset(dataset, progress=progress)
@@ -278,8 +302,7 @@ def run_molecules(config: MoleculesConfig, progress: bool = True) -> Dict:
         splits = read_splits_file(config.splits_file, graphs, len(dataset))
     else:
         splits = make_splits(config.split, graphs, config.splits, config.seed)
-    check_splits(splits, labels, dataset.tasks, metric, config.data,
-                 warn=(lambda line: print(line, file=sys.stderr)) if main else (lambda line: None))
+    check_splits(splits, labels, dataset.tasks, metric, config.data, warn=warn)
     jobs = [(name, config.k) for name in config.model_list()]
     if config.sweep_k:
         jobs += [("kary", k) for k in SWEEP_K if ("kary", k) not in jobs]
