@@ -10,7 +10,8 @@ import pytest
 
 from assertions import cli_fails
 from rpfast.cli import main
-from rpfast.data.pairs import family_pairs, read_pairs
+from rpfast.data.pair_families import family_pairs
+from rpfast.data.pairs import read_pairs
 from rpfast.experiments.pair_statistics import THRESHOLD, hotelling_p_value, t_squared, verdict
 from rpfast.experiments.pairs import PairsSettings, run_pair
 
@@ -69,17 +70,48 @@ def test_pair_files_are_read_and_every_problem_names_the_line(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore:The hashes produced")
-@pytest.mark.parametrize("family, count, first", [("csl", 45, None), ("srg", 1, None), ("regular", 20, None),
-                                                  ("cfi", 3, 3)])
-def test_families_are_non_isomorphic_and_1wl_equivalent(family, count, first):
-    pairs = family_pairs(family, first)
-    assert len(pairs) == count
+@pytest.mark.parametrize("family, count, expected", [("csl", None, 45), ("srg", 6, 6), ("regular", None, 20),
+                                                     ("basic", 3, 3), ("cfi", 3, 3)])
+def test_families_are_non_isomorphic_and_1wl_equivalent(family, count, expected):
+    pairs = family_pairs(family, count)
+    assert len(pairs) == expected and {p.category for p in pairs} == {family}
     for pair in pairs[:10]:
         g, h = (nx.Graph(list(map(tuple, e.t().tolist()))) for e in (pair.g, pair.h))
         assert g.number_of_nodes() == h.number_of_nodes() == pair.n
         assert nx.weisfeiler_lehman_graph_hash(g, iterations=pair.n) == nx.weisfeiler_lehman_graph_hash(
             h, iterations=pair.n)
-        assert not nx.is_isomorphic(g, h)
+        if pair.n <= 20:  # VF2 is slow on bigger regular graphs; check_pair certified those
+            assert not nx.is_isomorphic(g, h)
+    if family == "basic":
+        assert all(len({d for _, d in nx.Graph(p.g.t().tolist()).degree}) > 1 for p in pairs)  # not regular
+    if family == "srg":  # Shrikhande/rook, then T(8) against the three Chang graphs, then Latin square graphs
+        assert [p.n for p in pairs] == [16, 28, 28, 28, 36, 49]
+
+
+def test_wl_equivalence_and_the_isomorphism_checks_decide_correctly():
+    from rpfast.data.pair_families import wl_equivalent
+    from rpfast.data.pairs import isomorphic_within, local_invariants
+
+    path, star = nx.path_graph(4), nx.star_graph(3)
+    assert not wl_equivalent(path, star)
+    hexagon, triangles = nx.cycle_graph(6), nx.disjoint_union(nx.cycle_graph(3), nx.cycle_graph(3))
+    assert wl_equivalent(hexagon, triangles) and isomorphic_within(hexagon, triangles, 5.0) is False
+    assert local_invariants(hexagon) != local_invariants(triangles)  # triangles through each vertex
+    assert isomorphic_within(hexagon, nx.relabel_nodes(hexagon, {i: 5 - i for i in range(6)}), 5.0) is True
+
+
+def test_written_pair_files_read_back(tmp_path):
+    from rpfast.data.pairs import write_pairs
+
+    pairs = family_pairs("regular", 2) + family_pairs("srg", 1)
+    write_pairs(pairs, tmp_path / "mine.txt")
+    again = read_pairs(tmp_path / "mine.txt")
+    assert [(p.category, p.n) for p in again] == [("regular", 10), ("regular", 10), ("srg", 16)]
+    for a, b in zip(pairs, again):
+        assert nx.is_isomorphic(nx.Graph(a.g.t().tolist()), nx.Graph(b.g.t().tolist()))
+    with pytest.raises(ValueError, match="category 'two words'"):
+        write_pairs([again[0].__class__("two words", 0, 10, again[0].g, again[0].h)], tmp_path / "bad.txt")
+    assert not (tmp_path / "bad.txt").exists()
 
 
 def test_gin_is_the_negative_control_and_rp_gin_separates():
@@ -132,7 +164,7 @@ def test_pairs_command_errors_are_one_line(argv, message, tmp_path, capsys):
 
 
 def test_cfi_pairs_differ_only_by_the_twist():
-    from rpfast.data.pairs import cfi_pair
+    from rpfast.data.pair_families import cfi_pair
 
     g, h = cfi_pair(nx.complete_graph(4))
     assert g.number_of_nodes() == h.number_of_nodes() == 40  # 4 gadgets of 4 middle + 6 end vertices

@@ -2,22 +2,17 @@
 ``rpfast pairs`` (the RPC protocol of the BREC benchmark).
 
 A pair file holds one pair per line: an optional category label, then two graph6 strings,
-separated by tabs or spaces; ``#`` starts a comment and blank lines are skipped.
-:func:`family_pairs` generates pairs built into rpfast:
+separated by tabs or spaces; ``#`` starts a comment and blank lines are skipped
+(:func:`read_pairs`, :func:`write_pairs`). Built-in families are in
+:mod:`rpfast.data.pair_families`.
 
-* ``csl``: circulant skip-link graphs CSL(41, R) against CSL(41, R') for the paper's ten skip
-  lengths (4-regular, 45 pairs);
-* ``srg``: the Shrikhande graph against the 4x4 rook's graph (both strongly regular
-  srg(16, 6, 2, 2));
-* ``regular``: random d-regular graphs of equal size (seeded), kept when non-isomorphic;
-* ``cfi``: Cai-Fuerer-Immerman pairs (:func:`cfi_pair`) over small base graphs (cycles, K4,
-  K3,3, the prism, the cube, the Petersen graph: 18 to 100 vertices).
-
-Graph6 parsing is networkx's. Every pair is checked: equal vertex counts, and, up to
-:data:`ISOMORPHISM_CHECK_MAX` vertices, non-isomorphic (networkx's VF2++); bigger pairs are not
-checked for isomorphism (the test costs exponential time on some regular graphs).
+Graph6 parsing is networkx's. Every pair is checked (:func:`check_pair`): equal vertex counts,
+and non-isomorphic: certainly when cheap local invariants differ, else by networkx's VF2++ up
+to :data:`ISOMORPHISM_CHECK_MAX` vertices and :data:`ISOMORPHISM_CHECK_SECONDS` per pair (the
+search costs exponential time on some regular and CFI graphs; such pairs are taken as given).
 """
-import itertools
+import signal
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
@@ -25,14 +20,14 @@ from typing import List, Optional
 import torch
 from torch import Tensor
 
-from rpfast._io import read_text
-from rpfast.data.csl import PAPER_SKIPS, csl_graph
+from rpfast._io import atomic_path, read_text
 
-__all__ = ["GraphPair", "read_pairs", "family_pairs", "cfi_pair", "FAMILIES", "ISOMORPHISM_CHECK_MAX"]
+__all__ = ["GraphPair", "read_pairs", "write_pairs", "check_pair", "networkx_graph", "networkx_edge_index",
+           "local_invariants", "isomorphic_within", "ISOMORPHISM_CHECK_MAX", "ISOMORPHISM_CHECK_SECONDS"]
 
-#: Pairs of at most this many vertices are checked for isomorphism.
+#: Pairs of at most this many vertices are checked for isomorphism, for at most this many seconds each.
 ISOMORPHISM_CHECK_MAX = 64
-FAMILIES = ("csl", "srg", "regular", "cfi")
+ISOMORPHISM_CHECK_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -49,13 +44,13 @@ class GraphPair:
     where: str = ""
 
 
-def _edge_index(graph) -> Tensor:
+def networkx_edge_index(graph) -> Tensor:
     """A networkx graph on nodes ``0..n-1`` as ``edge_index [2, 2E]``."""
     edges = torch.tensor(list(graph.edges()), dtype=torch.int64).reshape(-1, 2).t()
     return torch.cat([edges, edges.flip(0)], dim=1)
 
 
-def _networkx(edge_index: Tensor, n: int):
+def networkx_graph(edge_index: Tensor, n: int):
     import networkx as nx
 
     graph = nx.Graph()
@@ -64,15 +59,59 @@ def _networkx(edge_index: Tensor, n: int):
     return graph
 
 
-def _check(pair: GraphPair) -> GraphPair:
-    """``pair`` if it is a valid pair, else ValueError naming it (sizes, isomorphism)."""
+def local_invariants(graph) -> List:
+    """An isomorphism invariant of a networkx graph, cheap on the regular graphs VF2++ finds
+    hardest: the sorted multiset, over vertices, of (degree, edges among the neighbours,
+    triangles among the neighbours = 4-cliques through the vertex)."""
     import networkx as nx
 
+    rows = []
+    for v in graph:
+        local = graph.subgraph(graph[v])
+        rows.append((graph.degree[v], local.number_of_edges(), sum(nx.triangles(local).values()) // 3))
+    return sorted(rows)
+
+
+class _SearchTimeout(Exception):
+    pass
+
+
+def isomorphic_within(g, h, seconds: float) -> Optional[bool]:
+    """VF2++'s answer for networkx graphs g and h, or None when the search takes more than
+    ``seconds`` (some non-isomorphic pairs, CFI graphs above all, cost it exponential time).
+    The budget needs the main thread (a timer signal); elsewhere the search runs to the end."""
+    import networkx as nx
+
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        return nx.vf2pp_is_isomorphic(g, h)
+
+    def stop(signum, frame):
+        raise _SearchTimeout
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        return nx.vf2pp_is_isomorphic(g, h)
+    except _SearchTimeout:
+        return None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def check_pair(pair: GraphPair) -> GraphPair:
+    """``pair`` if it is a valid pair, else ValueError naming it (sizes, isomorphism). Graphs
+    whose :func:`local_invariants` differ are non-isomorphic; otherwise, up to
+    :data:`ISOMORPHISM_CHECK_MAX` vertices, VF2++ decides within
+    :data:`ISOMORPHISM_CHECK_SECONDS` (a pair it cannot decide in time is taken as given; the
+    RPC protocol's reliability check still guards the score)."""
     name = pair.where or f"{pair.category} pair {pair.index}"
     if pair.n < 1:
         raise ValueError(f"{name}: the graphs have no vertex")
-    if pair.n <= ISOMORPHISM_CHECK_MAX and nx.vf2pp_is_isomorphic(_networkx(pair.g, pair.n), _networkx(pair.h, pair.n)):
-        raise ValueError(f"{name}: the two graphs are isomorphic, so no model can (or should) tell them apart")
+    if pair.n <= ISOMORPHISM_CHECK_MAX:
+        g, h = networkx_graph(pair.g, pair.n), networkx_graph(pair.h, pair.n)
+        if local_invariants(g) == local_invariants(h) and isomorphic_within(g, h, ISOMORPHISM_CHECK_SECONDS):
+            raise ValueError(f"{name}: the two graphs are isomorphic, so no model can (or should) tell them apart")
     return pair
 
 
@@ -104,123 +143,27 @@ def read_pairs(path) -> List[GraphPair]:
         if g.number_of_nodes() != h.number_of_nodes():
             raise ValueError(f"{where}: the graphs have {g.number_of_nodes()} and {h.number_of_nodes()} vertices; "
                              "a pair must be of one size")
-        pairs.append(_check(GraphPair(category, len(pairs), g.number_of_nodes(), _edge_index(g), _edge_index(h),
-                                      where)))
+        pairs.append(check_pair(GraphPair(category, len(pairs), g.number_of_nodes(), networkx_edge_index(g),
+                                          networkx_edge_index(h), where)))
     if not pairs:
         raise ValueError(f"{path}: no pair in the file (one per line: [category] graph6 graph6)")
     return pairs
 
 
-def _shrikhande():
-    """The Shrikhande graph: Z4 x Z4, (a, b) ~ (a, b) + (+-1, 0), (0, +-1), +-(1, 1)."""
+def write_pairs(pairs: List[GraphPair], path) -> None:
+    """Write ``pairs`` as a pair file (``category graph6 graph6`` per line; the file appears
+    whole or not at all), which :func:`read_pairs` reads back."""
     import networkx as nx
 
-    graph = nx.Graph()
-    steps = [(1, 0), (3, 0), (0, 1), (0, 3), (1, 1), (3, 3)]
-    for a, b in itertools.product(range(4), repeat=2):
-        for da, db in steps:
-            graph.add_edge(4 * a + b, 4 * ((a + da) % 4) + (b + db) % 4)
-    return graph
-
-
-def _rook_4x4():
-    """The 4x4 rook's graph: (a, b) ~ (c, d) iff exactly one coordinate agrees."""
-    import networkx as nx
-
-    graph = nx.Graph()
-    for (a, b), (c, d) in itertools.combinations(itertools.product(range(4), repeat=2), 2):
-        if (a == c) != (b == d):
-            graph.add_edge(4 * a + b, 4 * c + d)
-    return graph
-
-
-def family_pairs(name: str, count: Optional[int] = None, seed: int = 0, n: int = 10, degree: int = 3
-                 ) -> List[GraphPair]:
-    """The pairs of a built-in family (:data:`FAMILIES`): all of them, or the first ``count``.
-    ``regular`` draws ``count`` (default 20) pairs of random ``degree``-regular graphs on ``n``
-    vertices from ``seed``, each checked non-isomorphic."""
-    if name not in FAMILIES:
-        raise ValueError(f"unknown family {name!r}: choose from {', '.join(FAMILIES)}")
-    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
-        raise ValueError(f"count must be a positive integer, got {count!r}")
-    if name == "csl":
-        graphs = [csl_graph(41, r) for r in PAPER_SKIPS]
-        pairs = [GraphPair("csl", i, 41, a, b) for i, (a, b) in enumerate(itertools.combinations(graphs, 2))]
-    elif name == "srg":
-        pairs = [GraphPair("srg", 0, 16, _edge_index(_shrikhande()), _edge_index(_rook_4x4()))]
-    elif name == "cfi":
-        pairs = []
-        for base in _cfi_bases():
-            g, h = cfi_pair(base)
-            pairs.append(GraphPair("cfi", len(pairs), g.number_of_nodes(), _edge_index(g), _edge_index(h)))
-    else:
-        pairs = _regular_pairs(count or 20, seed, n, degree)
-    return [_check(p) for p in pairs[:count]]
-
-
-def _regular_pairs(count: int, seed: int, n: int, degree: int) -> List[GraphPair]:
-    import networkx as nx
-
-    if n * degree % 2 or not 0 < degree < n:
-        raise ValueError(f"no {degree}-regular graph on {n} vertices")
-    pairs, attempt = [], 0
-    while len(pairs) < count:
-        g = nx.random_regular_graph(degree, n, seed=seed * 1_000_003 + 2 * attempt)
-        h = nx.random_regular_graph(degree, n, seed=seed * 1_000_003 + 2 * attempt + 1)
-        attempt += 1
-        if attempt > 100 * count:
-            raise ValueError(f"could not draw {count} non-isomorphic {degree}-regular pairs on {n} vertices")
-        if nx.is_connected(g) and nx.is_connected(h) and not nx.vf2pp_is_isomorphic(g, h):
-            pairs.append(GraphPair("regular", len(pairs), n, _edge_index(g), _edge_index(h)))
-    return pairs
-
-
-def _cfi_bases():
-    """Small connected base graphs for CFI pairs, smallest first."""
-    import networkx as nx
-
-    return [nx.cycle_graph(3), nx.cycle_graph(4), nx.cycle_graph(5), nx.complete_graph(4),
-            nx.complete_bipartite_graph(3, 3), nx.circular_ladder_graph(3), nx.hypercube_graph(3),
-            nx.petersen_graph()]
-
-
-def cfi_pair(base):
-    """The Cai-Fuerer-Immerman pair over a connected base graph (networkx), as two networkx
-    graphs on the same vertices ``0..n-1``.
-
-    Each base vertex v of degree d becomes a gadget: two end vertices ``a(v, e, 0)``,
-    ``a(v, e, 1)`` per incident edge e, and one middle vertex per even-sized subset S of its
-    incident edges, joined to ``a(v, e, 1)`` for e in S and to ``a(v, e, 0)`` otherwise. Each base
-    edge {u, v} joins ``a(u, e, i)`` to ``a(v, e, i)`` (i = 0, 1); the second graph twists one
-    edge (``a(u, e, i)`` to ``a(v, e, 1 - i)``). The two are non-isomorphic for a connected base
-    and not told apart by the 1-WL test (nor by k-WL for k below the base's treewidth)."""
-    import networkx as nx
-
-    if base.number_of_nodes() < 2 or not nx.is_connected(base):
-        raise ValueError("a CFI base graph must be connected with at least 2 vertices")
-    base = nx.convert_node_labels_to_integers(base)
-    ids = {}
-
-    def vertex(key):
-        return ids.setdefault(key, len(ids))
-
-    gadget_edges = []
-    for v in base.nodes:
-        incident = sorted(tuple(sorted(e)) for e in base.edges(v))
-        for size in range(0, len(incident) + 1, 2):
-            for subset in itertools.combinations(incident, size):
-                middle = vertex(("m", v, subset))
-                for e in incident:
-                    gadget_edges.append((middle, vertex(("a", v, e, int(e in subset)))))
-    twisted = tuple(sorted(next(iter(base.edges))))
-    graphs = []
-    for twist in (False, True):
-        graph = nx.Graph()
-        graph.add_nodes_from(range(len(ids)))
-        graph.add_edges_from(gadget_edges)
-        for u, v in base.edges:
-            e = tuple(sorted((u, v)))
-            for i in (0, 1):
-                graph.add_edge(ids[("a", u, e, i)], ids[("a", v, e, 1 - i if twist and e == twisted else i)])
-        graphs.append(graph)
-    return graphs[0], graphs[1]
+    lines = []
+    for pair in pairs:
+        if not isinstance(pair, GraphPair):
+            raise TypeError(f"pairs must hold GraphPair objects, got {type(pair).__name__}")
+        if not pair.category or any(c.isspace() or c == "#" for c in pair.category):
+            raise ValueError(f"category {pair.category!r} cannot be written: it must be a non-empty word without "
+                             "spaces or '#'")
+        codes = [nx.to_graph6_bytes(networkx_graph(e, pair.n), header=False).decode("ascii").strip()
+                 for e in (pair.g, pair.h)]
+        lines.append(" ".join([pair.category, *codes]))
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text("\n".join(lines) + "\n")

@@ -9,45 +9,50 @@ Adam, up to ``epochs`` full-batch steps, stopping when the loss has not improved
 :mod:`rpfast.experiments.pair_statistics`, with the reliability check on 2Q relabelings of one
 member (chosen by the seed) split into interleaved halves.
 
-Models (:data:`MODELS`): ``gin`` (the negative control: a plain GIN cannot separate
-1-WL-equivalent graphs) and ``rp-gin`` (GIN with one-hot IDs of a random relabeling, averaged
-over ``eval_samples`` relabelings in eval mode: RP with pi-SGD, Murphy et al. 2019).
+Models: :mod:`rpfast.experiments.pair_models`.
 """
 import math
 from dataclasses import dataclass
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 import torch
 
 from rpfast.data.batch import GraphBatch
 from rpfast.data.pairs import GraphPair
+from rpfast.experiments.pair_models import MODELS, build_model, check_model_settings
 from rpfast.experiments.pair_statistics import verdict
-from rpfast.nn import GIN, RPGIN, PiSGD
 
-MODELS = ("gin", "rp-gin")
+__all__ = ["PairsSettings", "MODELS", "run_pair", "score", "relabeled", "batch_of", "differences_arrays"]
 
 
 @dataclass
 class PairsSettings:
-    """The protocol's constants (BREC's defaults) and the model's shape."""
+    """The protocol's constants (BREC's defaults: Q = 32 relabelings, output dimension 16,
+    Adam lr 1e-4, up to 20 epochs stopping after 5 without improvement) and the model's shape
+    (:mod:`~rpfast.experiments.pair_models`; ``layers`` and ``train_samples`` None take the
+    model's defaults)."""
 
-    model: str = "rp-gin"
+    model: str = "oriented"
     relabelings: int = 32  # Q
     output_dim: int = 16
-    hidden: int = 32
-    layers: int = 4
+    hidden: int = 64
+    layers: Optional[int] = None
     epochs: int = 20
     patience: int = 5
     lr: float = 1e-4
+    k: int = 32
+    orientation: str = "bfs"
+    train_samples: Optional[int] = None
     eval_samples: int = 256
     ridge: float = 0.0
 
     def validate(self) -> None:
-        if self.model not in MODELS:
-            raise ValueError(f"unknown model {self.model!r}: choose from {', '.join(MODELS)}")
-        for name in ("relabelings", "output_dim", "hidden", "layers", "epochs", "patience", "eval_samples"):
+        for name in ("relabelings", "output_dim", "hidden", "epochs", "patience", "eval_samples", "layers",
+                     "train_samples"):
             value = getattr(self, name)
+            if value is None and name in ("layers", "train_samples"):
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.relabelings < 2:
@@ -56,6 +61,7 @@ class PairsSettings:
             raise ValueError(f"lr must be positive and finite, got {self.lr!r}")
         if not (math.isfinite(self.ridge) and self.ridge >= 0):
             raise ValueError(f"ridge must be >= 0, got {self.ridge!r}")
+        check_model_settings(self.model, self.k, self.orientation, self.ridge)
 
 
 def relabeled(edge_index: torch.Tensor, n: int, count: int, generator: torch.Generator) -> List[torch.Tensor]:
@@ -72,14 +78,6 @@ def relabeled(edge_index: torch.Tensor, n: int, count: int, generator: torch.Gen
 def batch_of(graphs: List[torch.Tensor], n: int) -> GraphBatch:
     """A batch of graphs on ``n`` vertices with the constant node feature 1."""
     return GraphBatch.from_edge_lists([(g, n) for g in graphs], x=[torch.ones(n, 1) for _ in graphs])
-
-
-def build_model(settings: PairsSettings, n: int, generator: torch.Generator) -> torch.nn.Module:
-    """A fresh model for graphs on ``n`` vertices (initialised from torch's global seed)."""
-    if settings.model == "gin":
-        return GIN(1, settings.hidden, settings.layers, settings.output_dim)
-    return RPGIN(1, settings.hidden, settings.layers, settings.output_dim, id_dim=n,
-                 strategy=PiSGD(train_samples=1, eval_samples=settings.eval_samples), generator=generator)
 
 
 def _embed(model: torch.nn.Module, graph: GraphBatch) -> torch.Tensor:

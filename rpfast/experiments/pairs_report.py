@@ -10,13 +10,30 @@ PUBLISHED = {"Graphormer": 79, "OSAN": 148, "NGNN": 166, "DropGNN": 177, "KC-Set
 
 
 #: The published protocol's constants that rpfast's options may change (reported beside a score).
-PROTOCOL = {"epochs": 20, "lr": 1e-4}
+PROTOCOL = {"epochs": 20, "patience": 5, "lr": 1e-4}
 
 
 def changed_constants(config: Dict) -> str:
     """``"epochs 100 (protocol 20), lr 0.001 (protocol 0.0001)"`` for the constants ``config``
     changes; empty when it keeps them all."""
     return ", ".join(f"{k} {config[k]:g} (protocol {v:g})" for k, v in PROTOCOL.items() if config[k] != v)
+
+
+def describe_model(config: Dict) -> str:
+    """The model and the settings that shape it, e.g. ``"oriented (bfs views of 32 vertices,
+    MLP 2 x 64, 16 train / 256 eval relabelings)"``."""
+    from rpfast.experiments.pair_models import DEFAULT_LAYERS, DEFAULT_TRAIN_SAMPLES
+
+    model = config["model"]
+    layers = config.get("layers") or DEFAULT_LAYERS[model]
+    train = config.get("train_samples") or DEFAULT_TRAIN_SAMPLES[model]
+    view = {"oriented": f"{config['orientation']} views of {config['k']} vertices, MLP {layers} x {config['hidden']}",
+            "kary": f"{config['k']}-subsets in random order, MLP {layers} x {config['hidden']}",
+            "exact": f"all n! orders, MLP {layers} x {config['hidden']}, ridge {config['ridge']:g}",
+            "rp-gin": f"GIN {layers} x {config['hidden']} on one-hot IDs",
+            "gin": f"GIN {layers} x {config['hidden']}"}[model]
+    samples = "" if model in ("gin", "exact") else f", {train} train / {config['eval_samples']} eval relabelings"
+    return f"{model} ({view}{samples})"
 
 
 def format_table(table: Dict[str, Dict[str, int]], model: str, changed: str = "") -> str:

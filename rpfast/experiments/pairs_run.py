@@ -21,9 +21,11 @@ from tqdm.auto import tqdm
 
 from rpfast._io import atomic_path, check_output_dir
 from rpfast._options import option
-from rpfast.data.pairs import FAMILIES, GraphPair, family_pairs, read_pairs
-from rpfast.experiments.pairs import MODELS, PairsSettings, run_pair, score
-from rpfast.experiments.pairs_report import changed_constants, format_table, plot_scores
+from rpfast.data.pair_families import FAMILIES, family_pairs
+from rpfast.data.pairs import GraphPair, read_pairs
+from rpfast.experiments.pair_models import MODELS, ORIENTATIONS
+from rpfast.experiments.pairs import PairsSettings, run_pair, score
+from rpfast.experiments.pairs_report import changed_constants, describe_model, format_table, plot_scores
 from rpfast.experiments.report import wall_seconds
 from rpfast.experiments.workers import default_jobs, run_in_workers
 
@@ -40,15 +42,20 @@ class PairsConfig:
     family: Optional[str] = option(None, "a built-in family instead of a file: " + ", ".join(FAMILIES),
                                    choices=FAMILIES)
     count: Optional[int] = option(None, "only the first COUNT pairs")
-    model: str = option("rp-gin", "gin (the negative control) or rp-gin", choices=MODELS)
+    model: str = option("oriented", "oriented (RP over random-start BFS/DFS views, the best measured), rp-gin, "
+                                    "kary, exact (with --ridge) or gin (the negative control)", choices=MODELS)
     seeds: int = option(1, "seeds per pair (the published protocol uses 10); a pair counts as distinguished "
                            "only on every seed, as reliable only on every seed")
-    epochs: int = option(200, "training steps per pair at most (the protocol's default is 20)")
-    patience: int = option(200, "stop training when the loss has not improved for this many steps")
+    epochs: int = option(100, "training steps per pair at most (the protocol's default is 20)")
+    patience: int = option(100, "stop training when the loss has not improved for this many steps")
     lr: float = option(1e-3, "Adam learning rate (the protocol's default is 1e-4)")
+    k: int = option(32, "vertices f sees per view (oriented: the first K of the order; kary: subset size)")
+    orientation: str = option("bfs", "the orders of the oriented model", choices=ORIENTATIONS)
+    train_samples: Optional[int] = option(None, "relabelings per graph in a training step (default: 16; 1 for "
+                                                "rp-gin and exact)")
     eval_samples: int = option(256, "relabelings RP averages per embedding in eval mode")
-    hidden: int = option(32, "GIN width")
-    layers: int = option(6, "GIN layers")
+    hidden: int = option(64, "width of f's hidden layers")
+    layers: Optional[int] = option(None, "layers of f (default: 2 hidden MLP layers; 6 GIN layers for gin, rp-gin)")
     ridge: float = option(0.0, "add RIDGE * I to the covariance (a separate mode, for exactly invariant models)")
     out_dir: str = option("pairs_results", "output directory", flag="--out")
     force: bool = option(False, "replace an existing non-empty --out directory")
@@ -176,9 +183,10 @@ def main(config: PairsConfig, progress: bool = True) -> Dict:
             run_in_workers(timed_pair, calls, jobs, max(1, threads // jobs), bar, on_result=finished)
     table = score(rows)
     changed = changed_constants(asdict(config))
-    print(format_table(table, config.model, changed))
+    print(format_table(table, describe_model(asdict(config)), changed))
     with atomic_path(out / "summary.json") as tmp:
-        tmp.write_text(json.dumps({"config": asdict(config), "changed_protocol_constants": changed, "scores": table},
+        tmp.write_text(json.dumps({"config": asdict(config), "model": describe_model(asdict(config)),
+                                   "changed_protocol_constants": changed, "scores": table},
                                   indent=2, allow_nan=False))
     with atomic_path(out / "scores.png") as tmp:
         plot_scores(table, config.model, tmp)
