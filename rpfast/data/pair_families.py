@@ -9,8 +9,7 @@
   Shrikhande graph against the 4x4 rook's graph (srg(16, 6, 2, 2)), the triangular graph T(8)
   against the three Chang graphs (srg(28, 12, 6, 4)), and Latin square graphs of Latin squares
   from different main classes (srg(m^2, 3(m - 1), m, 6), m = 6, 7; a pair is kept when its
-  numbers of 4-cliques through
-  the vertices differ, which certifies non-isomorphism cheaply);
+  numbers of 4-cliques through the vertices differ, which certifies non-isomorphism cheaply);
 * ``csl``: circulant skip-link graphs CSL(41, R) against CSL(41, R') for the paper's ten skip
   lengths (45 pairs of 4-regular graphs);
 * ``cfi``: Cai-Fuerer-Immerman pairs (:func:`cfi_pair`) over small base graphs (cycles, K4,

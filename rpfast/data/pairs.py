@@ -27,7 +27,7 @@ __all__ = ["GraphPair", "read_pairs", "write_pairs", "check_pair", "networkx_gra
 
 #: Pairs of at most this many vertices are checked for isomorphism, for at most this many seconds each.
 ISOMORPHISM_CHECK_MAX = 64
-ISOMORPHISM_CHECK_SECONDS = 2.0
+ISOMORPHISM_CHECK_SECONDS = 1.0
 
 
 @dataclass(frozen=True)

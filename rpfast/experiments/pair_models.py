@@ -20,7 +20,11 @@ second into a larger T^2.
   ``ridge > 0`` only.
 * ``oriented`` (the default): RP over breadth-first (or depth-first) orders from a uniformly
   random start with random tie-breaks (Sec. 2.3.1), f an MLP on the adjacency of the first
-  ``k`` vertices of the order: ``RelationalPooling(VecMLP, Oriented(method, k))``. A BFS view is
+  L vertices of the order, L uniform in ``min_k..k`` (default 3/4 of k to k):
+  ``RelationalPooling(VecMLP, Oriented(method, k, min_size=min_k))``. Views of one fixed
+  length are all alike on some graphs (C6 against two triangles: every BFS view of C6 is the
+  same matrix): the RP average is then exact, S = 0 and T^2 = 0 under the published
+  convention although the two means differ; random lengths keep a spread. A BFS view is
   a vertex's neighbourhood laid out by distance, so f sees cycles, cliques and the links
   between neighbourhoods directly; the orders' distribution depends only on the graph, so the
   average is invariant in expectation, and far fewer draws than pi-SGD's n! relabelings
@@ -28,6 +32,7 @@ second into a larger T^2.
   families (README), it separates every CSL, basic and regular pair that rp-gin misses, at a
   fraction of rp-gin's cost.
 """
+import math
 from typing import Optional
 
 import torch
@@ -44,9 +49,11 @@ DEFAULT_LAYERS = {"gin": 6, "rp-gin": 6, "kary": 2, "exact": 2, "oriented": 2}
 #: relabelings (k-subsets, orders) per graph in a training step when ``train_samples`` is not
 #: given: a sharper gradient for the cheap MLP views; one for rp-gin, whose GIN costs more
 DEFAULT_TRAIN_SAMPLES = {"gin": 1, "rp-gin": 1, "kary": 16, "exact": 1, "oriented": 16}
+#: the oriented model's shortest view when ``min_k`` is not given, as a fraction of k
+SHORTEST_VIEW = 0.75
 
 
-def check_model_settings(model: str, k: int, orientation: str, ridge: float) -> None:
+def check_model_settings(model: str, k: int, orientation: str, ridge: float, min_k: Optional[int] = None) -> None:
     """ValueError for a model name or a combination the models cannot run."""
     if model not in MODELS:
         raise ValueError(f"unknown model {model!r}: choose from {', '.join(MODELS)}")
@@ -54,6 +61,8 @@ def check_model_settings(model: str, k: int, orientation: str, ridge: float) -> 
         raise ValueError(f"unknown orientation {orientation!r}: choose from {', '.join(ORIENTATIONS)}")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be a positive integer, got {k!r}")
+    if min_k is not None and (isinstance(min_k, bool) or not isinstance(min_k, int) or not 1 <= min_k <= k):
+        raise ValueError(f"min_k must be an integer from 1 to k = {k}, got {min_k!r}")
     if model == "exact" and ridge <= 0:
         raise ValueError("model exact is deterministic and exactly invariant: its D matrix has covariance 0 and "
                          "T2 = 0 under the published convention; give --ridge EPS (a separate mode)")
@@ -79,7 +88,10 @@ def build_model(settings, n: int, generator: Optional[torch.Generator] = None) -
         strategy, k = Exact(n), n
     else:
         k = min(settings.k, n)
-        strategy = (KAry(k, subsets="sample", order="random", **samples) if model == "kary"
-                    else Oriented(settings.orientation, k, **samples))
+        if model == "kary":
+            strategy = KAry(k, subsets="sample", order="random", **samples)
+        else:
+            shortest = min(settings.min_k or math.ceil(SHORTEST_VIEW * k), k)
+            strategy = Oriented(settings.orientation, k, min_size=shortest, **samples)
     f = VecMLP(k, 1, 1, settings.hidden, out, layers)
     return RelationalPooling(f, strategy, generator=generator, use_edge_attr=False)

@@ -42,6 +42,7 @@ class PairsSettings:
     patience: int = 5
     lr: float = 1e-4
     k: int = 32
+    min_k: Optional[int] = None
     orientation: str = "bfs"
     train_samples: Optional[int] = None
     eval_samples: int = 256
@@ -61,7 +62,7 @@ class PairsSettings:
             raise ValueError(f"lr must be positive and finite, got {self.lr!r}")
         if not (math.isfinite(self.ridge) and self.ridge >= 0):
             raise ValueError(f"ridge must be >= 0, got {self.ridge!r}")
-        check_model_settings(self.model, self.k, self.orientation, self.ridge)
+        check_model_settings(self.model, self.k, self.orientation, self.ridge, self.min_k)
 
 
 def relabeled(edge_index: torch.Tensor, n: int, count: int, generator: torch.Generator) -> List[torch.Tensor]:

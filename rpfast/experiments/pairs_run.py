@@ -50,6 +50,8 @@ class PairsConfig:
     patience: int = option(100, "stop training when the loss has not improved for this many steps")
     lr: float = option(1e-3, "Adam learning rate (the protocol's default is 1e-4)")
     k: int = option(32, "vertices f sees per view (oriented: the first K of the order; kary: subset size)")
+    min_k: Optional[int] = option(None, "oriented: the shortest view; lengths are uniform in MIN_K..K (default: "
+                                        "3/4 of K)")
     orientation: str = option("bfs", "the orders of the oriented model", choices=ORIENTATIONS)
     train_samples: Optional[int] = option(None, "relabelings per graph in a training step (default: 16; 1 for "
                                                 "rp-gin and exact)")

@@ -361,13 +361,19 @@ class Oriented(Strategy):
             (default 1) and in eval mode (default 5; 1 for ``"wl"`` with a deterministic
             ``tiebreak``, whose orders are all the same). ``starts="all"`` and ``"rdkit"`` fix
             the count and take neither.
+        min_size: views of random length (DFS/BFS with ``starts="random"``): each order keeps
+            its first L vertices, L drawn uniformly from ``min_size..size`` per order (the rest
+            is padding). The average then runs over every view length too: on graphs whose
+            full-size views are all alike (a cycle, a disjoint union of cycles) the views still
+            vary, so a sampled RP estimate keeps a spread to compare against. None: every view
+            has ``size`` positions.
 
     Used by :class:`~rpfast.nn.rp.RPGNN`, an orientation must place every vertex: a ``size`` of
     at least the largest graph (a traversal restarts in every component, so it places them all).
     """
 
     def __init__(self, method: str, size: int, starts: str = "random", train_samples: Optional[int] = None,
-                 eval_samples: Optional[int] = None, tiebreak: str = "random"):
+                 eval_samples: Optional[int] = None, tiebreak: str = "random", min_size: Optional[int] = None):
         if method not in ("dfs", "bfs", "wl", "rdkit"):
             raise ValueError(f"method must be 'dfs', 'bfs', 'wl' or 'rdkit', got {method!r}")
         counted = train_samples is not None or eval_samples is not None
@@ -386,6 +392,13 @@ class Oriented(Strategy):
                              "eval_samples")
         self.method, self.starts, self.tiebreak = method, starts, tiebreak
         self.size = check_count(size, "size", minimum=1)
+        if min_size is not None:
+            if method not in ("dfs", "bfs") or starts != "random":
+                raise ValueError("min_size (views of random length) is for method='dfs' or 'bfs' with starts='random'")
+            min_size = check_count(min_size, "min_size", minimum=1)
+            if min_size > self.size:
+                raise ValueError(f"min_size = {min_size} is above size = {self.size}")
+        self.min_size = min_size
         if starts == "random" and method != "rdkit":
             deterministic = method == "wl" and tiebreak != "random"
             self.train_samples, self.eval_samples = _sample_counts(train_samples, eval_samples, 1,
@@ -402,8 +415,11 @@ class Oriented(Strategy):
             return _uniform(_fit(wl_order(graph, tiebreak=ties, x=graph.x).order, self.size))
         order_fn = dfs_order if self.method == "dfs" else bfs_order
         if self.starts == "random":
-            return _uniform(order_fn(graph, start="random", tiebreak=ties, k=self.size, num_samples=P,
-                                     generator=generator))
+            orders = order_fn(graph, start="random", tiebreak=ties, k=self.size, num_samples=P, generator=generator)
+            if self.min_size is not None:
+                lengths = torch.randint(self.min_size, self.size + 1, (*orders.shape[:2], 1), generator=generator)
+                orders = orders.masked_fill(torch.arange(orders.shape[2]) >= lengths, -1)
+            return _uniform(orders)
         orders = order_fn(graph, start="all", tiebreak=ties, k=self.size)  # [B, n_max, K]: start p = vertex p
         valid = torch.arange(orders.shape[1]).unsqueeze(0) < graph.num_nodes.unsqueeze(1)
         weights = valid.to(torch.float64) / graph.num_nodes.clamp(min=1).unsqueeze(1)
@@ -429,7 +445,9 @@ class Oriented(Strategy):
             return f"Oriented('rdkit', size={self.size})"
         samples = (f", train_samples={self.train_samples}, eval_samples={self.eval_samples}"
                    if self.starts == "random" else "")
-        return f"Oriented({self.method!r}, size={self.size}, starts={self.starts!r}{samples}, tiebreak={self.tiebreak!r})"
+        shorter = "" if self.min_size is None else f", min_size={self.min_size}"
+        return (f"Oriented({self.method!r}, size={self.size}, starts={self.starts!r}{samples}, "
+                f"tiebreak={self.tiebreak!r}{shorter})")
 
 
 def _sample_counts(train_samples, eval_samples, train_default: int, eval_default: int) -> Tuple[int, int]:

@@ -1,0 +1,115 @@
+"""The RPC protocol on one pair (as `rpfast pairs` runs it) written the way a PyTorch Geometric
+user would: the relabeled graphs as a PyG ``Batch``; RP-GIN from PyG's ``GINConv`` with a
+``randperm`` of one-hot IDs per graph; the oriented model's BFS views drawn in Python (a random
+start, neighbours visited in a random order) and gathered from the dense adjacency with torch
+indexing. In eval mode each embedding averages ``eval_samples`` draws, the relabeled batch
+repeated ``eval_samples`` times in one forward pass."""
+import random
+
+import numpy as np
+import torch
+from torch import nn
+
+from baselines.pyg_rpgin import PygRPGIN
+from rpfast.experiments.pair_statistics import verdict
+
+
+def _relabeled(edge_index, n, count, generator):
+    out = []
+    for _ in range(count):
+        perm = torch.randperm(n, generator=generator)
+        out.append(perm[edge_index[:, torch.randperm(edge_index.shape[1], generator=generator)]])
+    return out
+
+
+def _pyg_batch(views, n, repeat=1):
+    from torch_geometric.data import Batch, Data
+
+    return Batch.from_data_list([Data(x=torch.ones(n, 1), edge_index=e, num_nodes=n)
+                                 for e in views for _ in range(repeat)])
+
+
+class BfsViewMLP(nn.Module):
+    """RP over BFS views: an MLP on the k x k adjacency of the first k vertices of a BFS from a
+    random start with random tie-breaks (plus the constant node feature and the mask, as
+    rpfast's VecMLP sees them), averaged over ``samples`` views per graph."""
+
+    def __init__(self, k, hidden, out, train_samples, eval_samples, rng):
+        super().__init__()
+        self.k, self.train_samples, self.eval_samples, self.rng = k, train_samples, eval_samples, rng
+        self.net = nn.Sequential(nn.Linear(k * k + 2 * k, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
+                                 nn.Linear(hidden, out))
+
+    def _view(self, neighbours):
+        start = self.rng.randrange(len(neighbours))
+        order, seen, head = [start], {start}, 0
+        while head < len(order) and len(order) < self.k:
+            nbrs = neighbours[order[head]][:]
+            self.rng.shuffle(nbrs)
+            for u in nbrs:
+                if u not in seen:
+                    seen.add(u)
+                    order.append(u)
+            head += 1
+        return order[:self.k]
+
+    def forward(self, graphs):
+        """``graphs``: a list of (dense adjacency [n, n], neighbour lists)."""
+        samples = self.train_samples if self.training else self.eval_samples
+        rows = []
+        for adj, neighbours in graphs:
+            for _ in range(samples):
+                order = torch.tensor(self._view(neighbours))
+                view = torch.zeros(self.k, self.k)
+                view[:len(order), :len(order)] = adj[order][:, order]
+                mask = torch.zeros(self.k)
+                mask[:len(order)] = 1
+                rows.append(torch.cat([view.flatten(), mask, mask]))
+        out = self.net(torch.stack(rows))
+        return out.view(len(graphs), samples, -1).mean(dim=1)
+
+
+def _dense(views, n):
+    graphs = []
+    for e in views:
+        adj = torch.zeros(n, n)
+        adj[e[0], e[1]] = 1
+        graphs.append((adj, [torch.nonzero(adj[v]).flatten().tolist() for v in range(n)]))
+    return graphs
+
+
+def run_pair_baseline(pair, seed, model="oriented", epochs=20, eval_samples=64, k=32, hidden=64, layers=6,
+                      train_samples=16, lr=1e-3, q=32):
+    """The protocol on ``pair``: train a fresh model to push the two graphs apart, then T2 of the
+    eval-mode differences and of the reliability halves (rpfast's ``verdict``)."""
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    n = pair.n
+    g_views, h_views = _relabeled(pair.g, n, q, generator), _relabeled(pair.h, n, q, generator)
+    member = _relabeled(pair.g, n, 2 * q, generator)
+    interleaved = [v for both in zip(g_views, h_views) for v in both]
+    if model == "rp-gin":
+        net = PygRPGIN(1, hidden, layers, 16, id_dim=n)
+
+        def embed(views, training):
+            repeat = 1 if training else eval_samples
+            out = net(_pyg_batch(views, n, repeat))
+            return out.view(len(views), repeat, -1).mean(dim=1)
+    else:
+        net = BfsViewMLP(min(k, n), hidden, 16, train_samples, eval_samples, random.Random(seed))
+
+        def embed(views, training):
+            return net(_dense(views, n))
+    optimizer = torch.optim.Adam(net.parameters(), lr=lr)
+    loss_fn = nn.CosineEmbeddingLoss()
+    net.train()
+    for _ in range(epochs):
+        out = embed(interleaved, True)
+        loss = loss_fn(out[0::2], out[1::2], -torch.ones(q))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    net.eval()
+    with torch.no_grad():
+        g_out, h_out, twice = (embed(v, False).double().numpy() for v in (g_views, h_views, member))
+    return verdict(np.asarray(g_out - h_out), twice[0::2] - twice[1::2])
