@@ -114,13 +114,41 @@ def test_written_pair_files_read_back(tmp_path):
     assert not (tmp_path / "bad.txt").exists()
 
 
-def test_gin_is_the_negative_control_and_rp_gin_separates():
+def test_gin_is_the_negative_control_and_every_rp_model_separates():
     pairs = family_pairs("regular", 3)
     gin = [run_pair(p, 0, PairsSettings(model="gin", epochs=20)) for p in pairs]
     assert all(r["t2"] == 0.0 and not r["distinguished"] and r["reliable"] for r in gin)
-    rp = [run_pair(p, 0, PairsSettings(model="rp-gin", epochs=100, patience=100, lr=1e-3)) for p in pairs]
-    assert all(r["reliable"] for r in rp) and any(r["distinguished"] for r in rp)
-    assert all(r["t2"] > 10 * r["t2_reliability"] for r in rp)
+    for model, steps in [("rp-gin", 100), ("oriented", 50)]:
+        rp = [run_pair(p, 0, PairsSettings(model=model, epochs=steps, patience=steps, lr=1e-3, k=6)) for p in pairs]
+        assert all(r["reliable"] for r in rp) and any(r["distinguished"] for r in rp), model
+        assert all(r["t2"] > 10 * r["t2_reliability"] for r in rp), model
+    kary = run_pair(pairs[0], 0, PairsSettings(model="kary", epochs=5, patience=5, lr=1e-3, k=4))
+    assert kary["reliable"] and kary["differences"].shape == (32, 16)  # runs; random subsets learn little here
+
+
+def _cycle_against_triangles():
+    from rpfast.data.pairs import GraphPair, networkx_edge_index
+
+    hexagon, triangles = nx.cycle_graph(6), nx.disjoint_union(nx.cycle_graph(3), nx.cycle_graph(3))
+    return GraphPair("cycles", 0, 6, networkx_edge_index(hexagon), networkx_edge_index(triangles))
+
+
+def test_views_of_one_length_are_exact_on_cycles_and_random_lengths_keep_a_spread():
+    pair = _cycle_against_triangles()  # every BFS view of C6 is one matrix, and every view of 2 C3
+    fixed = run_pair(pair, 0, PairsSettings(model="oriented", epochs=30, patience=30, lr=1e-3, min_k=6))
+    assert fixed["t2"] == 0.0 and np.abs(fixed["differences"].mean(axis=0)).max() > 0.01  # S = 0: T2 = 0
+    varied = run_pair(pair, 0, PairsSettings(model="oriented", epochs=30, patience=30, lr=1e-3))
+    assert varied["distinguished"] and varied["reliable"]
+
+
+def test_exact_runs_with_a_ridge_only():
+    pair = _cycle_against_triangles()
+    with pytest.raises(ValueError, match="give --ridge EPS"):
+        PairsSettings(model="exact").validate()
+    result = run_pair(pair, 0, PairsSettings(model="exact", epochs=10, patience=10, lr=1e-3, ridge=1e-6))
+    assert result["distinguished"] and result["t2_reliability"] < 1e-6  # deterministic: D rows equal up to rounding
+    with pytest.raises(ValueError, match="min_k must be an integer from 1 to k = 32"):
+        PairsSettings(min_k=40).validate()
 
 
 def _rows(path):

@@ -154,6 +154,25 @@ def test_oriented_all_starts_gives_one_order_per_vertex():
     assert Oriented("wl", 3, tiebreak="id").samples(False) == 1  # deterministic orders: one is enough
 
 
+def test_oriented_views_of_random_length_are_prefixes_of_the_orders():
+    graph = random_batch([7, 6], seed=11, p=0.6)
+    full = Oriented("bfs", 6, train_samples=400).relabel(graph, True, torch.Generator().manual_seed(3)).perms
+    short = Oriented("bfs", 6, train_samples=400, min_size=3).relabel(graph, True,
+                                                                     torch.Generator().manual_seed(3)).perms
+    lengths = (short >= 0).sum(dim=-1)
+    assert set(lengths.unique().tolist()) == {3, 4, 5, 6}  # graph 1 has 6 vertices: 6 at most
+    placed = short >= 0
+    assert bool((placed[..., 1:] <= placed[..., :-1]).all())  # a prefix, then padding
+    same_draws = torch.where(placed, full, short)  # the orders come first from the same generator
+    assert bool((same_draws[placed] == full[placed]).all())
+    assert "min_size=3" in repr(Oriented("dfs", 6, min_size=3))
+    for kwargs, match in [(dict(min_size=7), "min_size = 7 is above size = 6"),
+                          (dict(min_size=0), "min_size"),
+                          (dict(min_size=2, starts="all"), "starts='random'")]:
+        with pytest.raises(ValueError, match=match):
+            Oriented("bfs", 6, **kwargs)
+
+
 def test_inputs_pyg_tuple_dense_and_errors():
     pyg = pytest.importorskip("torch_geometric.data")
     graph = random_batch([4, 3], seed=10)
