@@ -182,6 +182,14 @@ def test_pairs_command_streams_rows_saves_embeddings_and_resumes(tmp_path, capsy
     assert sorted(r["index"] for r in _rows(out / "pairs.csv")) == ["0", "1", "2"]
 
 
+def test_pairs_command_exports_a_family_as_a_pair_file(tmp_path, capsys):
+    path = tmp_path / "mine.txt"
+    assert main(["pairs", "--family", "all", "--count", "1", "--export", str(path)]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote 5 pairs to {path}"
+    assert [p.category for p in read_pairs(path)] == ["basic", "regular", "srg", "csl", "cfi"]
+    assert "exists: use --force" in cli_fails(["pairs", "--family", "srg", "--export", str(path)], capsys)
+
+
 @pytest.mark.parametrize("argv, message", [
     ([], "name a pair file or a --family"),
     (["no/such/file.txt"], "does not exist"),

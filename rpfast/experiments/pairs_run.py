@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 from rpfast._io import atomic_path, check_output_dir
 from rpfast._options import option
 from rpfast.data.pair_families import FAMILIES, family_pairs
-from rpfast.data.pairs import GraphPair, read_pairs
+from rpfast.data.pairs import GraphPair, read_pairs, write_pairs
 from rpfast.experiments.pair_models import MODELS, ORIENTATIONS
 from rpfast.experiments.pairs import PairsSettings, run_pair, score
 from rpfast.experiments.pairs_report import changed_constants, describe_model, format_table, plot_scores
@@ -41,7 +41,7 @@ class PairsConfig:
                                  nargs="?")
     family: Optional[str] = option(None, "a built-in family instead of a file: " + ", ".join(FAMILIES),
                                    choices=FAMILIES)
-    count: Optional[int] = option(None, "only the first COUNT pairs")
+    count: Optional[int] = option(None, "only the first COUNT pairs (with --family all: of every family)")
     model: str = option("oriented", "oriented (RP over random-start BFS/DFS views, the best measured), rp-gin, "
                                     "kary, exact (with --ridge) or gin (the negative control)", choices=MODELS)
     seeds: int = option(1, "seeds per pair (the published protocol uses 10); a pair counts as distinguished "
@@ -60,6 +60,8 @@ class PairsConfig:
     layers: Optional[int] = option(None, "layers of f (default: 2 hidden MLP layers; 6 GIN layers for gin, rp-gin)")
     ridge: float = option(0.0, "add RIDGE * I to the covariance (a separate mode, for exactly invariant models)")
     out_dir: str = option("pairs_results", "output directory", flag="--out")
+    export: Optional[str] = option(None, "write the pairs (of the file or --family, --count) to this pair file and "
+                                         "stop: a file to share, edit or run later")
     force: bool = option(False, "replace an existing non-empty --out directory")
     resume: bool = option(False, "continue the run in --out (same options), skipping the pairs it has")
     save_embeddings: bool = option(False, "also write each pair's D matrices (embeddings/*.npz)")
@@ -88,13 +90,15 @@ class PairsConfig:
 
 
 def load_pairs(config: PairsConfig) -> List[GraphPair]:
-    pairs = read_pairs(config.file) if config.file is not None else family_pairs(config.family, config.count)
-    return pairs[:config.count]
+    if config.family is not None:
+        return family_pairs(config.family, config.count)
+    return read_pairs(config.file)[:config.count]
 
 
 def _identity(config: PairsConfig) -> Dict:
     """What a resumed run must share with the run it continues."""
-    return {k: v for k, v in asdict(config).items() if k not in ("force", "resume", "threads", "jobs", "out_dir")}
+    return {k: v for k, v in asdict(config).items()
+            if k not in ("force", "resume", "threads", "jobs", "out_dir", "export")}
 
 
 def _prepare_out(config: PairsConfig) -> List[Dict]:
@@ -149,6 +153,12 @@ def main(config: PairsConfig, progress: bool = True) -> Dict:
     if config.threads:
         torch.set_num_threads(config.threads)
     pairs = load_pairs(config)
+    if config.export is not None:
+        if Path(config.export).exists() and not config.force:
+            raise FileExistsError(f"{config.export} exists: use --force to replace it")
+        write_pairs(pairs, config.export)
+        print(f"wrote {len(pairs)} pairs to {config.export}")
+        return {"exported": len(pairs)}
     settings = config.settings()
     rows = _prepare_out(config)
     out = Path(config.out_dir)
