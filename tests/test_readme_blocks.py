@@ -10,7 +10,8 @@ What the test changes, and why (so that the whole run takes well under a minute)
   after them (argparse keeps the last value of a repeated option): ``rpfast csl`` gets
   ``--epochs 2 --folds 1 --jobs 1 --no-progress``; ``rpfast molecules`` (``train``) gets
   ``--epochs 1 --eval-samples 2 --no-progress``, and ``--model duvenaud`` where it trains on the
-  shipped Tox21 (no ``--data``).
+  shipped Tox21 (no ``--data``); ``rpfast pairs`` (unless it only exports) gets ``--epochs 3
+  --eval-samples 8 --no-progress``.
 * Files a block reads without making them come from :data:`FIXTURES` (``my.csv.gz``: the first
   500 molecules of the shipped Tox21).
 * ``RPFAST_CACHE`` points into the temporary directory; a console block's commands are its
@@ -76,6 +77,8 @@ def _quick(command: str) -> str:
         return command + " --epochs 2 --folds 1 --jobs 1 --no-progress"
     if words[:2] == ["rpfast", "molecules"] and (len(words) == 2 or words[2] != "predict"):
         return command + " --epochs 1 --eval-samples 2 --no-progress" + ("" if "--data" in words else " --model duvenaud")
+    if words[:2] == ["rpfast", "pairs"] and "--export" not in words:
+        return command + " --epochs 3 --eval-samples 8 --no-progress"
     return command
 
 

@@ -4,6 +4,7 @@ user would: the relabeled graphs as a PyG ``Batch``; RP-GIN from PyG's ``GINConv
 start, neighbours visited in a random order) and gathered from the dense adjacency with torch
 indexing. In eval mode each embedding averages ``eval_samples`` draws, the relabeled batch
 repeated ``eval_samples`` times in one forward pass."""
+import math
 import random
 
 import numpy as np
@@ -30,7 +31,7 @@ def _pyg_batch(views, n, repeat=1):
 
 
 class BfsViewMLP(nn.Module):
-    """RP over BFS views: an MLP on the k x k adjacency of the first k vertices of a BFS from a
+    """RP over BFS views: an MLP on the k x k adjacency of the first vertices of a BFS from a
     random start with random tie-breaks (plus the constant node feature and the mask, as
     rpfast's VecMLP sees them), averaged over ``samples`` views per graph."""
 
@@ -41,9 +42,12 @@ class BfsViewMLP(nn.Module):
                                  nn.Linear(hidden, out))
 
     def _view(self, neighbours):
+        """The first L vertices of a BFS from a random start, L uniform in 3/4 k..k (as rpfast's
+        default ``min_k``)."""
+        length = self.rng.randint(math.ceil(0.75 * self.k), self.k)
         start = self.rng.randrange(len(neighbours))
         order, seen, head = [start], {start}, 0
-        while head < len(order) and len(order) < self.k:
+        while head < len(order) and len(order) < length:
             nbrs = neighbours[order[head]][:]
             self.rng.shuffle(nbrs)
             for u in nbrs:
@@ -51,7 +55,7 @@ class BfsViewMLP(nn.Module):
                     seen.add(u)
                     order.append(u)
             head += 1
-        return order[:self.k]
+        return order[:length]
 
     def forward(self, graphs):
         """``graphs``: a list of (dense adjacency [n, n], neighbour lists)."""
