@@ -147,6 +147,12 @@ def test_exact_runs_with_a_ridge_only():
         PairsSettings(model="exact").validate()
     result = run_pair(pair, 0, PairsSettings(model="exact", epochs=10, patience=10, lr=1e-3, ridge=1e-6))
     assert result["distinguished"] and result["t2_reliability"] < 1e-6  # deterministic: D rows equal up to rounding
+    from rpfast.experiments.pair_models import check_graph_sizes
+
+    assert check_graph_sizes("exact", [6, 7]) is None and check_graph_sizes("oriented", [200]) is None
+    assert "3,628,800 orders" in check_graph_sizes("exact", [10])
+    with pytest.raises(ValueError, match="a pair on 12 vertices is above its 11"):
+        check_graph_sizes("exact", [6, 12])
     with pytest.raises(ValueError, match="min_k must be an integer from 1 to k = 32"):
         PairsSettings(min_k=40).validate()
 

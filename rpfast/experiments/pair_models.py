@@ -40,7 +40,8 @@ from torch import nn
 
 from rpfast.nn import GIN, RPGIN, Exact, KAry, Oriented, PiSGD, RelationalPooling, VecMLP
 
-__all__ = ["MODELS", "ORIENTATIONS", "DEFAULT_LAYERS", "DEFAULT_TRAIN_SAMPLES", "build_model", "check_model_settings"]
+__all__ = ["MODELS", "ORIENTATIONS", "DEFAULT_LAYERS", "DEFAULT_TRAIN_SAMPLES", "build_model", "check_model_settings",
+           "check_graph_sizes"]
 
 MODELS = ("oriented", "rp-gin", "kary", "exact", "gin")
 ORIENTATIONS = ("bfs", "dfs")
@@ -66,6 +67,22 @@ def check_model_settings(model: str, k: int, orientation: str, ridge: float, min
     if model == "exact" and ridge <= 0:
         raise ValueError("model exact is deterministic and exactly invariant: its D matrix has covariance 0 and "
                          "T2 = 0 under the published convention; give --ridge EPS (a separate mode)")
+
+
+def check_graph_sizes(model: str, sizes) -> Optional[str]:
+    """Before a run: ValueError when ``model`` cannot take graphs of these sizes (exact above
+    n = 11); a warning text when it will be very slow (exact above n = 8: n! orders per graph
+    for every embedding and training step); else None."""
+    if model != "exact" or not sizes:
+        return None
+    largest = max(sizes)
+    if largest > Exact.MAX_NODES:
+        raise ValueError(f"model exact averages over all n! orders: a pair on {largest} vertices is above its "
+                         f"{Exact.MAX_NODES}; use oriented, rp-gin or kary")
+    if largest > 8:
+        return (f"model exact evaluates f on {math.factorial(largest):,} orders per graph for each of the pair's "
+                f"embeddings and training steps ({largest} vertices): expect hours per pair")
+    return None
 
 
 def build_model(settings, n: int, generator: Optional[torch.Generator] = None) -> nn.Module:

@@ -10,6 +10,7 @@ import csv
 import json
 import os
 import shutil
+import sys
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -23,7 +24,7 @@ from rpfast._io import atomic_path, check_output_dir
 from rpfast._options import option
 from rpfast.data.pair_families import FAMILIES, family_pairs
 from rpfast.data.pairs import GraphPair, read_pairs, write_pairs
-from rpfast.experiments.pair_models import MODELS, ORIENTATIONS
+from rpfast.experiments.pair_models import MODELS, ORIENTATIONS, check_graph_sizes
 from rpfast.experiments.pairs import PairsSettings, run_pair, score
 from rpfast.experiments.pairs_report import changed_constants, describe_model, format_table, plot_scores
 from rpfast.experiments.report import wall_seconds
@@ -160,6 +161,9 @@ def main(config: PairsConfig, progress: bool = True) -> Dict:
         print(f"wrote {len(pairs)} pairs to {config.export}")
         return {"exported": len(pairs)}
     settings = config.settings()
+    slow = check_graph_sizes(config.model, [p.n for p in pairs])
+    if slow:
+        print(f"warning: {slow}", file=sys.stderr)
     rows = _prepare_out(config)
     out = Path(config.out_dir)
     done = {(r["category"], r["index"], r["seed"]) for r in rows}
