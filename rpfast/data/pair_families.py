@@ -22,7 +22,7 @@ Every pair is checked non-isomorphic (networkx's VF2++, up to
 """
 import itertools
 import random
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from rpfast.data.csl import PAPER_SKIPS, csl_graph
 from rpfast.data.pairs import GraphPair, check_pair, local_invariants, networkx_edge_index, networkx_graph
@@ -35,7 +35,8 @@ def wl_colours(graph) -> List:
     colours after every refinement round, up to the first round that splits no colour class.
     A colour is the hash of the vertex's previous colour and the sorted colours of its
     neighbours (Python hashes tuples of ints the same in every process), so colours mean the
-    same in every graph; two graphs are 1-WL-equivalent iff these lists are equal."""
+    same in every graph; two graphs are 1-WL-equivalent iff these lists are equal (up to a hash
+    collision)."""
     colour = {v: 0 for v in graph}
     rounds, classes = [], 1
     for _ in range(graph.number_of_nodes()):
@@ -280,8 +281,8 @@ def cfi_pair(base):
 
 
 #: family name -> (generator(count, seed), default count; None: the family's fixed size)
-_GENERATORS: Dict[str, Callable] = {"basic": (_basic, 20), "regular": (_regular, 20), "srg": (_srg, 20),
-                                    "csl": (_csl, None), "cfi": (_cfi, None)}
+_GENERATORS: Dict[str, Tuple[Callable[[int, int], List[GraphPair]], Optional[int]]] = {
+    "basic": (_basic, 20), "regular": (_regular, 20), "srg": (_srg, 20), "csl": (_csl, None), "cfi": (_cfi, None)}
 FAMILIES = tuple(_GENERATORS) + ("all",)
 
 
