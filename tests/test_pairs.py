@@ -98,6 +98,19 @@ def test_wl_equivalence_and_the_isomorphism_checks_decide_correctly():
     assert wl_equivalent(hexagon, triangles) and isomorphic_within(hexagon, triangles, 5.0) is False
     assert local_invariants(hexagon) != local_invariants(triangles)  # triangles through each vertex
     assert isomorphic_within(hexagon, nx.relabel_nodes(hexagon, {i: 5 - i for i in range(6)}), 5.0) is True
+    with pytest.raises(ValueError, match="seconds must be a positive number"):
+        isomorphic_within(hexagon, triangles, 0)
+
+
+def test_latin_square_graphs_are_strongly_regular_and_checked():
+    from rpfast.data.pair_families import latin_square_graph
+
+    cyclic = [[(r + c) % 5 for c in range(5)] for r in range(5)]
+    graph = latin_square_graph(cyclic)
+    assert nx.is_strongly_regular(graph) and nx.intersection_array(graph) == ([12, 6], [1, 6])
+    for bad in ([[0, 1], [0, 1]], [[0, 1, 2], [1, 2, 0]], [[0, 0], [1, 1]]):
+        with pytest.raises(ValueError, match="must be a Latin square"):
+            latin_square_graph(bad)
 
 
 def test_written_pair_files_read_back(tmp_path):

@@ -150,10 +150,16 @@ def _random_row(m: int, used, rng: random.Random, budget: int = 10_000) -> Optio
 def latin_square_graph(square: List[List[int]]):
     """The Latin square graph: the m^2 cells, two adjacent when they share a row, a column or a
     symbol: srg(m^2, 3(m - 1), m, 6) for m >= 3; isomorphic for m >= 5 exactly when the squares
-    are main-class equivalent."""
+    are main-class equivalent. ``square``: m rows of m symbols, each of ``0..m-1`` once per row
+    and per column (else ValueError)."""
     import networkx as nx
 
     m = len(square)
+    symbols = list(range(m))
+    if m < 1 or any(len(row) != m for row in square) or any(sorted(row) != symbols for row in square) \
+            or any(sorted(column) != symbols for column in zip(*square)):
+        raise ValueError("square must be a Latin square: m rows of m symbols, each of 0..m-1 once per row and "
+                         "once per column")
     cells = list(itertools.product(range(m), repeat=2))
     graph = nx.Graph()
     graph.add_nodes_from(range(m * m))

@@ -82,6 +82,8 @@ def isomorphic_within(g, h, seconds: float) -> Optional[bool]:
     The budget needs the main thread (a timer signal); elsewhere the search runs to the end."""
     import networkx as nx
 
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < float("inf"):
+        raise ValueError(f"seconds must be a positive number, got {seconds!r}")
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         return nx.vf2pp_is_isomorphic(g, h)
 
