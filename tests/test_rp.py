@@ -168,7 +168,7 @@ def test_oriented_views_of_random_length_are_prefixes_of_the_orders():
     assert "min_size=3" in repr(Oriented("dfs", 6, min_size=3))
     for kwargs, match in [(dict(min_size=7), "min_size = 7 is above size = 6"),
                           (dict(min_size=0), "min_size"),
-                          (dict(min_size=2, starts="all"), "starts='random'")]:
+                          (dict(min_size=2, starts="all"), "random or balanced starts")]:
         with pytest.raises(ValueError, match=match):
             Oriented("bfs", 6, **kwargs)
 

@@ -1,8 +1,8 @@
 """The RPC protocol on one pair (as `rpfast pairs` runs it) written the way a PyTorch Geometric
 user would: the relabeled graphs as a PyG ``Batch``; RP-GIN from PyG's ``GINConv`` with a
-``randperm`` of one-hot IDs per graph; the oriented model's BFS views drawn in Python (a random
-start, neighbours visited in a random order) and gathered from the dense adjacency with torch
-indexing. In eval mode each embedding averages ``eval_samples`` draws, the relabeled batch
+``randperm`` of one-hot IDs per graph; the oriented model's BFS views drawn in Python (starts
+spread over the vertices, neighbours visited in a random order) and gathered from the dense
+adjacency with torch indexing, the same f on them. In eval mode each embedding averages ``eval_samples`` draws, the relabeled batch
 repeated ``eval_samples`` times in one forward pass."""
 import math
 import random
@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from baselines.pyg_rpgin import PygRPGIN
+from rpfast.nn import Concat, RootWalks, VecMLP
 from rpfast.experiments.pair_statistics import verdict
 
 
@@ -30,22 +31,23 @@ def _pyg_batch(views, n, repeat=1):
                                  for e in views for _ in range(repeat)])
 
 
-class BfsViewMLP(nn.Module):
-    """RP over BFS views: an MLP on the k x k adjacency of the first vertices of a BFS from a
-    random start with random tie-breaks (plus the constant node feature and the mask, as
-    rpfast's VecMLP sees them), averaged over ``samples`` views per graph."""
+class BfsViewRP(nn.Module):
+    """RP over BFS views: f on the k x k adjacency of the first vertices of a BFS with random
+    tie-breaks, the starts spread evenly over the vertices (a random order of them, repeated),
+    averaged over ``samples`` views per graph. f is the torch module rpfast's default model uses
+    (walk counts and an MLP, ``Concat(RootWalks, VecMLP)``): the comparison is of the views and
+    the batching around it."""
 
     def __init__(self, k, hidden, out, train_samples, eval_samples, rng):
         super().__init__()
         self.k, self.train_samples, self.eval_samples, self.rng = k, train_samples, eval_samples, rng
-        self.net = nn.Sequential(nn.Linear(k * k + 2 * k, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
-                                 nn.Linear(hidden, out))
+        self.f = Concat(RootWalks(k, 1, 1, hidden, out - out // 4, window=min(20, k)),
+                        VecMLP(k, 1, 1, hidden, out // 4, 2))
 
-    def _view(self, neighbours):
-        """The first L vertices of a BFS from a random start, L uniform in 3/4 k..k (as rpfast's
+    def _view(self, neighbours, start):
+        """The first L vertices of a BFS from ``start``, L uniform in 3/4 k..k (as rpfast's
         default ``min_k``)."""
         length = self.rng.randint(math.ceil(0.75 * self.k), self.k)
-        start = self.rng.randrange(len(neighbours))
         order, seen, head = [start], {start}, 0
         while head < len(order) and len(order) < length:
             nbrs = neighbours[order[head]][:]
@@ -60,16 +62,20 @@ class BfsViewMLP(nn.Module):
     def forward(self, graphs):
         """``graphs``: a list of (dense adjacency [n, n], neighbour lists)."""
         samples = self.train_samples if self.training else self.eval_samples
-        rows = []
+        views, masks = [], []
         for adj, neighbours in graphs:
-            for _ in range(samples):
-                order = torch.tensor(self._view(neighbours))
+            spread = list(range(len(neighbours)))
+            self.rng.shuffle(spread)
+            for p in range(samples):
+                order = torch.tensor(self._view(neighbours, spread[p % len(spread)]))
                 view = torch.zeros(self.k, self.k)
                 view[:len(order), :len(order)] = adj[order][:, order]
-                mask = torch.zeros(self.k)
-                mask[:len(order)] = 1
-                rows.append(torch.cat([view.flatten(), mask, mask]))
-        out = self.net(torch.stack(rows))
+                mask = torch.zeros(self.k, dtype=torch.bool)
+                mask[:len(order)] = True
+                views.append(view)
+                masks.append(mask)
+        masks = torch.stack(masks)
+        out = self.f(torch.stack(views).unsqueeze(-1), masks.unsqueeze(-1).float(), masks)
         return out.view(len(graphs), samples, -1).mean(dim=1)
 
 
@@ -83,7 +89,7 @@ def _dense(views, n):
 
 
 def run_pair_baseline(pair, seed, model="oriented", epochs=20, eval_samples=64, k=32, hidden=64, layers=6,
-                      train_samples=16, lr=1e-3, q=32):
+                      train_samples=8, lr=1e-3, q=32):
     """The protocol on ``pair``: train a fresh model to push the two graphs apart, then T2 of the
     eval-mode differences and of the reliability halves (rpfast's ``verdict``)."""
     generator = torch.Generator().manual_seed(seed)
@@ -100,7 +106,7 @@ def run_pair_baseline(pair, seed, model="oriented", epochs=20, eval_samples=64, 
             out = net(_pyg_batch(views, n, repeat))
             return out.view(len(views), repeat, -1).mean(dim=1)
     else:
-        net = BfsViewMLP(min(k, n), hidden, 16, train_samples, eval_samples, random.Random(seed))
+        net = BfsViewRP(min(k, n), hidden, 16, train_samples, eval_samples, random.Random(seed))
 
         def embed(views, training):
             return net(_dense(views, n))

@@ -20,16 +20,16 @@ def changed_constants(config: Dict) -> str:
 
 
 def describe_model(config: Dict) -> str:
-    """The model and the settings that shape it, e.g. ``"oriented (bfs views of 32 vertices,
-    MLP 2 x 64, 16 train / 256 eval relabelings)"``."""
+    """The model and the settings that shape it, e.g. ``"oriented (bfs views of 0.75 k..32
+    vertices from balanced starts, walk counts + MLP 2 x 64, 8 train / 256 eval relabelings)"``."""
     from rpfast.experiments.pair_models import DEFAULT_LAYERS, DEFAULT_TRAIN_SAMPLES, SHORTEST_VIEW
 
     model = config["model"]
     layers = config.get("layers") or DEFAULT_LAYERS[model]
     train = config.get("train_samples") or DEFAULT_TRAIN_SAMPLES[model]
     shortest = config.get("min_k") or f"{SHORTEST_VIEW:g} k"
-    view = {"oriented": f"{config['orientation']} views of {shortest}..{config['k']} vertices, "
-                        f"MLP {layers} x {config['hidden']}",
+    view = {"oriented": f"{config['orientation']} views of {shortest}..{config['k']} vertices from balanced starts, "
+                        f"walk counts + MLP {layers} x {config['hidden']}",
             "kary": f"{config['k']}-subsets in random order, MLP {layers} x {config['hidden']}",
             "exact": f"all n! orders, MLP {layers} x {config['hidden']}, ridge {config['ridge']:g}",
             "rp-gin": f"GIN {layers} x {config['hidden']} on one-hot IDs",

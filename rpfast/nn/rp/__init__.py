@@ -1,6 +1,6 @@
 """Relational Pooling (Murphy et al. 2019), every consumer over a :class:`Strategy` (:class:`Exact`,
 :class:`PiSGD`, :class:`KAry`, :class:`Oriented`): :class:`RelationalPooling` averages any f over
-the relabeled dense graphs (encoders :class:`VecMLP`, :class:`VecRNN`, :class:`AdjCNN`);
+the relabeled dense graphs (encoders :class:`VecMLP`, :class:`VecRNN`, :class:`AdjCNN`, :class:`RootWalks`; :class:`Concat` joins them);
 :class:`RPGNN` / :class:`RPGIN` give any PyG-style GNN one-hot IDs of the positions;
 :class:`SubgraphRP` runs a GNN on the subgraphs the first k positions induce."""
 from rpfast.nn.rp.encoders import AdjCNN, VecMLP, VecRNN
@@ -10,6 +10,7 @@ from rpfast.nn.rp.relational_pooling import RelationalPooling
 from rpfast.nn.rp.rp_gin import RPGIN
 from rpfast.nn.rp.strategies import Exact, KAry, NodePositions, Oriented, Relabelings, Strategy
 from rpfast.nn.rp.subgraph import SubgraphRP, induced_subgraphs
+from rpfast.nn.rp.walk_encoder import Concat, RootWalks
 
 __all__ = ["RelationalPooling", "Strategy", "Relabelings", "NodePositions", "Exact", "PiSGD", "KAry", "Oriented",
-           "VecMLP", "VecRNN", "AdjCNN", "RPGNN", "RPGIN", "SubgraphRP", "induced_subgraphs"]
+           "VecMLP", "VecRNN", "AdjCNN", "RootWalks", "Concat", "RPGNN", "RPGIN", "SubgraphRP", "induced_subgraphs"]

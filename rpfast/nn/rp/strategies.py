@@ -350,8 +350,12 @@ class Oriented(Strategy):
         size: the ``K`` positions f sees: the first ``size`` vertices of each order (the paper's
             "random start, BFS/DFS until k vertices" when smaller than the graphs).
         starts: ``"random"`` (uniform start vertices, fresh each call: ``train_samples`` per graph
-            in training, the average of ``eval_samples`` in eval mode) or ``"all"`` (one order
-            from every vertex: the full poly-canonical set, in both modes).
+            in training, the average of ``eval_samples`` in eval mode), ``"balanced"`` (the same
+            counts, the starts spread evenly: with ``P`` orders on ``n`` vertices every vertex
+            starts ``P // n`` of them and ``P % n`` distinct random vertices one more; each vertex
+            is as likely as under ``"random"``, so the average has the same expectation, without
+            the spread that comes from which starts were drawn: a stratified sample) or
+            ``"all"`` (one order from every vertex: the full poly-canonical set, in both modes).
         tiebreak: which neighbour a traversal visits first: ``"random"`` (a fresh uniform ranking
             per order, so the distribution of orders does not depend on the vertex ids: RP stays
             invariant in expectation), ``"features"`` (vertices ranked by their feature rows,
@@ -361,7 +365,7 @@ class Oriented(Strategy):
             (default 1) and in eval mode (default 5; 1 for ``"wl"`` with a deterministic
             ``tiebreak``, whose orders are all the same). ``starts="all"`` and ``"rdkit"`` fix
             the count and take neither.
-        min_size: views of random length (DFS/BFS with ``starts="random"``): each order keeps
+        min_size: views of random length (DFS/BFS with random or balanced starts): each order keeps
             its first L vertices, L drawn uniformly from ``min_size..size`` per order (the rest
             is padding). The average then runs over every view length too: on graphs whose
             full-size views are all alike (a cycle, a disjoint union of cycles) the views still
@@ -380,11 +384,12 @@ class Oriented(Strategy):
         if method == "wl" and starts != "random":
             raise ValueError("a WL orientation has no start vertex: use starts='random' (the sample counts are "
                              "tie-breaks)")
+        sampled = starts in ("random", "balanced")
         if method == "rdkit" and (starts != "random" or counted or tiebreak != "random"):
             raise ValueError("method='rdkit' gives one canonical order per molecule: it takes no starts, "
                              "train_samples, eval_samples or tiebreak")
-        if starts not in ("random", "all"):
-            raise ValueError(f"starts must be 'random' or 'all', got {starts!r}")
+        if starts not in ("random", "balanced", "all"):
+            raise ValueError(f"starts must be 'random', 'balanced' or 'all', got {starts!r}")
         if tiebreak not in ("random", "features", "id"):
             raise ValueError(f"tiebreak must be 'random', 'features' or 'id', got {tiebreak!r}")
         if starts == "all" and counted:
@@ -393,13 +398,14 @@ class Oriented(Strategy):
         self.method, self.starts, self.tiebreak = method, starts, tiebreak
         self.size = check_count(size, "size", minimum=1)
         if min_size is not None:
-            if method not in ("dfs", "bfs") or starts != "random":
-                raise ValueError("min_size (views of random length) is for method='dfs' or 'bfs' with starts='random'")
+            if method not in ("dfs", "bfs") or not sampled:
+                raise ValueError("min_size (views of random length) is for method='dfs' or 'bfs' with random or "
+                                 "balanced starts")
             min_size = check_count(min_size, "min_size", minimum=1)
             if min_size > self.size:
                 raise ValueError(f"min_size = {min_size} is above size = {self.size}")
         self.min_size = min_size
-        if starts == "random" and method != "rdkit":
+        if sampled and method != "rdkit":
             deterministic = method == "wl" and tiebreak != "random"
             self.train_samples, self.eval_samples = _sample_counts(train_samples, eval_samples, 1,
                                                                    1 if deterministic else 5)
@@ -407,15 +413,16 @@ class Oriented(Strategy):
     def relabel(self, graph, training, generator=None):
         if self.method == "rdkit":
             return _uniform(_fit(_rdkit_orders(graph), self.size))
-        P = self.samples(training) if self.starts == "random" else graph.n_max
+        P = graph.n_max if self.starts == "all" else self.samples(training)
         ties = self._ranks(graph, P, generator)
         if self.method == "wl":
             if ties is None:
                 ties = torch.arange(graph.n_max).expand(graph.num_graphs, P, -1)
             return _uniform(_fit(wl_order(graph, tiebreak=ties, x=graph.x).order, self.size))
         order_fn = dfs_order if self.method == "dfs" else bfs_order
-        if self.starts == "random":
-            orders = order_fn(graph, start="random", tiebreak=ties, k=self.size, num_samples=P, generator=generator)
+        if self.starts != "all":
+            start = "random" if self.starts == "random" else _balanced_starts(graph.num_nodes, P, generator)
+            orders = order_fn(graph, start=start, tiebreak=ties, k=self.size, num_samples=P, generator=generator)
             if self.min_size is not None:
                 lengths = torch.randint(self.min_size, self.size + 1, (*orders.shape[:2], 1), generator=generator)
                 orders = orders.masked_fill(torch.arange(orders.shape[2]) >= lengths, -1)
@@ -444,7 +451,7 @@ class Oriented(Strategy):
         if self.method == "rdkit":
             return f"Oriented('rdkit', size={self.size})"
         samples = (f", train_samples={self.train_samples}, eval_samples={self.eval_samples}"
-                   if self.starts == "random" else "")
+                   if self.starts != "all" else "")
         shorter = "" if self.min_size is None else f", min_size={self.min_size}"
         return (f"Oriented({self.method!r}, size={self.size}, starts={self.starts!r}{samples}, "
                 f"tiebreak={self.tiebreak!r}{shorter})")
@@ -454,6 +461,16 @@ def _sample_counts(train_samples, eval_samples, train_default: int, eval_default
     """``(train_samples, eval_samples)``, each checked ``>= 1``, None replaced by its default."""
     return (train_default if train_samples is None else check_count(train_samples, "train_samples", minimum=1),
             eval_default if eval_samples is None else check_count(eval_samples, "eval_samples", minimum=1))
+
+
+def _balanced_starts(num_nodes: Tensor, P: int, generator) -> Tensor:
+    """``[B, P]`` start vertices spread evenly: a uniformly random order ``sigma`` of each graph's
+    ``n`` vertices, repeated (``start[b, p] = sigma[p mod n]``); -1 for an empty graph."""
+    sigma = random_permutations(num_nodes, 1, generator=generator)[:, 0]  # [B, n_max]
+    if sigma.shape[1] == 0:
+        return torch.full((len(num_nodes), P), -1, dtype=torch.int64)
+    slot = torch.arange(P).unsqueeze(0) % num_nodes.clamp(min=1).unsqueeze(1)
+    return sigma.gather(1, slot)
 
 
 def _fit(orders: Tensor, K: int) -> Tensor:

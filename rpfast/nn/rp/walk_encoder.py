@@ -1,0 +1,105 @@
+r"""An encoder f that counts gated walks around the first vertex of a view, and :class:`Concat`,
+which joins encoders side by side.
+
+A BFS view (:class:`~rpfast.nn.rp.Oriented`) puts its start vertex at position 0 and the start's
+neighbours next. An MLP on the flattened adjacency (:class:`~rpfast.nn.rp.VecMLP`) sees them, but
+must learn cubic functions of the entries (how many triangles the neighbours form) from scratch.
+:class:`RootWalks` has products of the adjacency in its architecture: learned gates select
+vertices by their relation to position 0, and it counts the closed walks among the selected
+vertices, so a learned gate "neighbour of the start" turns into the number of 4-cliques through
+the start. That count separates strongly regular graphs with equal parameters (Latin square
+graphs of order 5, Paulus-type pairs) where every 1-WL and 3-WL test fails.
+"""
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from rpfast._validation import check_count
+from rpfast.nn._unsupported import NotScriptable
+from rpfast.nn.rp.encoders import _Layout
+
+__all__ = ["RootWalks", "Concat"]
+
+
+class RootWalks(NotScriptable, nn.Module):
+    r"""Learned gated walk counts in the first ``window`` positions of a view.
+
+    For a view with adjacency :math:`A` (edge channel 0) and mask :math:`m`, over the first
+    :math:`W` = ``window`` positions, every position :math:`i` has the descriptor
+    :math:`h_i = [\,[i = 0],\ A_{0i},\ m_i,\ x_i\,]` (is it the view's first vertex, is it adjacent
+    to it, is it real, its features). Each of ``channels`` gates :math:`c` weighs the positions,
+    :math:`w_{ic} = \sigma(\theta_c^\top h_i + b_c)\, m_i`, and selects the weighted graph
+    :math:`X_c = A \odot w_c w_c^\top` (:math:`W \times W`). Its features are
+
+    .. math::
+        e_c = \tfrac{1}{W} \mathbf{1}^\top X_c \mathbf{1}, \quad
+        p_c = \tfrac{1}{W^2} \lVert X_c \mathbf{1} \rVert^2, \quad
+        t_c = \tfrac{1}{W^2} \operatorname{tr}(X_c^3)
+
+    (gated edges, 2-walks and closed 3-walks: with :math:`w_c` the indicator of the first
+    vertex's neighbours, :math:`t_c` is 6 times the number of 4-cliques through it), batch-
+    normalised and mapped by an MLP (``hidden`` wide) to ``out_dim``. Cost per view:
+    :math:`O(C W^3)`.
+
+    Args:
+        max_nodes: K, the positions of the strategy (joint RP only); edge_channels: C (channel
+            0 is read as the adjacency); node_features: F; hidden: width of the MLP; out_dim:
+            output width; window: W, the positions read (at most K; default: all K);
+            channels: gates.
+
+    Shapes: ``forward(adj [M, K, K(, C)], x [M, K(, F)], mask [M, K])`` -> ``[M, out_dim]``.
+    """
+
+    def __init__(self, max_nodes: int, edge_channels: int, node_features: int, hidden: int, out_dim: int,
+                 window: Optional[int] = None, channels: int = 2):
+        super().__init__()
+        if isinstance(max_nodes, (tuple, list)):
+            raise ValueError("RootWalks reads a view from its first vertex: it is for joint RP (an int max_nodes)")
+        self.layout = _Layout("RootWalks", max_nodes, edge_channels, node_features)
+        K = self.layout.rows
+        self.window = K if window is None else check_count(window, "window", 1)
+        if self.window > K:
+            raise ValueError(f"window = {self.window} is above max_nodes = {K}")
+        self.channels = check_count(channels, "channels", 1)
+        self.gate = nn.Linear(3 + self.layout.F, self.channels)
+        hidden = check_count(hidden, "hidden", 1)
+        self.read = nn.Sequential(nn.BatchNorm1d(3 * self.channels), nn.Linear(3 * self.channels, hidden), nn.ReLU(),
+                                  nn.Linear(hidden, check_count(out_dim, "out_dim", 1)))
+
+    def forward(self, adj: Tensor, x: Optional[Tensor], mask) -> Tensor:
+        adj, x, rows, _ = self.layout.prepare(adj, x, mask)
+        W = self.window
+        A, real = adj[:, :W, :W, 0], rows[:, :W]
+        first = torch.zeros_like(real)
+        first[:, :1] = 1.0
+        descriptors = torch.stack([first, A[:, 0, :], real], dim=-1)
+        if x is not None:
+            descriptors = torch.cat([descriptors, x[:, :W]], dim=-1)
+        gates = (torch.sigmoid(self.gate(descriptors)) * real.unsqueeze(-1)).transpose(1, 2)  # [M, C, W]
+        X = A.unsqueeze(1) * (gates.unsqueeze(3) * gates.unsqueeze(2))  # [M, C, W, W], symmetric
+        degrees = X.sum(dim=3)
+        edges = degrees.sum(dim=2) / W
+        two_walks = (degrees * degrees).sum(dim=2) / W ** 2
+        closed_three = ((X @ X) * X).sum(dim=(2, 3)) / W ** 2
+        return self.read(torch.cat([edges, two_walks, closed_three], dim=1))
+
+
+class Concat(NotScriptable, nn.Module):
+    """Encoders side by side: each gets the same ``(adj, x, mask)``; their ``[M, d_i]`` outputs
+    are concatenated to ``[M, sum d_i]``. Each part keeps its own output coordinates, so a noisy
+    part does not blur a sharp one inside the same coordinates.
+
+    Args:
+        encoders: two or more encoders of :mod:`rpfast.nn.rp` (or modules taking
+            ``(adj, x, mask)``), built for the same positions.
+    """
+
+    def __init__(self, *encoders: nn.Module):
+        super().__init__()
+        if len(encoders) < 2 or not all(isinstance(e, nn.Module) for e in encoders):
+            raise TypeError("Concat takes two or more encoder modules")
+        self.parts = nn.ModuleList(encoders)
+
+    def forward(self, adj: Tensor, x: Optional[Tensor], mask) -> Tensor:
+        return torch.cat([part(adj, x, mask) for part in self.parts], dim=-1)
