@@ -29,8 +29,8 @@ def _neighbour_gates(walks: RootWalks) -> RootWalks:
         walks.gate.weight.zero_()
         walks.gate.weight[:, 1] = 60.0  # descriptor 1: adjacent to position 0
         walks.gate.bias.fill_(-30.0)
-    walks.read = nn.Identity()
-    return walks
+    walks.norm, walks.read = nn.Identity(), nn.Identity()
+    return walks.eval()
 
 
 def test_walk_features_count_the_edges_and_triangles_among_the_start_neighbours():
@@ -78,6 +78,10 @@ def test_root_walks_and_concat_shapes_and_errors():
     adj, x, mask = torch.rand(7, 6, 6, 2), torch.randn(7, 6, 3), torch.ones(7, 6, dtype=torch.bool)
     assert both(adj, x, mask).shape == (7, 7)
     assert walks.eval()(adj[:0], x[:0], mask[:0]).shape == (0, 5)
+    walks.train()
+    for rows in (0, 1, 2):  # fewer than two training views: the running statistics normalise
+        out = walks(adj[:rows], x[:rows], mask[:rows])
+        assert out.shape == (rows, 5) and bool(torch.isfinite(out).all())
     with pytest.raises(ValueError, match="window = 7 is above max_nodes = 6"):
         RootWalks(6, 1, 1, 8, 4, window=7)
     with pytest.raises(ValueError, match="joint RP"):

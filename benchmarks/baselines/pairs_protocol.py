@@ -2,8 +2,8 @@
 user would: the relabeled graphs as a PyG ``Batch``; RP-GIN from PyG's ``GINConv`` with a
 ``randperm`` of one-hot IDs per graph; the oriented model's BFS views drawn in Python (starts
 spread over the vertices, neighbours visited in a random order) and gathered from the dense
-adjacency with torch indexing, the same f on them. In eval mode each embedding averages ``eval_samples`` draws, the relabeled batch
-repeated ``eval_samples`` times in one forward pass."""
+adjacency with torch indexing, the same f on them. In eval mode each embedding averages
+``eval_samples`` draws, the relabeled batch repeated ``eval_samples`` times in one forward pass."""
 import math
 import random
 

@@ -1,6 +1,7 @@
 """Relational Pooling (Murphy et al. 2019), every consumer over a :class:`Strategy` (:class:`Exact`,
 :class:`PiSGD`, :class:`KAry`, :class:`Oriented`): :class:`RelationalPooling` averages any f over
-the relabeled dense graphs (encoders :class:`VecMLP`, :class:`VecRNN`, :class:`AdjCNN`, :class:`RootWalks`; :class:`Concat` joins them);
+the relabeled dense graphs (encoders :class:`VecMLP`, :class:`VecRNN`, :class:`AdjCNN`,
+:class:`RootWalks`; :class:`Concat` joins them);
 :class:`RPGNN` / :class:`RPGIN` give any PyG-style GNN one-hot IDs of the positions;
 :class:`SubgraphRP` runs a GNN on the subgraphs the first k positions induce."""
 from rpfast.nn.rp.encoders import AdjCNN, VecMLP, VecRNN

@@ -7,13 +7,14 @@ must learn cubic functions of the entries (how many triangles the neighbours for
 :class:`RootWalks` has products of the adjacency in its architecture: learned gates select
 vertices by their relation to position 0, and it counts the closed walks among the selected
 vertices, so a learned gate "neighbour of the start" turns into the number of 4-cliques through
-the start. That count separates strongly regular graphs with equal parameters (Latin square
-graphs of order 5, Paulus-type pairs) where every 1-WL and 3-WL test fails.
+the start. That count separates some strongly regular graphs with equal parameters (the two
+Latin square graphs of order 5, both srg(25, 12, 5, 6)), which the 3-WL test cannot.
 """
 from typing import Optional
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from rpfast._validation import check_count
 from rpfast.nn._unsupported import NotScriptable
@@ -39,8 +40,9 @@ class RootWalks(NotScriptable, nn.Module):
 
     (gated edges, 2-walks and closed 3-walks: with :math:`w_c` the indicator of the first
     vertex's neighbours, :math:`t_c` is 6 times the number of 4-cliques through it), batch-
-    normalised and mapped by an MLP (``hidden`` wide) to ``out_dim``. Cost per view:
-    :math:`O(C W^3)`.
+    normalised (the counts vary by a few around a large mean; centring them lets the MLP see
+    the difference; a training batch of fewer than two views uses the running statistics) and
+    mapped by an MLP (``hidden`` wide) to ``out_dim``. Cost per view: :math:`O(C W^3)`.
 
     Args:
         max_nodes: K, the positions of the strategy (joint RP only); edge_channels: C (channel
@@ -64,7 +66,8 @@ class RootWalks(NotScriptable, nn.Module):
         self.channels = check_count(channels, "channels", 1)
         self.gate = nn.Linear(3 + self.layout.F, self.channels)
         hidden = check_count(hidden, "hidden", 1)
-        self.read = nn.Sequential(nn.BatchNorm1d(3 * self.channels), nn.Linear(3 * self.channels, hidden), nn.ReLU(),
+        self.norm = nn.BatchNorm1d(3 * self.channels)
+        self.read = nn.Sequential(nn.Linear(3 * self.channels, hidden), nn.ReLU(),
                                   nn.Linear(hidden, check_count(out_dim, "out_dim", 1)))
 
     def forward(self, adj: Tensor, x: Optional[Tensor], mask) -> Tensor:
@@ -82,7 +85,14 @@ class RootWalks(NotScriptable, nn.Module):
         edges = degrees.sum(dim=2) / W
         two_walks = (degrees * degrees).sum(dim=2) / W ** 2
         closed_three = ((X @ X) * X).sum(dim=(2, 3)) / W ** 2
-        return self.read(torch.cat([edges, two_walks, closed_three], dim=1))
+        features = torch.cat([edges, two_walks, closed_three], dim=1)
+        norm = self.norm
+        if self.training and features.shape[0] < 2:  # no batch statistics from one view
+            features = F.batch_norm(features, norm.running_mean, norm.running_var, norm.weight, norm.bias,
+                                    training=False, eps=norm.eps)
+        else:
+            features = norm(features)
+        return self.read(features)
 
 
 class Concat(NotScriptable, nn.Module):
