@@ -88,6 +88,14 @@ def test_families_are_non_isomorphic_and_1wl_equivalent(family, count, expected)
         assert [p.n for p in pairs] == [16, 28, 28, 28, 36, 49]
 
 
+def test_srg_pairs_are_twenty_different_pairs():
+    from rpfast.data.pairs import local_invariants, networkx_graph
+
+    pairs = family_pairs("srg")
+    keys = {tuple(sorted(tuple(local_invariants(networkx_graph(e, p.n))) for e in (p.g, p.h))) for p in pairs}
+    assert len(pairs) == 20 and len(keys) == 20  # different invariants: no pair is another one again
+
+
 def test_wl_equivalence_and_the_isomorphism_checks_decide_correctly():
     from rpfast.data.pair_families import wl_equivalent
     from rpfast.data.pairs import isomorphic_within, local_invariants

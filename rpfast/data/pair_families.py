@@ -9,7 +9,9 @@
   Shrikhande graph against the 4x4 rook's graph (srg(16, 6, 2, 2)), the triangular graph T(8)
   against the three Chang graphs (srg(28, 12, 6, 4)), and Latin square graphs of Latin squares
   from different main classes (srg(m^2, 3(m - 1), m, 6), m = 6, 7; a pair is kept when its
-  numbers of 4-cliques through the vertices differ, which certifies non-isomorphism cheaply);
+  numbers of 4-cliques through the vertices differ, which certifies non-isomorphism cheaply,
+  and skipped when its two graphs have the same local invariants as an earlier pair's, which
+  are most likely the same two main classes again);
 * ``csl``: circulant skip-link graphs CSL(41, R) against CSL(41, R') for the paper's ten skip
   lengths (45 pairs of 4-regular graphs);
 * ``cfi``: Cai-Fuerer-Immerman pairs (:func:`cfi_pair`) over small base graphs (cycles, K4,
@@ -175,14 +177,18 @@ def _srg(count: int, seed: int) -> List[GraphPair]:
     pairs += [_pair("srg", len(pairs) + i, triangular, chang) for i, chang in enumerate(changs)]
     rng = random.Random(seed)
     orders = itertools.cycle((6, 7))
-    tries = 0
+    tries, drawn = 0, set()
     while len(pairs) < count:
         tries += 1
         if tries > 50 * count:
             raise ValueError(f"could not draw {count} srg pairs")
         m = next(orders)
         g, h = (latin_square_graph(random_latin_square(m, rng)) for _ in range(2))
-        if local_invariants(g) != local_invariants(h):  # certainly non-isomorphic, without a costly search
+        invariants = tuple(sorted((tuple(local_invariants(g)), tuple(local_invariants(h)))))
+        # different invariants: certainly non-isomorphic, without a costly search; the invariants
+        # of an earlier pair: most likely the same two main classes again, so skipped
+        if invariants[0] != invariants[1] and invariants not in drawn:
+            drawn.add(invariants)
             pairs.append(_pair("srg", len(pairs), g, h))
     return pairs
 

@@ -29,10 +29,13 @@ second into a larger T^2.
   and one quarter from an MLP on the adjacency (:class:`~rpfast.nn.rp.VecMLP`: cycles, and the
   links between neighbourhoods, which separate CSL and CFI pairs):
   ``RelationalPooling(Concat(RootWalks, VecMLP), Oriented(method, k, "balanced", min_size=min_k))``.
-  A part that is exactly a function of the start (the walk counts once the window holds the
-  start's whole neighbourhood) varies only with the start; with balanced starts its average
-  is then nearly exact, and on vertex-transitive graphs its spread is at rounding level, so T^2
-  can be huge: the protocol's decision, as for BREC's deterministic models. Views of one fixed
+  With balanced starts the walk part's average does not carry the spread of which starts were
+  drawn. On vertex-transitive graphs (CSL) its views differ only in which vertices of the
+  third BFS layer fall in the window, so its 12 coordinates vary along a few directions and
+  are constant up to rounding along the others, where the two graphs still differ: S has
+  eigenvalues at rounding level there and T^2 reaches 1e8 to 1e15 (the reliability statistic
+  stays near 1), a deterministic separation, decided by the protocol as BREC decides its
+  deterministic models. Views of one fixed
   length are all alike on some graphs (C6 against two triangles: every BFS view of C6 is the
   same matrix): the RP average is then exact, S = 0 and T^2 = 0 under the published
   convention although the two means differ; random lengths keep a spread. A BFS view is
@@ -41,7 +44,7 @@ second into a larger T^2.
   average is invariant in expectation, and far fewer draws than pi-SGD's n! relabelings
   cover it, which makes the average of ``eval_samples`` views sharp. Measured on the built-in
   families (README), it separates every CSL, basic and regular pair that rp-gin misses, at a
-  fraction of rp-gin's cost; with the walk part it separates 13 of the 20 strongly regular pairs
+  fraction of rp-gin's cost; with the walk part it separates 15 of the 20 strongly regular pairs
   where the MLP alone separated 4.
 """
 import math

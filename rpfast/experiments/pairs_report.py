@@ -28,8 +28,9 @@ def describe_model(config: Dict) -> str:
     layers = config.get("layers") or DEFAULT_LAYERS[model]
     train = config.get("train_samples") or DEFAULT_TRAIN_SAMPLES[model]
     shortest = config.get("min_k") or f"{SHORTEST_VIEW:g} k"
+    parts = "walk counts" + (f" + MLP {layers} x {config['hidden']}" if config.get("output_dim", 16) >= 4 else "")
     view = {"oriented": f"{config['orientation']} views of {shortest}..{config['k']} vertices from balanced starts, "
-                        f"walk counts + MLP {layers} x {config['hidden']}",
+                        f"{parts}",
             "kary": f"{config['k']}-subsets in random order, MLP {layers} x {config['hidden']}",
             "exact": f"all n! orders, MLP {layers} x {config['hidden']}, ridge {config['ridge']:g}",
             "rp-gin": f"GIN {layers} x {config['hidden']} on one-hot IDs",

@@ -39,7 +39,7 @@ class RootWalks(NotScriptable, nn.Module):
         t_c = \tfrac{1}{W^2} \operatorname{tr}(X_c^3)
 
     (gated edges, 2-walks and closed 3-walks: with :math:`w_c` the indicator of the first
-    vertex's neighbours, :math:`t_c` is 6 times the number of 4-cliques through it), batch-
+    vertex's neighbours, :math:`W^2 t_c` is 6 times the number of 4-cliques through it), batch-
     normalised (the counts vary by a few around a large mean; centring them lets the MLP see
     the difference; a training batch of fewer than two views uses the running statistics) and
     mapped by an MLP (``hidden`` wide) to ``out_dim``. Cost per view: :math:`O(C W^3)`.
@@ -108,7 +108,9 @@ class Concat(NotScriptable, nn.Module):
     def __init__(self, *encoders: nn.Module):
         super().__init__()
         if len(encoders) < 2 or not all(isinstance(e, nn.Module) for e in encoders):
-            raise TypeError("Concat takes two or more encoder modules")
+            raise TypeError("Concat takes two or more encoder modules as separate arguments: Concat(f1, f2), "
+                            f"got {len(encoders)} argument(s) of type(s) "
+                            f"{', '.join(type(e).__name__ for e in encoders) or 'none'}")
         self.parts = nn.ModuleList(encoders)
 
     def forward(self, adj: Tensor, x: Optional[Tensor], mask) -> Tensor:
