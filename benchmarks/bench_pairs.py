@@ -1,8 +1,9 @@
 """The RPC protocol of `rpfast pairs` on one CSL pair (41 vertices), rpfast against the same
 protocol written with PyG + torch (`baselines/pairs_protocol.py`), for the default model
-(`oriented`: BFS views of up to 32 vertices, walk counts and an MLP) and for `rp-gin`. Both sides train a fresh model
-for the same steps and average the same number of eval relabelings per embedding; rounds
-alternate between the two (`paired`), so both see the same machine minute."""
+(`oriented`: BFS views of up to 32 vertices, walk counts and an MLP) and for `rp-gin`. Both
+sides train a fresh model for the same steps and average the same number of eval relabelings
+per embedding; rounds alternate between the two (`paired`), so both see the same machine
+minute."""
 import pytest
 import torch
 
