@@ -9,7 +9,8 @@ from rpfast.nn.rp.gnn import RPGNN
 from rpfast.nn.rp.pisgd import PiSGD
 from rpfast.nn.rp.relational_pooling import RelationalPooling
 from rpfast.nn.rp.rp_gin import RPGIN
-from rpfast.nn.rp.strategies import Exact, KAry, NodePositions, Oriented, Relabelings, Strategy
+from rpfast.nn.rp.oriented import Oriented
+from rpfast.nn.rp.strategies import Exact, KAry, NodePositions, Relabelings, Strategy
 from rpfast.nn.rp.subgraph import SubgraphRP, induced_subgraphs
 from rpfast.nn.rp.walk_encoder import Concat, RootWalks
 
