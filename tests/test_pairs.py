@@ -239,16 +239,18 @@ def test_cfi_pairs_differ_only_by_the_twist():
 
 def test_worker_processes_give_the_rows_of_one_process(tmp_path, capsys):
     argv = ["pairs", "--family", "regular", "--count", "3", "--eval-samples", "8", "--epochs", "3", "--no-progress",
-            "--threads", "2", "--save-embeddings"]
-    assert main(argv + ["--jobs", "1", "--out", str(tmp_path / "one")]) == 0
-    assert main(argv + ["--jobs", "2", "--out", str(tmp_path / "two")]) == 0
+            "--save-embeddings"]
+    # one thread per process in both runs: torch's matrix products round differently by thread count,
+    # which moves T2 of a pair with near-deterministic coordinates
+    assert main(argv + ["--jobs", "1", "--threads", "1", "--out", str(tmp_path / "one")]) == 0
+    assert main(argv + ["--jobs", "2", "--threads", "2", "--out", str(tmp_path / "two")]) == 0
     one, two = _rows(tmp_path / "one" / "pairs.csv"), _rows(tmp_path / "two" / "pairs.csv")
     assert sorted(r["index"] for r in two) == ["0", "1", "2"]  # streamed as the workers finish them
     by_index = {r["index"]: r for r in two}
-    for row in one:  # the same decisions; D agrees to float32 rounding (torch's matmul rounds by thread count)
-        assert [by_index[row["index"]][key] for key in ("distinguished", "reliable")] == [row["distinguished"],
-                                                                                          row["reliable"]]
+    for row in one:
+        assert [by_index[row["index"]][key] for key in ("t2", "t2_reliability", "distinguished", "reliable")] == \
+            [row["t2"], row["t2_reliability"], row["distinguished"], row["reliable"]]
         for part in ("differences", "reliability"):
             key = f"regular_{row['index']}_seed0"
-            np.testing.assert_allclose(np.load(tmp_path / "two" / "embeddings" / f"{key}.npz")[part],
-                                       np.load(tmp_path / "one" / "embeddings" / f"{key}.npz")[part], atol=1e-6)
+            np.testing.assert_array_equal(np.load(tmp_path / "two" / "embeddings" / f"{key}.npz")[part],
+                                          np.load(tmp_path / "one" / "embeddings" / f"{key}.npz")[part])

@@ -71,6 +71,26 @@ def test_four_cliques_through_the_start_separate_latin_square_graphs_of_order_fi
     assert Counter(cliques_through(other, v) for v in other) != Counter({12: 25})
 
 
+def test_ego_gates_ignore_the_vertices_beyond_the_first_vertex_neighbourhood():
+    graph = nx.gnp_random_graph(10, 0.4, seed=3)
+    start = min(graph, key=graph.degree)
+    around = [start] + list(graph[start])
+    beyond = [v for v in graph if v not in around]
+    assert len(beyond) >= 2
+    views = [around + beyond, around + beyond[::-1]]  # a different vertex beyond in the window
+    window = len(around) + 1
+    torch.manual_seed(0)
+    ego = RootWalks(10, 1, 1, 8, 4, window=window, ego_channels=2).eval()
+    free = RootWalks(10, 1, 1, 8, 4, window=window).eval()
+    free.load_state_dict(ego.state_dict())
+    torch.testing.assert_close(ego(*_dense(graph, views[0])), ego(*_dense(graph, views[1])))
+    assert not torch.allclose(free(*_dense(graph, views[0])), free(*_dense(graph, views[1])))
+    with pytest.raises(ValueError, match="ego_channels = 3 is above channels = 2"):
+        RootWalks(10, 1, 1, 8, 4, ego_channels=3)
+    with pytest.raises(ValueError, match="ego_channels"):
+        RootWalks(10, 1, 1, 8, 4, ego_channels=-1)
+
+
 def test_root_walks_and_concat_shapes_and_errors():
     walks = RootWalks(6, 2, 3, 8, 5, window=4)
     vec = VecMLP(6, 2, 3, 8, 2)
@@ -105,8 +125,18 @@ def test_balanced_starts_spread_the_orders_evenly_over_the_vertices():
     assert bool((perms[2] == -1).all())
     lengths = (perms[:2] >= 0).sum(-1)
     assert lengths.min() >= 3 and lengths.max() == 4
-    perms, _ = strategy.relabel(batch, False, torch.Generator().manual_seed(1))
+    perms, weights = strategy.relabel(batch, False, torch.Generator().manual_seed(1))
     assert Counter(perms[1, :, 0].tolist()) == Counter({v: 2 for v in range(6)})
+    for b, n in ((0, 5), (1, 6)):  # every start carries 1 / n of the average
+        per_start = Counter()
+        for p in range(12):
+            per_start[int(perms[b, p, 0])] += float(weights[b, p])
+        assert sorted(per_start) == list(range(n)) and all(w == pytest.approx(1 / n) for w in per_start.values())
+    assert bool((weights[2] == 0).all())
+    few = Oriented("bfs", 4, starts="balanced", eval_samples=3)
+    perms, weights = few.relabel(batch, False, torch.Generator().manual_seed(3))
+    assert len(set(perms[0, :, 0].tolist())) == 3 and torch.allclose(weights[:2], torch.full((2, 3), 1 / 3,
+                                                                                             dtype=torch.float64))
     rp = RelationalPooling(Concat(RootWalks(4, 1, 1, 8, 3), VecMLP(4, 1, 1, 8, 1)), strategy,
                            generator=torch.Generator().manual_seed(2), use_edge_attr=False).eval()
     assert rp(torch.ones(11, 1), batch).shape == (3, 4)

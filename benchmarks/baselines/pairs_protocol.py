@@ -34,14 +34,14 @@ def _pyg_batch(views, n, repeat=1):
 class BfsViewRP(nn.Module):
     """RP over BFS views: f on the k x k adjacency of the first vertices of a BFS with random
     tie-breaks, the starts spread evenly over the vertices (a random order of them, repeated),
-    averaged over ``samples`` views per graph. f is the torch module rpfast's default model uses
+    averaged over ``samples`` views per graph with every start weighing the same. f is the torch module rpfast's default model uses
     (walk counts and an MLP, ``Concat(RootWalks, VecMLP)``): the comparison is of the views and
     the batching around it."""
 
     def __init__(self, k, hidden, out, train_samples, eval_samples, rng):
         super().__init__()
         self.k, self.train_samples, self.eval_samples, self.rng = k, train_samples, eval_samples, rng
-        self.f = Concat(RootWalks(k, 1, 1, hidden, out - out // 4, window=min(20, k)),
+        self.f = Concat(RootWalks(k, 1, 1, hidden, out - out // 4, window=min(20, k), ego_channels=2),
                         VecMLP(k, 1, 1, hidden, out // 4, 2))
 
     def _view(self, neighbours, start):
@@ -62,12 +62,14 @@ class BfsViewRP(nn.Module):
     def forward(self, graphs):
         """``graphs``: a list of (dense adjacency [n, n], neighbour lists)."""
         samples = self.train_samples if self.training else self.eval_samples
-        views, masks = [], []
+        views, masks, weights = [], [], []
         for adj, neighbours in graphs:
             spread = list(range(len(neighbours)))
             self.rng.shuffle(spread)
-            for p in range(samples):
-                order = torch.tensor(self._view(neighbours, spread[p % len(spread)]))
+            starts = [spread[p % len(spread)] for p in range(samples)]
+            for start in starts:
+                weights.append(1.0 / (len(set(starts)) * starts.count(start)))
+                order = torch.tensor(self._view(neighbours, start))
                 view = torch.zeros(self.k, self.k)
                 view[:len(order), :len(order)] = adj[order][:, order]
                 mask = torch.zeros(self.k, dtype=torch.bool)
@@ -76,7 +78,8 @@ class BfsViewRP(nn.Module):
                 masks.append(mask)
         masks = torch.stack(masks)
         out = self.f(torch.stack(views).unsqueeze(-1), masks.unsqueeze(-1).float(), masks)
-        return out.view(len(graphs), samples, -1).mean(dim=1)
+        weights = torch.tensor(weights, dtype=out.dtype).view(len(graphs), samples, 1)
+        return (out.view(len(graphs), samples, -1) * weights).sum(dim=1)
 
 
 def _dense(views, n):

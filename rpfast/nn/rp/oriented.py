@@ -32,9 +32,11 @@ class Oriented(Strategy):
         starts: ``"random"`` (uniform start vertices, fresh each call: ``train_samples`` per graph
             in training, the average of ``eval_samples`` in eval mode), ``"balanced"`` (the same
             counts, the starts spread evenly: with ``P`` orders on ``n`` vertices every vertex
-            starts ``P // n`` of them and ``P % n`` distinct random vertices one more; each vertex
-            is as likely as under ``"random"``, so the average has the same expectation, without
-            the spread that comes from which starts were drawn: a stratified sample) or
+            starts ``P // n`` of them and ``P % n`` distinct random vertices one more, and the
+            average weighs each order by ``1 / (m c)``, ``c`` the orders of its start and
+            ``m = min(P, n)`` the starts drawn, so every start carries the same weight: the
+            average has the expectation of ``"random"``'s, without the spread that comes from
+            which starts were drawn (a stratified sample, exact over the starts when ``P >= n``)) or
             ``"all"`` (one order from every vertex: the full poly-canonical set, in both modes).
         tiebreak: which neighbour a traversal visits first: ``"random"`` (a fresh uniform ranking
             per order, so the distribution of orders does not depend on the vertex ids: RP stays
@@ -106,6 +108,8 @@ class Oriented(Strategy):
             if self.min_size is not None:
                 lengths = torch.randint(self.min_size, self.size + 1, (*orders.shape[:2], 1), generator=generator)
                 orders = orders.masked_fill(torch.arange(orders.shape[2]) >= lengths, -1)
+            if self.starts == "balanced":
+                return Relabelings(orders, _balanced_weights(graph.num_nodes, P))
             return _uniform(orders)
         orders = order_fn(graph, start="all", tiebreak=ties, k=self.size)  # [B, n_max, K]: start p = vertex p
         valid = torch.arange(orders.shape[1]).unsqueeze(0) < graph.num_nodes.unsqueeze(1)
@@ -145,6 +149,18 @@ def _balanced_starts(num_nodes: Tensor, P: int, generator) -> Tensor:
         return torch.full((len(num_nodes), P), -1, dtype=torch.int64)
     slot = torch.arange(P).unsqueeze(0) % num_nodes.clamp(min=1).unsqueeze(1)
     return sigma.gather(1, slot)
+
+
+def _balanced_weights(num_nodes: Tensor, P: int) -> Tensor:
+    """``[B, P]`` weights of the views of :func:`_balanced_starts` that give every start vertex
+    the same total weight: with ``m = min(P, n)`` distinct starts, view ``p`` (start
+    ``sigma[p mod n]``, which starts ``c = P // n`` or ``P // n + 1`` views) weighs ``1 / (m c)``;
+    0 for an empty graph."""
+    n = num_nodes.clamp(min=1).unsqueeze(1)  # [B, 1]
+    slot = torch.arange(P).unsqueeze(0) % n  # [B, P]
+    starts_of_slot = P // n + (slot < P % n).to(torch.int64)
+    weights = 1.0 / (torch.minimum(n, torch.tensor(P)) * starts_of_slot).to(torch.float64)
+    return weights.masked_fill((num_nodes == 0).unsqueeze(1), 0.0)
 
 
 def _fit(orders: Tensor, K: int) -> Tensor:

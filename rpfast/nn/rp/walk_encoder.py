@@ -30,7 +30,9 @@ class RootWalks(NotScriptable, nn.Module):
     :math:`W` = ``window`` positions, every position :math:`i` has the descriptor
     :math:`h_i = [\,[i = 0],\ A_{0i},\ m_i,\ x_i\,]` (is it the view's first vertex, is it adjacent
     to it, is it real, its features). Each of ``channels`` gates :math:`c` weighs the positions,
-    :math:`w_{ic} = \sigma(\theta_c^\top h_i + b_c)\, m_i`, and selects the weighted graph
+    :math:`w_{ic} = \sigma(\theta_c^\top h_i + b_c)\, m_i` (times :math:`[i = 0 \lor A_{0i} \neq 0]`
+    for the first ``ego_channels`` gates: confined to the first vertex's closed neighbourhood, its
+    ego network), and selects the weighted graph
     :math:`X_c = A \odot w_c w_c^\top` (:math:`W \times W`). Its features are
 
     .. math::
@@ -48,13 +50,18 @@ class RootWalks(NotScriptable, nn.Module):
         max_nodes: K, the positions of the strategy (joint RP only); edge_channels: C (channel
             0 is read as the adjacency); node_features: F; hidden: width of the MLP; out_dim:
             output width; window: W, the positions read (at most K; default: all K);
-            channels: gates.
+            channels: gates; ego_channels: how many of them (the first) are confined to the ego
+            network. A BFS view's window holds the first vertex, its neighbours and, when the
+            degree is below ``W - 1``, some vertices further out (which ones depends on the
+            order): an ego gate ignores those, so when the neighbourhood fits in the window its
+            counts are the same on every view from the same start, and RP's average over starts
+            carries no spread from the window.
 
     Shapes: ``forward(adj [M, K, K(, C)], x [M, K(, F)], mask [M, K])`` -> ``[M, out_dim]``.
     """
 
     def __init__(self, max_nodes: int, edge_channels: int, node_features: int, hidden: int, out_dim: int,
-                 window: Optional[int] = None, channels: int = 2):
+                 window: Optional[int] = None, channels: int = 2, ego_channels: int = 0):
         super().__init__()
         if isinstance(max_nodes, (tuple, list)):
             raise ValueError("RootWalks reads a view from its first vertex: it is for joint RP (an int max_nodes)")
@@ -64,6 +71,9 @@ class RootWalks(NotScriptable, nn.Module):
         if self.window > K:
             raise ValueError(f"window = {self.window} is above max_nodes = {K}")
         self.channels = check_count(channels, "channels", 1)
+        self.ego_channels = check_count(ego_channels, "ego_channels", 0)
+        if self.ego_channels > self.channels:
+            raise ValueError(f"ego_channels = {self.ego_channels} is above channels = {self.channels}")
         self.gate = nn.Linear(3 + self.layout.F, self.channels)
         hidden = check_count(hidden, "hidden", 1)
         self.norm = nn.BatchNorm1d(3 * self.channels)
@@ -79,7 +89,12 @@ class RootWalks(NotScriptable, nn.Module):
         descriptors = torch.stack([first, A[:, 0, :], real], dim=-1)
         if x is not None:
             descriptors = torch.cat([descriptors, x[:, :W]], dim=-1)
-        gates = (torch.sigmoid(self.gate(descriptors)) * real.unsqueeze(-1)).transpose(1, 2)  # [M, C, W]
+        gates = torch.sigmoid(self.gate(descriptors)) * real.unsqueeze(-1)  # [M, W, C]
+        if self.ego_channels:
+            ego = ((A[:, 0, :] != 0) | (first > 0)).to(A.dtype) * real  # the first vertex and its neighbours
+            gates = torch.cat([gates[..., :self.ego_channels] * ego.unsqueeze(-1), gates[..., self.ego_channels:]],
+                              dim=-1)
+        gates = gates.transpose(1, 2)  # [M, C, W]
         X = A.unsqueeze(1) * (gates.unsqueeze(3) * gates.unsqueeze(2))  # [M, C, W, W], symmetric
         degrees = X.sum(dim=3)
         edges = degrees.sum(dim=2) / W
