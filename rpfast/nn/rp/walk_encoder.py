@@ -36,15 +36,19 @@ class RootWalks(NotScriptable, nn.Module):
     :math:`X_c = A \odot w_c w_c^\top` (:math:`W \times W`). Its features are
 
     .. math::
-        e_c = \tfrac{1}{W} \mathbf{1}^\top X_c \mathbf{1}, \quad
-        p_c = \tfrac{1}{W^2} \lVert X_c \mathbf{1} \rVert^2, \quad
-        t_c = \tfrac{1}{W^2} \operatorname{tr}(X_c^3)
+        e_c = \mathbf{1}^\top X_c \mathbf{1}, \quad
+        p_c = \lVert X_c \mathbf{1} \rVert^2, \quad
+        t_c = \operatorname{tr}(X_c^3)
 
-    (gated edges, 2-walks and closed 3-walks: with :math:`w_c` the indicator of the first
-    vertex's neighbours, :math:`W^2 t_c` is 6 times the number of 4-cliques through it), batch-
-    normalised (the counts vary by a few around a large mean; centring them lets the MLP see
-    the difference; a training batch of fewer than two views uses the running statistics) and
-    mapped by an MLP (``hidden`` wide) to ``out_dim``. Cost per view: :math:`O(C W^3)`.
+    (gated edges counted twice, 2-walks and closed 3-walks: with :math:`w_c` the indicator of
+    the first vertex's neighbours, :math:`t_c` is 6 times the number of 4-cliques through it),
+    batch-normalised (the counts vary by a few around a large mean; centring them lets the MLP
+    see the difference; a training batch of fewer than two views uses the running statistics)
+    and mapped by an MLP (``hidden`` wide) to ``out_dim``. The counts are not scaled down: their
+    spread over the views must stay well above BatchNorm's :math:`\epsilon = 10^{-5}`, or the
+    normalised counts barely vary and the MLP is linear over them (scaled by :math:`1/W^2`, the
+    4-clique counts of two Latin square graphs with equal means and different spreads gave the
+    same average). Cost per view: :math:`O(C W^3)`.
 
     Args:
         max_nodes: K, the positions of the strategy (joint RP only); edge_channels: C (channel
@@ -97,9 +101,9 @@ class RootWalks(NotScriptable, nn.Module):
         gates = gates.transpose(1, 2)  # [M, C, W]
         X = A.unsqueeze(1) * (gates.unsqueeze(3) * gates.unsqueeze(2))  # [M, C, W, W], symmetric
         degrees = X.sum(dim=3)
-        edges = degrees.sum(dim=2) / W
-        two_walks = (degrees * degrees).sum(dim=2) / W ** 2
-        closed_three = ((X @ X) * X).sum(dim=(2, 3)) / W ** 2
+        edges = degrees.sum(dim=2)
+        two_walks = (degrees * degrees).sum(dim=2)
+        closed_three = ((X @ X) * X).sum(dim=(2, 3))
         features = torch.cat([edges, two_walks, closed_three], dim=1)
         norm = self.norm
         if self.training and features.shape[0] < 2:  # no batch statistics from one view
