@@ -31,13 +31,18 @@ second into a larger T^2.
   links between neighbourhoods, which separate CSL and CFI pairs):
   ``RelationalPooling(Concat(RootWalks, VecMLP), Oriented(method, k, "balanced", min_size=min_k))``.
   Balanced starts weigh every start vertex the same, and the ego gates see the same
-  neighbourhood on every view from one start, so when the start's neighbourhood fits in the
-  window the walk part's average is exact: its 12 coordinates are the same on every relabeling
-  up to rounding (they are an invariant of the graph, the mean over the vertices of a learned
-  function of the counts in their neighbourhoods). Where the two graphs' means differ, S has
-  eigenvalues at rounding level in those directions and T^2 reaches 1e10 to 1e15 (the
-  reliability statistic stays near 1): a deterministic separation, decided by the protocol as
-  BREC decides its deterministic models. Without the ego confinement the window's vertices
+  neighbourhood on every view from one start, so the walk part's average is exact when
+  ``eval_samples >= n`` (every vertex a start) and every start's closed neighbourhood fits in
+  the window and in the shortest view (BFS; degree + 1 <= min(WALK_WINDOW, min_k)): its 12
+  coordinates are then the same on every relabeling up to rounding (an invariant of the graph,
+  the mean over the vertices of a learned function of the counts in their neighbourhoods).
+  Where the two graphs' means differ, S has eigenvalues at rounding level in those directions
+  and T^2 reaches 1e7 to 1e15 (the reliability statistic stays below 10): a deterministic
+  separation, decided by the protocol as BREC decides its deterministic models. Where the
+  coordinates are bitwise equal on every relabeling (vertex-transitive graphs, whose counts are
+  equal on every vertex), S is exactly 0 there and pinv drops them, even when the two graphs'
+  values differ (Shrikhande against the 4 x 4 rook's graph): whether such a pair is separated
+  by the walk part then depends on whether rounding moves those coordinates at all. Without the ego confinement the window's vertices
   beyond the neighbourhood, and without the weights the starts drawn once more than others,
   left a spread that hid differences of 0.1 to 0.4 four-cliques per vertex. Views of one fixed
   length are all alike on some graphs (C6 against two triangles: every BFS view of C6 is the
@@ -48,7 +53,7 @@ second into a larger T^2.
   average is invariant in expectation, and far fewer draws than pi-SGD's n! relabelings
   cover it, which makes the average of ``eval_samples`` views sharp. Measured on the built-in
   families (README), it separates every CSL, basic and regular pair that rp-gin misses, at a
-  fraction of rp-gin's cost; with the walk part it separates 18 of the 20 strongly regular pairs
+  fraction of rp-gin's cost; with the walk part it separates 19 of the 20 strongly regular pairs
   where the MLP alone separated 4.
 """
 import math
