@@ -3,6 +3,7 @@ files and families, the GIN control, the command's outputs and --resume."""
 import csv
 import re
 import json
+from collections import Counter
 
 import networkx as nx
 import numpy as np
@@ -145,6 +146,20 @@ def test_gin_is_the_negative_control_and_every_rp_model_separates():
         assert all(r["t2"] > 10 * r["t2_reliability"] for r in rp), model
     kary = run_pair(pairs[0], 0, PairsSettings(model="kary", epochs=5, patience=5, lr=1e-3, k=4))
     assert kary["reliable"] and kary["differences"].shape == (32, 16)  # runs; random subsets learn little here
+
+
+def test_the_default_model_separates_latin_square_graphs_whose_four_clique_counts_have_equal_means():
+    from rpfast.data.pairs import networkx_graph
+
+    pair = family_pairs("srg", 15)[14]  # two Latin square graphs of order 7, srg(49, 18, 7, 6)
+    counts = []
+    for edge_index in (pair.g, pair.h):
+        graph = networkx_graph(edge_index, pair.n)
+        counts.append(Counter(sum(nx.triangles(graph.subgraph(graph[v])).values()) // 3 for v in graph))
+    assert counts[0] != counts[1]
+    assert sum(c * k for c, k in counts[0].items()) == sum(c * k for c, k in counts[1].items())  # equal means
+    result = run_pair(pair, 0, PairsSettings(epochs=100, patience=100, lr=1e-3))  # the command's defaults
+    assert result["distinguished"] and result["reliable"]
 
 
 def _cycle_against_triangles():
