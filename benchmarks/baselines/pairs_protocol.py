@@ -34,9 +34,9 @@ def _pyg_batch(views, n, repeat=1):
 class BfsViewRP(nn.Module):
     """RP over BFS views: f on the k x k adjacency of the first vertices of a BFS with random
     tie-breaks, the starts spread evenly over the vertices (a random order of them, repeated),
-    averaged over ``samples`` views per graph with every start weighing the same. f is the torch module rpfast's default model uses
-    (walk counts and an MLP, ``Concat(RootWalks, VecMLP)``): the comparison is of the views and
-    the batching around it."""
+    averaged over ``samples`` views per graph with every start weighing the same. f is the torch
+    module rpfast's default model uses (ego walk counts and an MLP, ``Concat(RootWalks,
+    VecMLP)``): the comparison is of the views and the batching around it."""
 
     def __init__(self, k, hidden, out, train_samples, eval_samples, rng):
         super().__init__()

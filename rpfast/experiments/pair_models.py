@@ -42,13 +42,13 @@ second into a larger T^2.
   coordinates are bitwise equal on every relabeling (vertex-transitive graphs, whose counts are
   equal on every vertex), S is exactly 0 there and pinv drops them, even when the two graphs'
   values differ (Shrikhande against the 4 x 4 rook's graph): whether such a pair is separated
-  by the walk part then depends on whether rounding moves those coordinates at all. Without the ego confinement the window's vertices
-  beyond the neighbourhood, and without the weights the starts drawn once more than others,
-  left a spread that hid differences of 0.1 to 0.4 four-cliques per vertex. Views of one fixed
-  length are all alike on some graphs (C6 against two triangles: every BFS view of C6 is the
-  same matrix): the RP average is then exact, S = 0 and T^2 = 0 under the published
-  convention although the two means differ; random lengths keep a spread. A BFS view is
-  a vertex's neighbourhood laid out by distance, so f sees cycles, cliques and the links
+  by the walk part then depends on whether rounding moves those coordinates at all. Without
+  the ego confinement the window's vertices beyond the neighbourhood, and without the weights
+  the starts drawn once more than others, left a spread that hid differences of 0.1 to 0.4
+  four-cliques per vertex. Views of one fixed length are all alike on some graphs (C6
+  against two triangles: every BFS view of C6 is the same matrix): the RP average is then
+  exact, S = 0 and T^2 = 0 under the published convention although the two means differ;
+  random lengths keep a spread. A BFS view is a vertex's neighbourhood laid out by distance, so f sees cycles, cliques and the links
   between neighbourhoods directly; the orders' distribution depends only on the graph, so the
   average is invariant in expectation, and far fewer draws than pi-SGD's n! relabelings
   cover it, which makes the average of ``eval_samples`` views sharp. Measured on the built-in
