@@ -162,6 +162,21 @@ def test_the_default_model_separates_latin_square_graphs_whose_four_clique_count
     assert result["distinguished"] and result["reliable"]
 
 
+def test_the_walk_window_holds_the_start_and_its_neighbours():
+    import torch
+
+    from rpfast.experiments.pair_models import WALK_WINDOW, build_model
+    from rpfast.experiments.pairs import _max_degree
+
+    def window(n, max_degree):
+        return build_model(PairsSettings(), n, max_degree=max_degree).f.parts[0].window
+
+    assert (window(30, 3), window(60, 40), window(30, None), window(12, 50)) == (4, 32, WALK_WINDOW, 12)
+    one_way = torch.tensor([[1, 2, 3, 0, 2], [0, 0, 0, 0, 1]])  # a star at 0, a self-loop, edge 1-2
+    assert _max_degree(one_way, 5) == 3 and _max_degree(torch.cat([one_way, one_way.flip(0)], 1), 5) == 3
+    assert _max_degree(torch.zeros(2, 0, dtype=torch.int64), 0) == 0
+
+
 def _cycle_against_triangles():
     from rpfast.data.pairs import GraphPair, networkx_edge_index
 

@@ -38,10 +38,11 @@ class BfsViewRP(nn.Module):
     module rpfast's default model uses (ego walk counts and an MLP, ``Concat(RootWalks,
     VecMLP)``): the comparison is of the views and the batching around it."""
 
-    def __init__(self, k, hidden, out, train_samples, eval_samples, rng):
+    def __init__(self, k, hidden, out, train_samples, eval_samples, rng, max_degree):
         super().__init__()
         self.k, self.train_samples, self.eval_samples, self.rng = k, train_samples, eval_samples, rng
-        self.f = Concat(RootWalks(k, 1, 1, hidden, out - out // 4, window=min(20, k), ego_channels=2),
+        window = min(k, max_degree + 1)  # the start and its neighbours, as rpfast's default model
+        self.f = Concat(RootWalks(k, 1, 1, hidden, out - out // 4, window=window, ego_channels=2),
                         VecMLP(k, 1, 1, hidden, out // 4, 2))
 
     def _view(self, neighbours, start):
@@ -109,7 +110,8 @@ def run_pair_baseline(pair, seed, model="oriented", epochs=20, eval_samples=64, 
             out = net(_pyg_batch(views, n, repeat))
             return out.view(len(views), repeat, -1).mean(dim=1)
     else:
-        net = BfsViewRP(min(k, n), hidden, 16, train_samples, eval_samples, random.Random(seed))
+        max_degree = int(torch.bincount(pair.g[0], minlength=n).max())  # pair files list both directions
+        net = BfsViewRP(min(k, n), hidden, 16, train_samples, eval_samples, random.Random(seed), max_degree)
 
         def embed(views, training):
             return net(_dense(views, n))

@@ -1,5 +1,5 @@
 r"""The models of ``rpfast pairs``, each a composition of :mod:`rpfast.nn` parts (usable from
-Python as ``build_model(PairsSettings(model=...), n, generator)``), and why the default is
+Python as ``build_model(PairsSettings(model=...), n, generator, max_degree)``), and why the default is
 what it is.
 
 Every scored model is a learned RP model as Murphy et al. (2019) define it: one f, averaged
@@ -24,7 +24,8 @@ second into a larger T^2.
   on the first L vertices of the order, L uniform in ``min_k..k`` (default 3/4 of k to k).
   f has two parts with their own output coordinates (:class:`~rpfast.nn.rp.Concat`): three
   quarters from :class:`~rpfast.nn.rp.RootWalks` (learned gates on the view's first vertex and
-  its neighbours, its ego network, among the first ``WALK_WINDOW`` positions; gated edges,
+  its neighbours, its ego network, in the first 1 + (the pair's largest degree) positions, at
+  most k; gated edges,
   2-walks and closed 3-walks: the 4-cliques through the start, which separate strongly regular
   graphs with equal parameters)
   and one quarter from an MLP on the adjacency (:class:`~rpfast.nn.rp.VecMLP`: cycles, and the
@@ -33,9 +34,9 @@ second into a larger T^2.
   Balanced starts weigh every start vertex the same, and the ego gates see the same
   neighbourhood on every view from one start, so the walk part's average is exact when
   ``eval_samples >= n`` (every vertex a start) and every start's closed neighbourhood fits in
-  the window and in the shortest view (BFS; degree + 1 <= min(WALK_WINDOW, min_k)): its 12
-  coordinates are then the same on every relabeling up to rounding (an invariant of the graph,
-  the mean over the vertices of a learned function of the counts in their neighbourhoods).
+  the shortest view (BFS; degree + 1 <= min_k): its 12 coordinates are then the same on every
+  relabeling up to rounding (an invariant of the graph, the mean over the vertices of a learned
+  function of the counts in their neighbourhoods).
   Where the two graphs' means differ, S has eigenvalues at rounding level in those directions
   and T^2 reaches 1e7 to 1e15 (the reliability statistic stays below 10): a deterministic
   separation, decided by the protocol as BREC decides its deterministic models. Where the
@@ -76,8 +77,9 @@ DEFAULT_LAYERS = {"gin": 6, "rp-gin": 6, "kary": 2, "exact": 2, "oriented": 2}
 DEFAULT_TRAIN_SAMPLES = {"gin": 1, "rp-gin": 1, "kary": 16, "exact": 1, "oriented": 8}
 #: the oriented model's shortest view when ``min_k`` is not given, as a fraction of k
 SHORTEST_VIEW = 0.75
-#: positions the oriented model's walk part reads (the start and up to 19 neighbours: the
-#: whole neighbourhood of strongly regular graphs up to degree 19; cost grows as its cube)
+#: positions the oriented model's walk part reads when the pair's largest degree is not given
+#: (the start and up to 19 neighbours); given, the walk part reads 1 + that degree positions,
+#: the start's whole neighbourhood (at most k; cost grows as the cube of the window)
 WALK_WINDOW = 20
 #: gates of the walk part, all confined to the start's ego network
 WALK_CHANNELS = 2
@@ -114,10 +116,13 @@ def check_graph_sizes(model: str, sizes) -> Optional[str]:
     return None
 
 
-def build_model(settings, n: int, generator: Optional[torch.Generator] = None) -> nn.Module:
+def build_model(settings, n: int, generator: Optional[torch.Generator] = None,
+                max_degree: Optional[int] = None) -> nn.Module:
     """A fresh model of ``settings.model`` for graphs on ``n`` vertices (weights from torch's
     global seed, relabelings from ``generator``). ``settings`` is a
-    :class:`~rpfast.experiments.pairs.PairsSettings`; its output is ``[B, output_dim]``."""
+    :class:`~rpfast.experiments.pairs.PairsSettings`; its output is ``[B, output_dim]``.
+    ``max_degree``, the largest degree of the graphs, sizes the oriented model's walk window
+    (``1 + max_degree`` positions, at most k; None: ``WALK_WINDOW``)."""
     model, out = settings.model, settings.output_dim
     layers = settings.layers or DEFAULT_LAYERS[model]
     samples = dict(train_samples=settings.train_samples or DEFAULT_TRAIN_SAMPLES[model],
@@ -139,15 +144,17 @@ def build_model(settings, n: int, generator: Optional[torch.Generator] = None) -
         else:
             shortest = min(settings.min_k or math.ceil(SHORTEST_VIEW * k), k)
             strategy = Oriented(settings.orientation, k, starts="balanced", min_size=shortest, **samples)
-            return RelationalPooling(_oriented_f(k, settings.hidden, out, layers), strategy, generator=generator,
-                                     use_edge_attr=False)
+            window = min(WALK_WINDOW if max_degree is None else max(1, max_degree + 1), k)
+            return RelationalPooling(_oriented_f(k, window, settings.hidden, out, layers), strategy,
+                                     generator=generator, use_edge_attr=False)
     f = VecMLP(k, 1, 1, settings.hidden, out, layers)
     return RelationalPooling(f, strategy, generator=generator, use_edge_attr=False)
 
 
-def _oriented_f(k: int, hidden: int, out: int, layers: int) -> nn.Module:
-    """The oriented model's f: walk counts in three quarters of the output coordinates, an MLP
-    on the view in the rest (the walk part alone for a one-dimensional output)."""
-    walks = RootWalks(k, 1, 1, hidden, out - out // 4, window=min(WALK_WINDOW, k), channels=WALK_CHANNELS,
+def _oriented_f(k: int, window: int, hidden: int, out: int, layers: int) -> nn.Module:
+    """The oriented model's f: walk counts in the first ``window`` positions in three quarters of
+    the output coordinates, an MLP on the view in the rest (the walk part alone for a
+    one-dimensional output)."""
+    walks = RootWalks(k, 1, 1, hidden, out - out // 4, window=window, channels=WALK_CHANNELS,
                       ego_channels=WALK_CHANNELS)
     return walks if out < 4 else Concat(walks, VecMLP(k, 1, 1, hidden, out // 4, layers))

@@ -85,6 +85,16 @@ def _embed(model: torch.nn.Module, graph: GraphBatch) -> torch.Tensor:
     return model(graph.x, graph)
 
 
+def _max_degree(edge_index: torch.Tensor, n: int) -> int:
+    """The largest degree of the simple graph on ``n`` vertices that ``edge_index [2, E]`` gives
+    (each edge listed in one or both directions; self-loops and repeats ignored)."""
+    if n == 0:
+        return 0
+    ends = torch.sort(edge_index, dim=0).values
+    ends = torch.unique(ends[:, ends[0] != ends[1]], dim=1)
+    return int(torch.bincount(ends.reshape(-1), minlength=n).max())
+
+
 def run_pair(pair: GraphPair, seed: int, settings: PairsSettings) -> Dict:
     """The protocol on one pair and seed: the row of the per-pair CSV (statistics, decision,
     epochs, final loss) and the D matrices (``differences``, ``reliability``)."""
@@ -94,7 +104,7 @@ def run_pair(pair: GraphPair, seed: int, settings: PairsSettings) -> Dict:
     g_views = relabeled(pair.g, n, q, generator)
     h_views = relabeled(pair.h, n, q, generator)
     train = batch_of([view for both in zip(g_views, h_views) for view in both], n)
-    model = build_model(settings, n, generator)
+    model = build_model(settings, n, generator, max_degree=max(_max_degree(pair.g, n), _max_degree(pair.h, n)))
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
     loss_fn = torch.nn.CosineEmbeddingLoss()
     target = -torch.ones(q)
