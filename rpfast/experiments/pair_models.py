@@ -1,6 +1,6 @@
 r"""The models of ``rpfast pairs``, each a composition of :mod:`rpfast.nn` parts (usable from
-Python as ``build_model(PairsSettings(model=...), n, generator, max_degree)``), and why the default is
-what it is.
+Python as ``build_model(PairsSettings(model=...), n, generator, max_degree)``), and why the
+default is what it is.
 
 Every scored model is a learned RP model as Murphy et al. (2019) define it: one f, averaged
 over relabelings drawn at random (no isomorphism solver, no canonical labeling, no hand-made
@@ -25,10 +25,8 @@ second into a larger T^2.
   f has two parts with their own output coordinates (:class:`~rpfast.nn.rp.Concat`): three
   quarters from :class:`~rpfast.nn.rp.RootWalks` (learned gates on the view's first vertex and
   its neighbours, its ego network, in the first 1 + (the pair's largest degree) positions, at
-  most k; gated edges,
-  2-walks and closed 3-walks: the 4-cliques through the start, which separate strongly regular
-  graphs with equal parameters)
-  and one quarter from an MLP on the adjacency (:class:`~rpfast.nn.rp.VecMLP`: cycles, and the
+  most k; gated edges, 2-walks and closed 3-walks: the 4-cliques through the start, which
+  separate strongly regular graphs with equal parameters) and one quarter from an MLP on the adjacency (:class:`~rpfast.nn.rp.VecMLP`: cycles, and the
   links between neighbourhoods, which separate CSL and CFI pairs):
   ``RelationalPooling(Concat(RootWalks, VecMLP), Oriented(method, k, "balanced", min_size=min_k))``.
   Balanced starts weigh every start vertex the same, and the ego gates see the same
