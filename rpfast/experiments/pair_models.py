@@ -26,8 +26,9 @@ second into a larger T^2.
   quarters from :class:`~rpfast.nn.rp.RootWalks` (learned gates on the view's first vertex and
   its neighbours, its ego network, in the first 1 + (the pair's largest degree) positions, at
   most k; gated edges, 2-walks and closed 3-walks: the 4-cliques through the start, which
-  separate strongly regular graphs with equal parameters) and one quarter from an MLP on the adjacency (:class:`~rpfast.nn.rp.VecMLP`: cycles, and the
-  links between neighbourhoods, which separate CSL and CFI pairs):
+  separate strongly regular graphs with equal parameters) and one quarter from an MLP on the
+  adjacency (:class:`~rpfast.nn.rp.VecMLP`: cycles, and the links between neighbourhoods,
+  which separate CSL and CFI pairs):
   ``RelationalPooling(Concat(RootWalks, VecMLP), Oriented(method, k, "balanced", min_size=min_k))``.
   Balanced starts weigh every start vertex the same, and the ego gates see the same
   neighbourhood on every view from one start, so the walk part's average is exact when
