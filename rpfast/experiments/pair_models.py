@@ -48,10 +48,11 @@ second into a larger T^2.
   four-cliques per vertex. Views of one fixed length are all alike on some graphs (C6
   against two triangles: every BFS view of C6 is the same matrix): the RP average is then
   exact, S = 0 and T^2 = 0 under the published convention although the two means differ;
-  random lengths keep a spread. A BFS view is a vertex's neighbourhood laid out by distance, so f sees cycles, cliques and the links
-  between neighbourhoods directly; the orders' distribution depends only on the graph, so the
-  average is invariant in expectation, and far fewer draws than pi-SGD's n! relabelings
-  cover it, which makes the average of ``eval_samples`` views sharp. Measured on the built-in
+  random lengths keep a spread. A BFS view is a vertex's neighbourhood laid out by distance,
+  so f sees cycles, cliques and the links between neighbourhoods directly; the orders'
+  distribution depends only on the graph, so the average is invariant in expectation, and far
+  fewer draws than pi-SGD's n! relabelings cover it, which makes the average of
+  ``eval_samples`` views sharp. Measured on the built-in
   families (README), it separates every CSL, basic and regular pair that rp-gin misses, at a
   fraction of rp-gin's cost; with the walk part it separates the 20 strongly regular pairs
   where the MLP alone separated 4.
