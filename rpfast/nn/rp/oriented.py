@@ -109,7 +109,7 @@ class Oriented(Strategy):
                 lengths = torch.randint(self.min_size, self.size + 1, (*orders.shape[:2], 1), generator=generator)
                 orders = orders.masked_fill(torch.arange(orders.shape[2]) >= lengths, -1)
             if self.starts == "balanced":
-                return Relabelings(orders, _balanced_weights(graph.num_nodes, P))
+                return Relabelings(orders, _equal_start_weights(start, graph.n_max))
             return _uniform(orders)
         orders = order_fn(graph, start="all", tiebreak=ties, k=self.size)  # [B, n_max, K]: start p = vertex p
         valid = torch.arange(orders.shape[1]).unsqueeze(0) < graph.num_nodes.unsqueeze(1)
@@ -151,16 +151,18 @@ def _balanced_starts(num_nodes: Tensor, P: int, generator) -> Tensor:
     return sigma.gather(1, slot)
 
 
-def _balanced_weights(num_nodes: Tensor, P: int) -> Tensor:
-    """``[B, P]`` weights of the views of :func:`_balanced_starts` that give every start vertex
-    the same total weight: with ``m = min(P, n)`` distinct starts, view ``p`` (start
-    ``sigma[p mod n]``, which starts ``c = P // n`` or ``P // n + 1`` views) weighs ``1 / (m c)``;
-    0 for an empty graph."""
-    n = num_nodes.clamp(min=1).unsqueeze(1)  # [B, 1]
-    slot = torch.arange(P).unsqueeze(0) % n  # [B, P]
-    starts_of_slot = P // n + (slot < P % n).to(torch.int64)
-    weights = 1.0 / (torch.minimum(n, torch.tensor(P)) * starts_of_slot).to(torch.float64)
-    return weights.masked_fill((num_nodes == 0).unsqueeze(1), 0.0)
+def _equal_start_weights(starts: Tensor, n_max: int) -> Tensor:
+    """``[B, P]`` weights that give every start vertex drawn in ``starts [B, P]`` (-1: none) the
+    same total weight: a view whose start begins ``c`` of the graph's views, among ``m``
+    distinct starts, weighs ``1 / (m c)`` (with :func:`_balanced_starts`, ``m = min(P, n)`` and
+    ``c`` is ``P // n`` or ``P // n + 1``); 0 where there is no start."""
+    B = starts.shape[0]
+    real = starts >= 0
+    slots = (torch.arange(B).unsqueeze(1) * max(1, n_max) + starts.clamp(min=0))[real]
+    counts = torch.bincount(slots, minlength=B * max(1, n_max)).view(B, max(1, n_max))  # [B, n_max]
+    views_of_start = counts.gather(1, starts.clamp(min=0)).to(torch.float64)
+    distinct = (counts > 0).sum(dim=1, keepdim=True).to(torch.float64)
+    return torch.where(real, 1.0 / (distinct * views_of_start).clamp(min=1.0), torch.zeros((), dtype=torch.float64))
 
 
 def _fit(orders: Tensor, K: int) -> Tensor:
