@@ -30,7 +30,7 @@ def describe_model(config: Dict) -> str:
     shortest = config.get("min_k") or f"{SHORTEST_VIEW:g} k"
     parts = "walk counts" + (f" + MLP {layers} x {config['hidden']}" if config.get("output_dim", 16) >= 4 else "")
     view = {"oriented": f"{config['orientation']} views of {shortest}..{config['k']} vertices from balanced starts, "
-                        f"{parts}",
+                        + parts,
             "kary": f"{config['k']}-subsets in random order, MLP {layers} x {config['hidden']}",
             "exact": f"all n! orders, MLP {layers} x {config['hidden']}, ridge {config['ridge']:g}",
             "rp-gin": f"GIN {layers} x {config['hidden']} on one-hot IDs",

@@ -43,7 +43,7 @@ class Oriented(Strategy):
             invariant in expectation), ``"features"`` (vertices ranked by their feature rows,
             lexicographically; exactly invariant when a graph's feature rows are distinct) or
             ``"id"`` (vertex ids; depends on the labeling).
-        train_samples, eval_samples: orders per graph with ``starts="random"`` in training
+        train_samples, eval_samples: orders per graph with random or balanced starts in training
             (default 1) and in eval mode (default 5; 1 for ``"wl"`` with a deterministic
             ``tiebreak``, whose orders are all the same). ``starts="all"`` and ``"rdkit"`` fix
             the count and take neither.
