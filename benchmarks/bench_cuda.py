@@ -1,7 +1,9 @@
 """rpfast's CUDA kernels on a GPU (scripts/gpu_check.sh runs this with RPFAST_CUDA_KERNELS=1):
 each kernel against the same op's torch-composed implementation (what CUDA tensors run without
-the kernels) and PyG where PyG has the op, on the same device; and an RP-GIN training epoch on
-CSL. Skipped without rpfast._C_cuda and a CUDA device. Every timing synchronises the device.
+the kernels) and PyG where PyG has the op, on the same device; an RP-GIN training epoch on
+CSL; and, for the DFS/BFS orders that stay on the CPU, their cost (drawn on the CPU, copied to
+the device) beside the whole GPU training step they feed. Skipped without rpfast._C_cuda and a
+CUDA device. Every timing synchronises the device.
 """
 import pytest
 import torch
@@ -88,9 +90,11 @@ def test_segment_sum(benchmark, impl):
     _timed(benchmark, lambda: function(x, graph.ptr))
 
 
-def test_rpgin_training_epoch_on_the_gpu(benchmark):
-    """An RP-GIN epoch on CSL (120 graphs, batches of 16) on the GPU, with whatever the
-    environment enables (RPFAST_CUDA_KERNELS=1 in gpu_check.sh: the kernels)."""
+@pytest.mark.parametrize("impl", ["rpfast", "torch-composed"])
+def test_rpgin_training_epoch_on_the_gpu(benchmark, impl, monkeypatch):
+    """An RP-GIN epoch on CSL (120 graphs, batches of 16) on the GPU, with rpfast's CUDA kernels
+    and with the torch-composed ops CUDA tensors run without them."""
+    monkeypatch.setattr(_cuda, "_ENABLED", impl == "rpfast")
     from rpfast.experiments.csl import classification_loss
     from rpfast.experiments.training import Batches, fit
     from rpfast.nn import RPGIN
@@ -110,6 +114,35 @@ def test_rpgin_training_epoch_on_the_gpu(benchmark):
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     batches = Batches(torch.arange(120), make, 16, torch.Generator().manual_seed(0))
     benchmark.group = "CUDA RP-GIN training epoch: CSL 120 graphs, batch 16"
-    benchmark.extra_info["impl"] = "rpfast" if _cuda.kernels_enabled() else "torch-composed"
+    benchmark.extra_info["impl"] = impl
     _timed(benchmark, lambda: fit(model, batches, classification_loss, epochs=1, optimizer=lambda _: optimizer),
            rounds=10)
+
+
+@pytest.mark.parametrize("impl", ["rpfast", "bfs orders: CPU + copy"])
+def test_oriented_step_and_its_cpu_orders(benchmark, impl):
+    """Whether BFS orders need a GPU kernel: one RP training step on the GPU with BFS-oriented
+    relabelings (the orders drawn on the CPU inside it and copied over), against drawing those
+    orders alone. The ratio is the orders' share of the step (below 1: the step costs more)."""
+    from rpfast.nn import Oriented, RelationalPooling, VecMLP
+
+    graphs, _ = csl_dataset()
+    graph = csl_batch(graphs, range(len(graphs)))
+    K, P = 20, 16
+    strategy = Oriented("bfs", K, train_samples=P, starts="balanced")
+    generator = torch.Generator().manual_seed(0)
+    benchmark.group = f"CUDA RP-Oriented training step: CSL 150 graphs x 41 vertices, {P} BFS views of {K}"
+    benchmark.extra_info["impl"] = impl
+    if impl != "rpfast":
+        _timed(benchmark, lambda: strategy.relabel(graph, True, generator).perms.to(DEVICE), rounds=20)
+        return
+    torch.manual_seed(0)
+    model = RelationalPooling(VecMLP(K, 1, 1, 64, 10), strategy, generator=generator).to(DEVICE)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    inputs = (graph.dense_adj().to(DEVICE), graph.dense_x().to(DEVICE), graph.num_nodes.to(DEVICE))
+
+    def step():
+        optimizer.zero_grad()
+        model(*inputs).square().mean().backward()
+        optimizer.step()
+    _timed(benchmark, step, rounds=20)

@@ -11,7 +11,10 @@
 # The build lives apart from the normal one (build/cuda-venv, build/cuda), so .venv and build/
 # are never touched. Environment: RPFAST_CUDA_VENV (default build/cuda-venv), RPFAST_TORCH (the
 # torch requirement; default torch==2.13.0, the CPU wheel here: a GPU machine needs a CUDA build
-# of torch, see scripts/gpu_check.sh), PYTHON (interpreter that creates the venv; python3).
+# of torch, see scripts/gpu_check.sh), PYTHON (interpreter that creates the venv; python3),
+# RPFAST_PYTHON (instead of a venv: an interpreter that already has torch and the build and test
+# tools, e.g. a GPU machine's CUDA PyTorch with no package index; rpfast is installed into it
+# with --no-deps).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -21,14 +24,20 @@ if ! command -v nvcc >/dev/null 2>&1; then
   exit 1
 fi
 start=$(date +%s)
-if [ ! -x "$VENV/bin/python" ]; then
-  "${PYTHON:-python3}" -m venv "$VENV"
+BUILD=(--quiet --disable-pip-version-check --no-build-isolation -Cbuild-dir=build/cuda
+       -Ccmake.define.RPFAST_CUDA=ON -Ccmake.define.RPFAST_AVX2=OFF)
+if [ -n "${RPFAST_PYTHON:-}" ]; then
+  PY=$(command -v "$RPFAST_PYTHON")
+  "$PY" -m pip install "${BUILD[@]}" --no-deps -e .
+else
+  if [ ! -x "$VENV/bin/python" ]; then
+    "${PYTHON:-python3}" -m venv "$VENV"
+  fi
+  PY=$ROOT/$VENV/bin/python
+  "$PY" -m pip install --quiet --disable-pip-version-check "${RPFAST_TORCH:-torch==2.13.0}" \
+    "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja
+  "$PY" -m pip install "${BUILD[@]}" -e ".[test]"
 fi
-PY=$ROOT/$VENV/bin/python
-"$PY" -m pip install --quiet --disable-pip-version-check "${RPFAST_TORCH:-torch==2.13.0}" \
-  "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja
-"$PY" -m pip install --quiet --disable-pip-version-check --no-build-isolation \
-  -Cbuild-dir=build/cuda -Ccmake.define.RPFAST_CUDA=ON -Ccmake.define.RPFAST_AVX2=OFF -e ".[test]"
 echo "cuda_check.sh: build and install took $(( $(date +%s) - start )) s"
 "$PY" -c "import rpfast._C_cuda, rpfast; rpfast.show_config()" | grep "CUDA kernels"
 "$PY" -m pytest -q -p no:cacheprovider tests/test_cuda.py "$@"

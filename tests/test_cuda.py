@@ -5,8 +5,11 @@ stream_rng.hpp) are pinned, and a build without CUDA, or without a device, says 
 With ``rpfast._C_cuda`` built (``-Ccmake.define.RPFAST_CUDA=ON``, as ``.ci/run`` checks when nvcc
 exists): it imports and reports its architectures and "no device". On a GPU
 (``scripts/gpu_check.sh``): every kernel against the CPU kernels on the same inputs, bitwise
-for permutations and gathers, 1e-5 relative for float sums, and the same permutations for one seed.
+for permutations and gathers, 1e-5 relative for float sums, and the same permutations for one seed;
+and every layer trained one step on the GPU, with the kernels and with the torch-composed ops,
+against the same layer on the CPU.
 """
+import copy
 import hashlib
 import os
 
@@ -14,7 +17,9 @@ import pytest
 import torch
 
 import rpfast
+from layer_cases import layer_cases
 from rpfast import _cuda
+from rpfast.data import GraphBatch
 from rpfast.ops import permute_adjacency, permute_nodes, random_permutations
 from rpfast.ops.random import random_positions
 
@@ -157,3 +162,39 @@ def test_segment_max_and_its_adjoint_match_the_cpu_bitwise(dtype):
     expected = graph_max_adjoint_op.run(grad, x, ptr, out, ties)
     got = _cuda.segment_max_backward(grad.cuda(), x.cuda(), ptr.cuda(), gpu_out, gpu_ties).cpu()
     assert torch.equal(got, expected)
+
+
+LAYERS = layer_cases()
+
+
+def _on_gpu(value):
+    return value.to("cuda") if isinstance(value, (torch.Tensor, GraphBatch)) else value
+
+
+@needs_gpu
+@pytest.mark.parametrize("kernels", [False, True], ids=["composed", "kernels"])
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_every_layer_trains_on_the_gpu_as_on_the_cpu(name, kernels, monkeypatch):
+    """One float64 training step of every layer on CUDA tensors (with rpfast's CUDA kernels, and
+    with the torch-composed ops they replace) against the same step on the CPU's C++ kernels:
+    outputs, every gradient and the BatchNorm statistics. The relabelings are drawn from the same
+    generator state on both devices, so the steps must agree to rounding."""
+    monkeypatch.setattr(_cuda, "_ENABLED", kernels)
+    torch.manual_seed(0)
+    model, inputs = LAYERS[name]()
+    twin = copy.deepcopy(model).cuda()
+
+    def step(m, args):
+        if getattr(m, "generator", None) is not None:
+            m.generator.manual_seed(0)
+        out = m(*args)
+        out.square().sum().backward()
+        return out.detach().cpu(), {k: None if p.grad is None else p.grad.cpu() for k, p in m.named_parameters()}
+
+    out, grads = step(model, inputs)
+    gpu_out, gpu_grads = step(twin, [_on_gpu(a) for a in inputs])
+    torch.testing.assert_close(gpu_out, out, rtol=1e-8, atol=1e-8)
+    for key, grad in grads.items():
+        torch.testing.assert_close(gpu_grads[key], grad, rtol=1e-7, atol=1e-8, msg=lambda m: f"{key}: {m}")
+    for (key, a), b in zip(model.state_dict().items(), twin.state_dict().values()):
+        torch.testing.assert_close(b.cpu(), a, rtol=1e-8, atol=1e-8, msg=lambda m: f"{key}: {m}")
