@@ -386,7 +386,7 @@ class GraphBatch:
         """``[E]`` position of every edge among its graph's edges (in :attr:`_edges_by_graph` order)."""
         order, edge_ptr = self._edges_by_graph
         rank = torch.empty_like(order)
-        rank[order] = torch.arange(order.numel()) - _repeat(edge_ptr[:-1], edge_ptr.diff(), order.numel())
+        rank[order] = torch.arange(order.numel(), device=order.device) - _repeat(edge_ptr[:-1], edge_ptr.diff(), order.numel())
         return rank
 
     @classmethod
