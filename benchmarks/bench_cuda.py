@@ -1,4 +1,4 @@
-"""rpfast's CUDA kernels on a GPU (scripts/gpu_check.sh runs this with RPFAST_CUDA_KERNELS=1):
+"""rpfast's CUDA kernels on a GPU (scripts/gpu_check.sh runs this):
 each kernel against the same op's torch-composed implementation (what CUDA tensors run without
 the kernels) and PyG where PyG has the op, on the same device; an RP-GIN training epoch on
 CSL; and, for the DFS/BFS orders that stay on the CPU, their cost (drawn on the CPU, copied to
@@ -90,30 +90,33 @@ def test_segment_sum(benchmark, impl):
     _timed(benchmark, lambda: function(x, graph.ptr))
 
 
-@pytest.mark.parametrize("impl", ["rpfast", "torch-composed"])
-def test_rpgin_training_epoch_on_the_gpu(benchmark, impl, monkeypatch):
-    """An RP-GIN epoch on CSL (120 graphs, batches of 16) on the GPU, with rpfast's CUDA kernels
-    and with the torch-composed ops CUDA tensors run without them."""
+@pytest.mark.parametrize("batch_size", [16, 120])
+@pytest.mark.parametrize("impl", ["rpfast", "torch-composed", "rpfast on the CPU"])
+def test_rpgin_training_epoch_on_the_gpu(benchmark, impl, batch_size, monkeypatch):
+    """An RP-GIN epoch on CSL (120 graphs) on the GPU, with rpfast's CUDA kernels and with the
+    torch-composed ops CUDA tensors run without them; and the same epoch on this machine's CPU
+    (the C++ kernels), which answers whether such small graphs belong on a GPU at all."""
     monkeypatch.setattr(_cuda, "_ENABLED", impl == "rpfast")
     from rpfast.experiments.csl import classification_loss
     from rpfast.experiments.training import Batches, fit
     from rpfast.nn import RPGIN
 
+    device = torch.device("cpu") if impl == "rpfast on the CPU" else DEVICE
     graphs, labels = csl_dataset()
-    labels = labels.to(DEVICE)
+    labels = labels.to(device)
     cache = {}
 
     def make(chunk):  # batches built on the CPU (their CSR by the C++ kernels), then moved, once each
         key = tuple(chunk.tolist())
         if key not in cache:
-            cache[key] = csl_batch(graphs, list(key)).to(DEVICE)
-        return cache[key], labels[chunk.to(DEVICE)]
+            cache[key] = csl_batch(graphs, list(key)).to(device)
+        return cache[key], labels[chunk.to(device)]
 
     torch.manual_seed(0)
-    model = RPGIN(1, 16, 5, 10, id_dim=10, generator=torch.Generator().manual_seed(0)).to(DEVICE)
+    model = RPGIN(1, 16, 5, 10, id_dim=10, generator=torch.Generator().manual_seed(0)).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-    batches = Batches(torch.arange(120), make, 16, torch.Generator().manual_seed(0))
-    benchmark.group = "CUDA RP-GIN training epoch: CSL 120 graphs, batch 16"
+    batches = Batches(torch.arange(120), make, batch_size, torch.Generator().manual_seed(0))
+    benchmark.group = f"CUDA RP-GIN training epoch: CSL 120 graphs, batch {batch_size}"
     benchmark.extra_info["impl"] = impl
     _timed(benchmark, lambda: fit(model, batches, classification_loss, epochs=1, optimizer=lambda _: optimizer),
            rounds=10)

@@ -45,9 +45,14 @@ def show_config() -> None:
 
 
 def _cuda_line(cuda: dict) -> str:
-    """The CUDA build in one line: built or not, its architectures, the devices, opt-in state."""
+    """The CUDA build in one line: built or not, its architectures, the devices, on or off."""
     if not cuda["built"]:
         return "not built (pip install -Ccmake.define.RPFAST_CUDA=ON . on a machine with nvcc)"
     devices = f"{cuda['devices']} device(s)" if cuda["devices"] else f"no device ({cuda['device_error']})"
-    state = "on" if cuda["kernels_enabled"] else "off (RPFAST_CUDA_KERNELS=1 turns them on; not yet run on a GPU)"
+    if cuda["kernels_enabled"]:
+        state = "on"
+    elif cuda["devices"]:
+        state = "off (RPFAST_CUDA_KERNELS=0)"
+    else:
+        state = "off"
     return f"built for {cuda['architectures']}; {devices}; {state}"

@@ -1,10 +1,10 @@
 """rpfast's CUDA kernels (``rpfast._C_cuda``, built with ``-Ccmake.define.RPFAST_CUDA=ON``) for
-the registered ops: loading, the opt-in switch, and one tensor-level wrapper per kernel.
+the registered ops: loading, the switch, and one tensor-level wrapper per kernel.
 
-The kernels have not yet run on a GPU (this project is rarely lent one), so they are **off by
-default**: CUDA tensors run each op's torch-composed implementation unless
-``RPFAST_CUDA_KERNELS=1`` is set (read at import) and the module and a device are present.
-``scripts/gpu_check.sh`` compares every kernel with the CPU kernels on a GPU machine.
+Where the module is built and a device is present, CUDA tensors run these kernels;
+``RPFAST_CUDA_KERNELS=0`` (read at import) makes them run each op's torch-composed
+implementation instead. ``scripts/gpu_check.sh`` compares every kernel with the CPU kernels on a
+GPU machine (passed on an NVIDIA H200, 2026-11-27; benchmarks/README.md).
 
 Every wrapper checks its tensors (CUDA, one device, contiguous, dtype) and launches on torch's
 current stream of that device; the module itself is torch-free (device pointers in).
@@ -24,7 +24,7 @@ except ImportError as error:  # the CPU wheel: no CUDA build
 
 __all__ = ["build_info", "kernels_enabled", "require"]
 
-_OPT_IN = os.environ.get("RPFAST_CUDA_KERNELS", "0") == "1"
+_SWITCHED_ON = os.environ.get("RPFAST_CUDA_KERNELS", "1") != "0"
 
 
 def build_info() -> dict:
@@ -36,15 +36,15 @@ def build_info() -> dict:
                 "kernels_enabled": False}
     count, error = _C_cuda.device_count()
     return {"built": True, "architectures": _C_cuda.architectures, "devices": count, "device_error": error or None,
-            "kernels_enabled": _OPT_IN and count > 0}
+            "kernels_enabled": _SWITCHED_ON and count > 0}
 
 
 def kernels_enabled() -> bool:
-    """Whether CUDA tensors run rpfast's CUDA kernels (opt-in, module built, a device present;
-    the device count is asked once)."""
+    """Whether CUDA tensors run rpfast's CUDA kernels (module built, a device present, not
+    switched off by ``RPFAST_CUDA_KERNELS=0``; the device count is asked once)."""
     global _ENABLED
     if _ENABLED is None:
-        _ENABLED = _OPT_IN and _C_cuda is not None and _C_cuda.device_count()[0] > 0
+        _ENABLED = _SWITCHED_ON and _C_cuda is not None and _C_cuda.device_count()[0] > 0
     return _ENABLED
 
 

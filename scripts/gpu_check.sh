@@ -18,6 +18,7 @@
 # GPU). The script stops with one line if torch sees no CUDA device. RPFAST_GPU_REPORT names the
 # benchmark's JSON (default build/cuda/bench_cuda.json).
 set -euo pipefail
+export RPFAST_CUDA_KERNELS=1  # the check is of the kernels, whatever the caller's environment says
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 VENV=${RPFAST_CUDA_VENV:-build/cuda-venv}
@@ -28,7 +29,7 @@ else
   PY=$ROOT/$VENV/bin/python
 fi
 tests=0
-RPFAST_CUDA_KERNELS=1 bash scripts/cuda_check.sh -rs || tests=$?
+bash scripts/cuda_check.sh -rs || tests=$?
 if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
   echo "gpu_check.sh: the torch of $PY sees no CUDA device: give RPFAST_TORCH a CUDA build of torch" >&2
   exit 1
@@ -38,6 +39,6 @@ if [ -z "${RPFAST_PYTHON:-}" ]; then
   "$PY" -m pip install --quiet --disable-pip-version-check pytest-benchmark torch_geometric
 fi
 mkdir -p "$(dirname "$REPORT")"
-RPFAST_CUDA_KERNELS=1 "$PY" -m pytest -q -p no:cacheprovider benchmarks/bench_cuda.py --benchmark-json="$REPORT"
+"$PY" -m pytest -q -p no:cacheprovider benchmarks/bench_cuda.py --benchmark-json="$REPORT"
 "$PY" benchmarks/report.py "$REPORT"
 exit "$tests"

@@ -163,7 +163,7 @@ def declare(name: str, schema: str, *, kernel: Callable, composed: Callable, fak
     BatchNorm's running statistics, returns the new values for its caller to copy).
     ``device_arg``: the argument whose device picks kernel or composed form. ``cuda``: the
     implementation on rpfast's CUDA kernels (same arguments and results), used for CUDA tensors
-    when they are enabled (opt-in until verified on a GPU, :mod:`rpfast._cuda`)."""
+    when they are enabled (:mod:`rpfast._cuda`)."""
     return Op(name, schema, kernel, composed, fake, setup, backward, double_backward, device_arg, cuda)
 
 

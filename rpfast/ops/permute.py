@@ -103,7 +103,7 @@ def _nodes_backward_kernel(grad: Tensor, perms: Tensor, n_max: int) -> Tensor:
     return grad_x
 
 
-# The CUDA kernels (rpfast/_cuda.py; opt-in): the same checks as the composed path, then one launch.
+# The CUDA kernels (rpfast/_cuda.py): the same checks as the composed path, then one launch.
 def _adjacency_cuda(adj: Tensor, perms: Tensor) -> Tensor:
     _check(perms, adj.shape[1])
     return _cuda.permute_adjacency(adj.contiguous(), perms.contiguous())
