@@ -6,16 +6,16 @@ The CSR, transpose CSR and dense padded views are built once, lazily, and cached
 """
 from typing import Any, Dict, Optional, Sequence, Tuple
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from rpfast import _backend
-from rpfast._validation import check_int, check_memory, check_sizes, float_tensor, index_tensor, is_pyg_data
-from rpfast.data.sparse import edge_index_from_adj_t, is_sparse_adjacency
+from rpfast._validation import check_int, check_memory, float_tensor, index_tensor
+from rpfast.data import interop
+from rpfast.data.batch_layout import check_edges, resolve_ptr, sizes_to_ptr, stack_rows
+from rpfast.data.segments import offsets, ranges, repeat
 
 __all__ = ["GraphBatch"]
-
 
 
 def _kernels_for(t: Tensor) -> bool:
@@ -98,11 +98,11 @@ class GraphBatch:
         if self.x is not None and self.x.dim() != 2:
             raise ValueError(f"x must have shape [N, F], got {tuple(self.x.shape)}")
         if num_nodes is not None:
-            batch, ptr, total_nodes = self._sizes_to_ptr(num_nodes, batch, ptr, total_nodes)
-        self._ptr = self._resolve_ptr(batch, ptr, total_nodes, num_graphs)
+            batch, ptr, total_nodes = sizes_to_ptr(num_nodes, batch, ptr, total_nodes)
+        self._ptr = resolve_ptr(self.edge_index, self.x, batch, ptr, total_nodes, num_graphs)
         self._total_nodes = int(self._ptr[-1])  # a plain int: compiled code reads it without a sync
         if not _edges_checked:  # from_edge_lists checked every graph's local indices already
-            self._check_edges()
+            check_edges(self.edge_index, self.batch)
         self.edge_attr = None
         if edge_attr is not None:
             edge_attr = float_tensor(edge_attr, "edge_attr")
@@ -114,115 +114,6 @@ class GraphBatch:
                 )
             self.edge_attr = edge_attr
         self.extras: Dict[str, Any] = {}
-
-    # ------------------------------------------------------------------ construction
-    @staticmethod
-    def _sizes_to_ptr(num_nodes, batch, ptr, total_nodes):
-        """Turn ``num_nodes`` (vertices per graph) into ``(batch, ptr, total_nodes)``: an int is
-        one graph of that size, a ``[B]`` sequence is the ptr's differences."""
-        if total_nodes is not None:
-            raise ValueError("give num_nodes (vertices per graph) or total_nodes, not both")
-        sequence = isinstance(num_nodes, (list, tuple, np.ndarray)) or (
-            isinstance(num_nodes, Tensor) and num_nodes.dim() > 0)
-        if not sequence:
-            n = check_int(num_nodes, "num_nodes")
-            described = None if ptr is None and batch is None else "ptr" if ptr is not None else "batch"
-            if described is not None:
-                graphs = GraphBatch._count_graphs(batch, ptr)
-                if graphs != 1:
-                    raise ValueError(f"num_nodes = {n} is one graph's size, but {described} describes {graphs} "
-                                     f"graphs; pass num_nodes as the [{graphs}] graph sizes, or total_nodes={n}")
-            return batch, ptr, n
-        sizes = index_tensor(num_nodes, "num_nodes", ndim=1)
-        check_sizes(sizes, "num_nodes")
-        sizes_ptr = torch.cat([torch.zeros(1, dtype=torch.int64), sizes.cumsum(0)])
-        if ptr is not None:
-            agree = torch.equal(index_tensor(ptr, "ptr", ndim=1), sizes_ptr)
-        elif batch is not None:
-            ids = index_tensor(batch, "batch", ndim=1)
-            agree = torch.equal(torch.bincount(ids.clamp(min=0), minlength=sizes.numel()), sizes)
-        else:
-            agree = True
-        if not agree:
-            raise ValueError(f"num_nodes = {sizes.tolist()[:8]} disagrees with the graph sizes that "
-                             f"{'ptr' if ptr is not None else 'batch'} describes")
-        return None, sizes_ptr, None  # ptr alone now describes the batch
-
-    @staticmethod
-    def _count_graphs(batch, ptr) -> int:
-        if ptr is not None:
-            return max(index_tensor(ptr, "ptr").numel() - 1, 0)
-        batch = index_tensor(batch, "batch")
-        return int(batch.max()) + 1 if batch.numel() else 0
-
-    def _resolve_ptr(self, batch, ptr, total_nodes, num_graphs) -> Tensor:
-        if batch is not None and ptr is not None:
-            raise ValueError("give either batch or ptr, not both")
-        n_from_x = None if self.x is None else self.x.shape[0]
-        if ptr is not None:
-            ptr = index_tensor(ptr, "ptr")
-            if ptr.dim() != 1 or ptr.numel() < 1 or int(ptr[0]) != 0:
-                raise ValueError(f"ptr must be 1-D, start at 0 and have B + 1 entries, got {ptr.tolist()[:8]}")
-            check_sizes(ptr.diff(), "ptr.diff() (graph sizes)")
-            total = int(ptr[-1])
-        elif batch is not None:
-            batch = index_tensor(batch, "batch")
-            if batch.dim() != 1:
-                raise ValueError(f"batch must be 1-D [N], got shape {tuple(batch.shape)}")
-            if batch.numel() and int(batch.min()) < 0:
-                raise ValueError(f"batch holds a negative graph id {int(batch.min())}")
-            if batch.numel() > 1 and bool((batch[1:] < batch[:-1]).any()):
-                i = int(torch.nonzero(batch[1:] < batch[:-1])[0, 0]) + 1
-                raise ValueError(
-                    f"batch must be non-decreasing (nodes grouped by graph); batch[{i}] = "
-                    f"{int(batch[i])} follows {int(batch[i - 1])}"
-                )
-            found = int(batch.max()) + 1 if batch.numel() else 0
-            B = found if num_graphs is None else num_graphs
-            if B < found:
-                raise ValueError(f"num_graphs = {B} but batch refers to graph {found - 1}")
-            counts = torch.bincount(batch, minlength=B)
-            ptr = torch.cat([torch.zeros(1, dtype=torch.int64), counts.cumsum(0)])
-            total = batch.numel()
-        else:
-            if n_from_x is not None:
-                total = n_from_x
-            elif total_nodes is not None:
-                total = total_nodes
-            else:
-                total = int(self.edge_index.max()) + 1 if self.edge_index.numel() else 0
-            ptr = torch.tensor([0, total], dtype=torch.int64)
-        if n_from_x is not None and n_from_x != total:
-            raise ValueError(f"x has {n_from_x} rows but batch/ptr describe {total} nodes")
-        if total_nodes is not None and total_nodes != total:
-            raise ValueError(f"{total_nodes} nodes were given (num_nodes/total_nodes) but batch/ptr/x describe "
-                             f"{total} nodes")
-        if num_graphs is not None and num_graphs != ptr.numel() - 1:
-            raise ValueError(f"num_graphs = {num_graphs} but batch/ptr describe {ptr.numel() - 1} graphs")
-        # The cached per-node views (batch, local index, CSR offsets) take ~4 int64 per node.
-        check_memory(32 * total, f"a GraphBatch of {total} nodes")
-        return ptr
-
-    def _check_edges(self) -> None:
-        ei = self.edge_index
-        if ei.numel() == 0:
-            return
-        N = self.total_nodes
-        lo, hi = int(ei.min()), int(ei.max())
-        if lo < 0 or hi >= N:
-            bad = torch.nonzero((ei < 0) | (ei >= N))[0]
-            raise IndexError(
-                f"edge_index[{int(bad[0])}, {int(bad[1])}] = {int(ei[bad[0], bad[1]])} is out of "
-                f"range for a batch of {N} nodes"
-            )
-        graph_of = self.batch[ei]
-        crossing = graph_of[0] != graph_of[1]
-        if bool(crossing.any()):
-            e = int(torch.nonzero(crossing)[0, 0])
-            raise ValueError(
-                f"edge {e} ({int(ei[0, e])} -> {int(ei[1, e])}) connects graph "
-                f"{int(graph_of[0, e])} to graph {int(graph_of[1, e])}; edges may not cross graphs"
-            )
 
     @classmethod
     def from_edge_lists(
@@ -253,22 +144,23 @@ class GraphBatch:
         edge_counts = [e.shape[1] for e in edges]
         E = sum(edge_counts)
         counts = torch.tensor(edge_counts, dtype=torch.int64)
-        ptr = _offsets(sizes_t)
+        ptr = offsets(sizes_t)
         local = torch.cat(edges, dim=1) if edges else torch.zeros(2, 0, dtype=torch.int64)
         # One range check for all graphs (per-graph min/max would sync once per graph); local
         # indices inside 0..n_g-1 also mean no edge can cross graphs once offset.
-        bound = _repeat(sizes_t, counts, E)  # [E] size of each edge's graph
+        bound = repeat(sizes_t, counts, E)  # [E] size of each edge's graph
         outside = ((local < 0) | (local >= bound)).any(dim=0)  # [E]
         if bool(outside.any()):
-            g = int(_repeat(torch.arange(len(edges)), counts, E)[outside][0])
+            g = int(repeat(torch.arange(len(edges)), counts, E)[outside][0])
             ei = edges[g]
             raise IndexError(f"graphs[{g}] edge_index holds {int(ei.min())}..{int(ei.max())}, "
                              f"outside 0..{sizes[g] - 1}")
-        edge_index = local + _repeat(ptr[:-1], counts, E)
-        xs = None if x is None else _stack_rows(x, sizes, "x")
-        ea = None if edge_attr is None else _stack_rows(edge_attr, edge_counts, "edge_attr")
+        edge_index = local + repeat(ptr[:-1], counts, E)
+        xs = None if x is None else stack_rows(x, sizes, "x")
+        ea = None if edge_attr is None else stack_rows(edge_attr, edge_counts, "edge_attr")
         return cls(edge_index, x=xs, edge_attr=ea, ptr=ptr, _edges_checked=True)
 
+    # ------------------------------------------------------------------ other graph objects
     @classmethod
     def from_networkx(cls, graphs, node_attr: Optional[str] = None, edge_attr: Optional[str] = None) -> "GraphBatch":
         """Batch networkx graphs. Undirected graphs get both edge directions.
@@ -277,36 +169,7 @@ class GraphBatch:
         ``G.nodes`` order. ``node_attr``/``edge_attr`` name a numeric (scalar or vector)
         attribute to use as ``x``/``edge_attr``; every node/edge must have it (ValueError).
         """
-        import networkx as nx
-
-        if isinstance(graphs, nx.Graph):
-            graphs = [graphs]
-        pairs, xs, eas = [], [], []
-        for g, G in enumerate(graphs):
-            if not isinstance(G, nx.Graph):
-                raise TypeError(f"graphs[{g}] is a {type(G).__name__}, not a networkx graph")
-            labels = list(G.nodes)
-            if set(labels) == set(range(len(labels))):
-                labels = sorted(labels)
-            H = nx.relabel_nodes(G, {v: i for i, v in enumerate(labels)})
-            n = H.number_of_nodes()
-            ei = torch.as_tensor(np.array(list(H.edges()), dtype=np.int64).reshape(-1, 2).T)
-            attrs = None
-            if edge_attr is not None:
-                items = [(f"edge ({labels[u]!r}, {labels[v]!r})", d) for u, v, d in H.edges(data=True)]
-                attrs = _attr_rows(items, edge_attr, f"graphs[{g}]", "edge_attr")
-            if not H.is_directed():
-                ei = torch.cat([ei, ei.flip(0)], dim=1)
-                attrs = None if attrs is None else torch.cat([attrs, attrs])
-            pairs.append((ei, n))
-            eas.append(attrs)
-            if node_attr is not None:
-                items = [(f"node {v!r}", G.nodes[v]) for v in labels]
-                xs.append(_attr_rows(items, node_attr, f"graphs[{g}]", "node_attr"))
-        return cls.from_edge_lists(pairs, x=None if node_attr is None else xs,
-                                   edge_attr=None if edge_attr is None else eas)
-
-    _PYG_LAYOUT = ("x", "edge_index", "edge_attr", "batch", "ptr", "num_nodes")
+        return interop.from_networkx(cls, graphs, node_attr, edge_attr)
 
     @classmethod
     def from_pyg(cls, data) -> "GraphBatch":
@@ -319,53 +182,12 @@ class GraphBatch:
         Every other attribute (``y``, ``pos``, names, ...) is kept in ``extras`` (and reads as
         ``graph.y``); :meth:`to_pyg` converts back. Integer ``x``/``edge_attr`` become floats.
         """
-        if not is_pyg_data(data):
-            raise TypeError(
-                f"data must be a torch_geometric.data.Data or Batch, got {type(data).__name__}; "
-                f"for a list of Data objects pass torch_geometric.data.Batch.from_data_list(data_list)"
-            )
-        batch = getattr(data, "batch", None)
-        ptr = getattr(data, "ptr", None)
-        if batch is not None and ptr is not None:
-            batch = None
-        edge_index, layout = data.edge_index, cls._PYG_LAYOUT
-        adj_t = getattr(data, "adj_t", None)
-        if edge_index is None and is_sparse_adjacency(adj_t):  # T.ToSparseTensor's output
-            edge_index, layout = edge_index_from_adj_t(adj_t), (*layout, "adj_t")
-        if edge_index is None:
-            edge_index = torch.zeros(2, 0, dtype=torch.int64)
-        out = cls(
-            edge_index,
-            x=data.x,
-            edge_attr=getattr(data, "edge_attr", None),
-            batch=batch,
-            ptr=ptr,
-            total_nodes=None if (batch is not None or ptr is not None or data.x is not None) else data.num_nodes,
-        )
-        out.extras = {key: data[key] for key in data.keys() if key not in layout}
-        # Batch.from_data_list's slicing metadata lets to_pyg() results call to_data_list().
-        out._pyg_meta = tuple(getattr(data, name, None) for name in ("_slice_dict", "_inc_dict"))
-        return out
+        return interop.from_pyg(cls, data)
 
     def to_pyg(self):
         """A ``torch_geometric.data.Batch`` with ``x``, ``edge_index``, ``edge_attr``, ``batch``,
         ``ptr`` and the ``extras``, sharing this batch's tensors (no copy)."""
-        from torch_geometric.data import Batch
-
-        fields = dict(self.extras)
-        fields.update(edge_index=self.edge_index, batch=self.batch, ptr=self._ptr)
-        if self.x is not None:
-            fields["x"] = self.x
-        if self.edge_attr is not None:
-            fields["edge_attr"] = self.edge_attr
-        out = Batch(**fields)
-        if self.x is None:
-            out.num_nodes = self.total_nodes
-        out._num_graphs = self.num_graphs
-        slices, incs = self.__dict__.get("_pyg_meta", (None, None))
-        if slices is not None and incs is not None:
-            out._slice_dict, out._inc_dict = slices, incs
-        return out
+        return interop.to_pyg(self)
 
     def __getattr__(self, name: str):
         # only reached when normal lookup fails: expose extras (graph.y)
@@ -379,14 +201,14 @@ class GraphBatch:
         """``(order [E], edge_ptr [B + 1])``: edge ids grouped by graph (stable) and offsets."""
         edge_graph = self.batch[self.edge_index[0]]
         order = torch.argsort(edge_graph, stable=True)
-        return order, _offsets(torch.bincount(edge_graph, minlength=self.num_graphs))
+        return order, offsets(torch.bincount(edge_graph, minlength=self.num_graphs))
 
     @lazy_property
     def _edge_rank(self) -> Tensor:
         """``[E]`` position of every edge among its graph's edges (in :attr:`_edges_by_graph` order)."""
         order, edge_ptr = self._edges_by_graph
         rank = torch.empty_like(order)
-        rank[order] = torch.arange(order.numel(), device=order.device) - _repeat(edge_ptr[:-1], edge_ptr.diff(), order.numel())
+        rank[order] = torch.arange(order.numel(), device=order.device) - repeat(edge_ptr[:-1], edge_ptr.diff(), order.numel())
         return rank
 
     @classmethod
@@ -413,12 +235,12 @@ class GraphBatch:
         if graphs.numel() and (int(graphs.min()) < 0 or int(graphs.max()) >= self.num_graphs):
             raise IndexError(f"graph indices must lie in [0, {self.num_graphs}), got {graphs.tolist()[:8]}")
         sizes = self.num_nodes[graphs]
-        new_ptr = _offsets(sizes)
-        nodes = _ranges(self._ptr[graphs], sizes)  # old id of every new node
+        new_ptr = offsets(sizes)
+        nodes = ranges(self._ptr[graphs], sizes)  # old id of every new node
         order, edge_ptr = self._edges_by_graph
         edge_counts = edge_ptr.diff()[graphs]
-        edge_ids = order[_ranges(edge_ptr[graphs], edge_counts)]  # old id of every new edge
-        shift = _repeat(new_ptr[:-1] - self._ptr[graphs], edge_counts, int(edge_counts.sum()))
+        edge_ids = order[ranges(edge_ptr[graphs], edge_counts)]  # old id of every new edge
+        shift = repeat(new_ptr[:-1] - self._ptr[graphs], edge_counts, int(edge_counts.sum()))
         return GraphBatch(
             self.edge_index[:, edge_ids] + shift,
             x=None if self.x is None else self.x[nodes],
@@ -478,7 +300,7 @@ class GraphBatch:
     @lazy_property
     def batch(self) -> Tensor:
         """``[N]`` graph id of every node."""
-        return _repeat(torch.arange(self.num_graphs, device=self._ptr.device), self.num_nodes, self.total_nodes)
+        return repeat(torch.arange(self.num_graphs, device=self._ptr.device), self.num_nodes, self.total_nodes)
 
     @lazy_property
     def local_index(self) -> Tensor:
@@ -642,70 +464,3 @@ class GraphBatch:
         d = None if self.edge_attr is None else self.edge_attr.shape[1]
         return (f"GraphBatch(num_graphs={self.num_graphs}, total_nodes={self.total_nodes}, "
                 f"num_edges={self.num_edges}, node_features={f}, edge_features={d})")
-
-
-def _offsets(counts: Tensor) -> Tensor:
-    """``[len + 1]`` exclusive prefix sums of ``counts`` (a ``ptr``)."""
-    return torch.cat([torch.zeros(1, dtype=torch.int64, device=counts.device), counts.cumsum(0)])
-
-
-def _ranges(starts: Tensor, counts: Tensor) -> Tensor:
-    """Concatenation of ``arange(starts[i], starts[i] + counts[i])`` over ``i``."""
-    offsets = _offsets(counts)
-    total = int(offsets[-1])
-    return _repeat(starts - offsets[:-1], counts, total) + torch.arange(total, device=counts.device)
-
-
-def _repeat(values: Tensor, counts: Tensor, total: int) -> Tensor:
-    """``values[i]`` repeated ``counts[i]`` times, ``[total]`` (``total = counts.sum()``).
-
-    NumPy's single-threaded repeat on CPU: torch's ``repeat_interleave`` opens an OpenMP
-    parallel region for even a handful of graphs, and a batch is built every training step;
-    when another process holds a core, each region can stall for the time slice of a
-    descheduled thread. ``output_size`` spares torch's path (compiled or other devices) a
-    read-back of the total."""
-    if values.device.type != "cpu" or _backend.compiling():
-        return torch.repeat_interleave(values, counts, output_size=total)
-    return torch.from_numpy(np.repeat(values.numpy(), counts.numpy()))
-
-
-def _rows(value, count: int, name: str) -> Tensor:
-    """``value`` as a ``[count, D]`` float tensor (1-D input becomes one column)."""
-    t = float_tensor(value, name)
-    t = t.unsqueeze(-1) if t.dim() == 1 else t
-    if t.dim() != 2 or t.shape[0] != count:
-        raise ValueError(f"{name} must have {count} rows, got shape {tuple(t.shape)}")
-    return t
-
-
-def _stack_rows(values, counts: Sequence[int], name: str) -> Tensor:
-    """One ``[counts[i], D]`` entry per graph -> ``[sum(counts), D]``; entries with 0 rows
-    take the common width ``D`` (0 graphs give ``[0, 0]``)."""
-    if not isinstance(values, (list, tuple)):
-        raise TypeError(f"{name} must be a list with one tensor per graph, got {type(values).__name__}")
-    if len(values) != len(counts):
-        raise ValueError(f"{name} has {len(values)} entries but there are {len(counts)} graphs")
-    rows = [_rows(v, c, f"{name}[{i}]") for i, (v, c) in enumerate(zip(values, counts))]
-    if not rows:
-        return torch.zeros(0, 0)
-    width = next((t.shape[1] for t in rows if t.shape[0]), rows[0].shape[1])
-    for i, t in enumerate(rows):
-        if t.shape[0] and t.shape[1] != width:
-            raise ValueError(f"{name}[{i}] has {t.shape[1]} columns but earlier entries have {width}")
-    return torch.cat([t if t.shape[0] else t.new_zeros(0, width) for t in rows])
-
-
-def _attr_rows(items, attr: str, where: str, arg: str) -> Tensor:
-    """``[len(items), D]`` from ``(description, attribute dict)`` pairs of networkx nodes/edges;
-    ``arg`` names the argument that chose ``attr``."""
-    values = []
-    for what, d in items:
-        if attr not in d:
-            raise ValueError(f"{arg}={attr!r}: {where} {what} has no attribute {attr!r}")
-        values.append(d[attr])
-    try:
-        t = torch.tensor(values, dtype=torch.get_default_dtype())
-    except (TypeError, ValueError, RuntimeError) as error:
-        raise ValueError(f"{arg}={attr!r}: the values in {where} must be numbers or equal-length vectors "
-                         f"({error})") from None
-    return t.reshape(len(values), -1) if values else t.reshape(0, 0)

@@ -13,7 +13,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from rpfast.data.batch import GraphBatch, _offsets, _ranges
+from rpfast.data.batch import GraphBatch
+from rpfast.data.segments import offsets, ranges
 
 __all__ = ["graph_from_smiles", "batch_from_smiles", "parse_smiles_quietly", "canonical_order_from_mol", "featurize_smiles", "MoleculeGraphs",
            "scaffold_groups", "featurizer_settings", "atom_count_bounds", "ELEMENTS", "ATOM_FEATURES",
@@ -257,9 +258,9 @@ class MoleculeGraphs:
             raise IndexError(f"molecule positions must lie in [0, {len(self)}), got {int(index.min())}..{int(index.max())}")
         atoms = self.atom_ptr[index + 1] - self.atom_ptr[index]
         bonds = self.edge_ptr[index + 1] - self.edge_ptr[index]
-        atom_rows = _ranges(self.atom_ptr[index], atoms)
-        edge_rows = _ranges(self.edge_ptr[index], bonds)
-        new_start = _offsets(atoms)
+        atom_rows = ranges(self.atom_ptr[index], atoms)
+        edge_rows = ranges(self.edge_ptr[index], bonds)
+        new_start = offsets(atoms)
         shift = (new_start[:-1] - self.atom_ptr[index]).repeat_interleave(bonds)
         graph = GraphBatch(self.edge_index[:, edge_rows] + shift, x=self.x[atom_rows], edge_attr=self.edge_attr[edge_rows],
                            ptr=new_start)
