@@ -36,7 +36,7 @@ def build_info() -> dict:
                 "kernels_enabled": False}
     count, error = _C_cuda.device_count()
     return {"built": True, "architectures": _C_cuda.architectures, "devices": count, "device_error": error or None,
-            "kernels_enabled": _SWITCHED_ON and count > 0}
+            "kernels_enabled": kernels_enabled()}
 
 
 def kernels_enabled() -> bool:
