@@ -162,6 +162,19 @@ def test_the_default_model_separates_latin_square_graphs_whose_four_clique_count
     assert result["distinguished"] and result["reliable"]
 
 
+def test_the_rooted_part_separates_a_cfi_pair_over_a_treewidth_2_base():
+    from rpfast.data.pair_families import cfi_pair
+    from rpfast.data.pairs import GraphPair, networkx_edge_index
+
+    g, h = cfi_pair(nx.diamond_graph())
+    pair = GraphPair("cfi", 0, 32, networkx_edge_index(g), networkx_edge_index(h))
+    settings = dict(epochs=100, patience=100, lr=1e-3)  # the command's defaults
+    result = run_pair(pair, 0, PairsSettings(**settings))
+    assert result["distinguished"] and result["reliable"]
+    views_only = run_pair(pair, 0, PairsSettings(**settings, output_dim=4))  # below 8 coordinates: no rooted part
+    assert not views_only["distinguished"]
+
+
 def test_the_walk_window_holds_the_start_and_its_neighbours():
     import torch
 
@@ -169,7 +182,8 @@ def test_the_walk_window_holds_the_start_and_its_neighbours():
     from rpfast.experiments.pairs import _max_degree
 
     def window(n, max_degree):
-        return build_model(PairsSettings(), n, max_degree=max_degree).f.parts[0].window
+        views = build_model(PairsSettings(), n, max_degree=max_degree).parts[0]  # beside the rooted part
+        return views.f.parts[0].window
 
     assert (window(30, 3), window(60, 40), window(30, None), window(12, 50)) == (4, 32, WALK_WINDOW, 12)
     one_way = torch.tensor([[1, 2, 3, 0, 2], [0, 0, 0, 0, 1]])  # a star at 0, a self-loop, edge 1-2
@@ -186,7 +200,9 @@ def _cycle_against_triangles():
 
 def test_views_of_one_length_are_exact_on_cycles_and_random_lengths_keep_a_spread():
     pair = _cycle_against_triangles()  # every BFS view of C6 is one matrix, and every view of 2 C3
-    fixed = run_pair(pair, 0, PairsSettings(model="oriented", epochs=30, patience=30, lr=1e-3, min_k=6))
+    # four output coordinates: the view parts alone (the rooted part, exact over the roots, takes
+    # coordinates from eight on and separates this pair on its own)
+    fixed = run_pair(pair, 0, PairsSettings(model="oriented", epochs=30, patience=30, lr=1e-3, min_k=6, output_dim=4))
     assert fixed["t2"] == 0.0 and np.abs(fixed["differences"].mean(axis=0)).max() > 0.01  # S = 0: T2 = 0
     varied = run_pair(pair, 0, PairsSettings(model="oriented", epochs=30, patience=30, lr=1e-3))
     assert varied["distinguished"] and varied["reliable"]

@@ -2,7 +2,8 @@
 user would: the relabeled graphs as a PyG ``Batch``; RP-GIN from PyG's ``GINConv`` with a
 ``randperm`` of one-hot IDs per graph; the oriented model's BFS views drawn in Python (starts
 spread over the vertices, neighbours visited in a random order) and gathered from the dense
-adjacency with torch indexing, the same f on them. In eval mode each embedding averages
+adjacency with torch indexing, the same f on them, and beside them its rooted part from PyG's
+``SimpleConv`` on one marked copy of the batch per root. In eval mode each embedding averages
 ``eval_samples`` draws, the relabeled batch repeated ``eval_samples`` times in one forward pass."""
 import math
 import random
@@ -31,6 +32,45 @@ def _pyg_batch(views, n, repeat=1):
                                  for e in views for _ in range(repeat)])
 
 
+class PygRooted(nn.Module):
+    """rpfast's ``RootedRP`` as a PyG user writes it: the batch repeated once per root (edge
+    offsets by tensor arithmetic), the root's copy marked, rounds of ``SimpleConv`` (neighbour
+    sum) + ``Linear`` + cos at fixed random weights, ``global_mean_pool``, a learned tanh read-out,
+    averaged over every root in eval mode and over one random root per graph in training."""
+
+    def __init__(self, hidden, layers, out, generator, gain=1.25):
+        super().__init__()
+        from torch_geometric.nn import SimpleConv
+
+        self.conv, self.generator = SimpleConv(aggr="sum"), generator
+        self.embed, self.marker = nn.Linear(1, hidden), nn.Parameter(torch.randn(hidden))
+        self.rounds = nn.ModuleList(nn.Linear(2 * hidden, hidden) for _ in range(layers))
+        with torch.no_grad():
+            for layer in self.rounds:
+                layer.weight.normal_(0.0, gain / (2 * hidden) ** 0.5)
+        for frozen in (self.embed, self.rounds, self.marker):
+            frozen.requires_grad_(False)
+        self.read = nn.Sequential(nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, out))
+
+    def forward(self, batch):
+        from torch_geometric.nn import global_mean_pool
+
+        n, B = int(batch.num_nodes // batch.num_graphs), batch.num_graphs
+        roots = (torch.randint(n, (1, B), generator=self.generator) if self.training
+                 else torch.arange(n).view(n, 1).expand(n, B))
+        R = roots.shape[0]
+        offsets = (torch.arange(R) * B * n).repeat_interleave(batch.edge_index.shape[1])
+        edge_index = batch.edge_index.repeat(1, R) + offsets
+        marked = torch.zeros(R, B, n)
+        marked.scatter_(2, roots.unsqueeze(-1), 1.0)
+        with torch.no_grad():
+            h = torch.cos(self.embed(batch.x).repeat(R, 1) + marked.view(-1, 1) * self.marker)
+            for layer in self.rounds:
+                h = torch.cos(layer(torch.cat([h, h + self.conv(h, edge_index)], dim=-1)))
+            pooled = global_mean_pool(h, torch.arange(R * B).repeat_interleave(n))
+        return self.read(pooled).view(R, B, -1).mean(dim=0)
+
+
 class BfsViewRP(nn.Module):
     """RP over BFS views: f on the k x k adjacency of the first vertices of a BFS with random
     tie-breaks, the starts spread evenly over the vertices (a random order of them, repeated),
@@ -43,7 +83,7 @@ class BfsViewRP(nn.Module):
         self.k, self.train_samples, self.eval_samples, self.rng = k, train_samples, eval_samples, rng
         window = min(k, max_degree + 1)  # the start and its neighbours, as rpfast's default model
         self.f = Concat(RootWalks(k, 1, 1, hidden, out - out // 4, window=window, ego_channels=2),
-                        VecMLP(k, 1, 1, hidden, out // 4, 2))
+                        VecMLP(k, 1, 1, hidden, out // 4 - out // 8, 2))
 
     def _view(self, neighbours, start):
         """The first L vertices of a BFS from ``start``, L uniform in 3/4 k..k (as rpfast's
@@ -111,10 +151,12 @@ def run_pair_baseline(pair, seed, model="oriented", epochs=20, eval_samples=64, 
             return out.view(len(views), repeat, -1).mean(dim=1)
     else:
         max_degree = int(torch.bincount(pair.g[0], minlength=n).max())  # pair files list both directions
-        net = BfsViewRP(min(k, n), hidden, 16, train_samples, eval_samples, random.Random(seed), max_degree)
+        views_part = BfsViewRP(min(k, n), hidden, 16, train_samples, eval_samples, random.Random(seed), max_degree)
+        rooted_part = PygRooted(8, 16, 2, generator)
+        net = nn.ModuleList([views_part, rooted_part])
 
         def embed(views, training):
-            return net(_dense(views, n))
+            return torch.cat([views_part(_dense(views, n)), rooted_part(_pyg_batch(views, n))], dim=-1)
     optimizer = torch.optim.Adam(net.parameters(), lr=lr)
     loss_fn = nn.CosineEmbeddingLoss()
     net.train()

@@ -242,12 +242,28 @@ def _basic(count: int, seed: int, n: int = 10) -> List[GraphPair]:
 
 
 def _cfi(count: int, seed: int) -> List[GraphPair]:
+    return [_pair("cfi", i, *cfi_pair(base)) for i, base in enumerate(cfi_bases())]
+
+
+def cfi_bases() -> List:
+    """The base graphs of the ``cfi`` family (networkx): cycles; bases of treewidth 2 (the
+    diamond, K2,3, ladders of 3, 4 and 6 rungs, C6 with a chord, a fan, the theta graph with
+    paths of 2, 2 and 3 edges, C8 with two chords), whose CFI pairs the 3-WL test separates, as
+    BREC's 60 "3-WL" CFI pairs; and K4, K3,3, the prism, the cube and Petersen's graph."""
     import networkx as nx
 
-    bases = [nx.cycle_graph(3), nx.cycle_graph(4), nx.cycle_graph(5), nx.complete_graph(4),
-             nx.complete_bipartite_graph(3, 3), nx.circular_ladder_graph(3), nx.hypercube_graph(3),
-             nx.petersen_graph()]
-    return [_pair("cfi", i, *cfi_pair(base)) for i, base in enumerate(bases)]
+    def with_edges(graph, *edges):
+        graph.add_edges_from(edges)
+        return graph
+
+    theta = nx.Graph([(0, 1), (1, 5), (0, 2), (2, 5), (0, 3), (3, 4), (4, 5)])
+    fan = with_edges(nx.path_graph(4), *((4, v) for v in range(4)))
+    return [nx.cycle_graph(3), nx.cycle_graph(4), nx.cycle_graph(5),
+            nx.diamond_graph(), nx.complete_bipartite_graph(2, 3), nx.ladder_graph(3), nx.ladder_graph(4),
+            with_edges(nx.cycle_graph(6), (0, 3)), fan, theta, with_edges(nx.cycle_graph(8), (0, 3), (4, 7)),
+            nx.ladder_graph(6),
+            nx.complete_graph(4), nx.complete_bipartite_graph(3, 3), nx.circular_ladder_graph(3),
+            nx.hypercube_graph(3), nx.petersen_graph()]
 
 
 def cfi_pair(base):

@@ -30,6 +30,14 @@ second into a larger T^2.
   adjacency (:class:`~rpfast.nn.rp.VecMLP`: cycles, and the links between neighbourhoods,
   which separate CSL and CFI pairs):
   ``RelationalPooling(Concat(RootWalks, VecMLP), Oriented(method, k, "balanced", min_size=min_k))``.
+  Beside it (:class:`~rpfast.nn.rp.Concat` of the two whole-graph models), two of the MLP's four
+  coordinates go to :class:`~rpfast.nn.rp.RootedRP`: RP over the vertex at position 0 alone,
+  averaged exactly over every vertex in eval mode (16 rounds of message passing from a marked
+  root over the whole graph, d = 8; one root per graph and step in training, where only its
+  read-out learns). Rooted refinement sees the twist of CFI pairs over small bases of treewidth
+  2, which views of 32 vertices and walk counts do not: on the family's nine such bases it
+  separates the six that rooted colour refinement separates (T2 above 3e4), where the two view
+  parts separate none.
   Balanced starts weigh every start vertex the same, and the ego gates see the same
   neighbourhood on every view from one start, so the walk part's average is exact when
   ``eval_samples >= n`` (every vertex a start) and every start's closed neighbourhood fits in
@@ -63,7 +71,8 @@ from typing import Optional
 import torch
 from torch import nn
 
-from rpfast.nn import GIN, RPGIN, Concat, Exact, KAry, Oriented, PiSGD, RelationalPooling, RootWalks, VecMLP
+from rpfast.nn import (GIN, RPGIN, Concat, Exact, KAry, Oriented, PiSGD, RelationalPooling, RootedRP, RootWalks,
+                       VecMLP)
 
 __all__ = ["MODELS", "ORIENTATIONS", "DEFAULT_LAYERS", "DEFAULT_TRAIN_SAMPLES", "build_model", "check_model_settings",
            "check_graph_sizes"]
@@ -83,6 +92,11 @@ SHORTEST_VIEW = 0.75
 WALK_WINDOW = 20
 #: gates of the walk part, all confined to the start's ego network
 WALK_CHANNELS = 2
+#: the rooted part (:class:`~rpfast.nn.rp.RootedRP`): width, rounds (the first round in which
+#: rooted refinement tells the CFI pairs over small treewidth-2 bases apart is the sixth to
+#: ninth; larger bases need more), and roots per graph in a training step, where only its
+#: read-out learns (its cost; eval mode averages over all roots)
+ROOTED_HIDDEN, ROOTED_LAYERS, ROOTED_TRAIN_ROOTS = 4, 16, 1
 
 
 def check_model_settings(model: str, k: int, orientation: str, ridge: float, min_k: Optional[int] = None) -> None:
@@ -145,16 +159,22 @@ def build_model(settings, n: int, generator: Optional[torch.Generator] = None,
             shortest = min(settings.min_k or math.ceil(SHORTEST_VIEW * k), k)
             strategy = Oriented(settings.orientation, k, starts="balanced", min_size=shortest, **samples)
             window = min(WALK_WINDOW if max_degree is None else max(1, max_degree + 1), k)
-            return RelationalPooling(_oriented_f(k, window, settings.hidden, out, layers), strategy,
-                                     generator=generator, use_edge_attr=False)
+            rooted = out // 8
+            views = RelationalPooling(_oriented_f(k, window, settings.hidden, out, layers, rooted), strategy,
+                                      generator=generator, use_edge_attr=False)
+            if not rooted:
+                return views
+            return Concat(views, RootedRP(1, ROOTED_HIDDEN, ROOTED_LAYERS, rooted, train_roots=ROOTED_TRAIN_ROOTS,
+                                          generator=generator, learn_rounds=False))
     f = VecMLP(k, 1, 1, settings.hidden, out, layers)
     return RelationalPooling(f, strategy, generator=generator, use_edge_attr=False)
 
 
-def _oriented_f(k: int, window: int, hidden: int, out: int, layers: int) -> nn.Module:
-    """The oriented model's f: walk counts in the first ``window`` positions in three quarters of
-    the output coordinates, an MLP on the view in the rest (the walk part alone for a
-    one-dimensional output)."""
+def _oriented_f(k: int, window: int, hidden: int, out: int, layers: int, rooted: int = 0) -> nn.Module:
+    """The oriented model's f on a view: walk counts in the first ``window`` positions in three
+    quarters of the ``out`` output coordinates, an MLP on the view in the rest but the
+    ``rooted`` coordinates the rooted part takes (the walk part alone for a one-dimensional
+    output)."""
     walks = RootWalks(k, 1, 1, hidden, out - out // 4, window=window, channels=WALK_CHANNELS,
                       ego_channels=WALK_CHANNELS)
-    return walks if out < 4 else Concat(walks, VecMLP(k, 1, 1, hidden, out // 4, layers))
+    return walks if out < 4 else Concat(walks, VecMLP(k, 1, 1, hidden, out // 4 - rooted, layers))

@@ -21,14 +21,18 @@ def changed_constants(config: Dict) -> str:
 
 def describe_model(config: Dict) -> str:
     """The model and the settings that shape it, e.g. ``"oriented (bfs views of 0.75 k..32
-    vertices from balanced starts, walk counts + MLP 2 x 64, 8 train / 256 eval relabelings)"``."""
-    from rpfast.experiments.pair_models import DEFAULT_LAYERS, DEFAULT_TRAIN_SAMPLES, SHORTEST_VIEW
+    vertices from balanced starts, walk counts + MLP 2 x 64; rooted 16 x 8 over all roots, 8 train /
+    256 eval relabelings)"``."""
+    from rpfast.experiments.pair_models import (DEFAULT_LAYERS, DEFAULT_TRAIN_SAMPLES, ROOTED_HIDDEN, ROOTED_LAYERS,
+                                                SHORTEST_VIEW)
 
     model = config["model"]
     layers = config.get("layers") or DEFAULT_LAYERS[model]
     train = config.get("train_samples") or DEFAULT_TRAIN_SAMPLES[model]
     shortest = config.get("min_k") or f"{SHORTEST_VIEW:g} k"
-    parts = "walk counts" + (f" + MLP {layers} x {config['hidden']}" if config.get("output_dim", 16) >= 4 else "")
+    out = config.get("output_dim", 16)
+    parts = "walk counts" + (f" + MLP {layers} x {config['hidden']}" if out >= 4 else "")
+    parts += f"; rooted {ROOTED_LAYERS} x {ROOTED_HIDDEN} over all roots" if out >= 8 else ""
     view = {"oriented": f"{config['orientation']} views of {shortest}..{config['k']} vertices from balanced starts, "
                         + parts,
             "kary": f"{config['k']}-subsets in random order, MLP {layers} x {config['hidden']}",

@@ -19,6 +19,7 @@ from torch.nn import functional as F
 from rpfast._validation import check_count
 from rpfast.nn._unsupported import NotScriptable
 from rpfast.nn.rp.encoders import _Layout
+from rpfast.nn.rp.relational_pooling import _positional_arity
 
 __all__ = ["RootWalks", "Concat"]
 
@@ -120,13 +121,15 @@ class RootWalks(NotScriptable, nn.Module):
 
 
 class Concat(NotScriptable, nn.Module):
-    """Encoders side by side: each gets the same ``(adj, x, mask)``; their ``[M, d_i]`` outputs
-    are concatenated to ``[M, sum d_i]``. Each part keeps its own output coordinates, so a noisy
+    """Modules side by side: each gets the same inputs; their ``[M, d_i]`` outputs are
+    concatenated to ``[M, sum d_i]``. Each part keeps its own output coordinates, so a noisy
     part does not blur a sharp one inside the same coordinates.
 
     Args:
-        encoders: two or more encoders of :mod:`rpfast.nn.rp` (or modules taking
-            ``(adj, x, mask)``), built for the same positions.
+        encoders: two or more encoders of :mod:`rpfast.nn.rp` built for the same positions (called
+            with a view's ``(adj, x, mask)``), or two or more whole-graph models taking the same
+            input (``(x, graph)``: a :class:`~rpfast.nn.rp.RelationalPooling` beside a
+            :class:`~rpfast.nn.rp.RootedRP`, say).
     """
 
     def __init__(self, *encoders: nn.Module):
@@ -136,6 +139,9 @@ class Concat(NotScriptable, nn.Module):
                             f"got {len(encoders)} argument(s) of type(s) "
                             f"{', '.join(type(e).__name__ for e in encoders) or 'none'}")
         self.parts = nn.ModuleList(encoders)
+        self._arities = [_positional_arity(part, 4) for part in encoders]
 
-    def forward(self, adj: Tensor, x: Optional[Tensor], mask) -> Tensor:
-        return torch.cat([part(adj, x, mask) for part in self.parts], dim=-1)
+    def forward(self, *inputs) -> Tensor:
+        """Each part called with as many of ``inputs`` as it takes positionally (RP passes a view's
+        ``(adj, x, mask, num_nodes)``; an encoder reads the first three)."""
+        return torch.cat([part(*inputs[:arity]) for part, arity in zip(self.parts, self._arities)], dim=-1)
