@@ -4,8 +4,8 @@ against the CPU)."""
 import torch
 
 from rpfast.data import GraphBatch
-from rpfast.nn import (GIN, RPGIN, Duvenaud, Exact, GINConv, KAry, Oriented, PiSGD, RelationalPooling, SubgraphRP,
-                       VecMLP)
+from rpfast.nn import (GIN, RPGIN, Duvenaud, Exact, GINConv, KAry, Oriented, PiSGD, RelationalPooling, RootedRP,
+                       SubgraphRP, VecMLP)
 
 
 def small_batch(dtype=torch.float64) -> GraphBatch:
@@ -38,6 +38,8 @@ def layer_cases() -> dict:
         "RP-PiSGD": lambda: rp(PiSGD(4, train_samples=3)),
         "RP-KAry": lambda: rp(KAry(2), 2),
         "RP-Oriented": lambda: rp(Oriented("bfs", 3, starts="all"), 3),
+        "RootedRP": lambda: (RootedRP(3, 8, 3, 2, train_roots=2, generator=torch.Generator().manual_seed(0)).double(),
+                             (g.x, g)),
         "SubgraphRP": lambda: (SubgraphRP(Duvenaud(3, 2, conv=(8,), dense=8).double(), Oriented("bfs", 3, starts="all"),
                                           generator=torch.Generator().manual_seed(0)), (g,)),
     }

@@ -43,8 +43,9 @@ class PairsConfig:
     family: Optional[str] = option(None, "a built-in family instead of a file: " + ", ".join(FAMILIES),
                                    choices=FAMILIES)
     count: Optional[int] = option(None, "only the first COUNT pairs (with --family all: of every family)")
-    model: str = option("oriented", "oriented (RP over random-start BFS/DFS views, the best measured), rp-gin, "
-                                    "kary, exact (with --ridge) or gin (the negative control)", choices=MODELS)
+    model: str = option("oriented", "oriented (RP over random-start BFS/DFS views beside RP over one marked root, "
+                                    "the best measured), rp-gin, kary, exact (with --ridge) or gin (the negative "
+                                    "control)", choices=MODELS)
     seeds: int = option(1, "seeds per pair (the published protocol uses 10); a pair counts as distinguished "
                            "only on every seed, as reliable only on every seed")
     epochs: int = option(100, "training steps per pair at most (the protocol's default is 20)")
@@ -54,8 +55,8 @@ class PairsConfig:
     min_k: Optional[int] = option(None, "oriented: the shortest view; lengths are uniform in MIN_K..K (default: "
                                         "3/4 of K)")
     orientation: str = option("bfs", "the orders of the oriented model", choices=ORIENTATIONS)
-    train_samples: Optional[int] = option(None, "relabelings per graph in a training step (default: 16; 1 for "
-                                                "rp-gin and exact)")
+    train_samples: Optional[int] = option(None, "relabelings per graph in a training step (default: 8 for "
+                                                "oriented, 16 for kary, 1 for rp-gin, exact and gin)")
     eval_samples: int = option(256, "relabelings RP averages per embedding in eval mode")
     hidden: int = option(64, "width of f's hidden layers")
     layers: Optional[int] = option(None, "layers of f (default: 2 hidden MLP layers; 6 GIN layers for gin, rp-gin)")

@@ -7,5 +7,5 @@ from rpfast.nn.rp import (RPGIN, RPGNN, AdjCNN, Concat, Exact, KAry, Oriented, P
                           RootWalks, SubgraphRP, VecMLP, VecRNN)
 
 __all__ = ["GINConv", "GIN", "GINLayer", "RPGIN", "RelationalPooling", "Exact", "PiSGD", "KAry", "Oriented",
-           "VecMLP", "VecRNN", "AdjCNN", "RootWalks", "Concat", "RPGNN", "RootedRP", "SubgraphRP", "Duvenaud", "DuvenaudConv",
-           "RPDuvenaud", "sum_pool", "SyncBatchNorm", "convert_sync_batch_norm"]
+           "VecMLP", "VecRNN", "AdjCNN", "RootWalks", "Concat", "RPGNN", "RootedRP", "SubgraphRP", "Duvenaud",
+           "DuvenaudConv", "RPDuvenaud", "sum_pool", "SyncBatchNorm", "convert_sync_batch_norm"]

@@ -17,4 +17,5 @@ from rpfast.nn.rp.subgraph import SubgraphRP, induced_subgraphs
 from rpfast.nn.rp.walk_encoder import Concat, RootWalks
 
 __all__ = ["RelationalPooling", "Strategy", "Relabelings", "NodePositions", "Exact", "PiSGD", "KAry", "Oriented",
-           "VecMLP", "VecRNN", "AdjCNN", "RootWalks", "Concat", "RPGNN", "RPGIN", "RootedRP", "SubgraphRP", "induced_subgraphs"]
+           "VecMLP", "VecRNN", "AdjCNN", "RootWalks", "Concat", "RPGNN", "RPGIN", "RootedRP", "SubgraphRP",
+           "induced_subgraphs"]
