@@ -33,7 +33,7 @@ second into a larger T^2.
   Beside it (:class:`~rpfast.nn.rp.Concat` of the two whole-graph models), two of the MLP's four
   coordinates go to :class:`~rpfast.nn.rp.RootedRP`: RP over the vertex at position 0 alone,
   averaged exactly over every vertex in eval mode (16 rounds of message passing from a marked
-  root over the whole graph, d = 8; one root per graph and step in training, where only its
+  root over the whole graph, width 4; one root per graph and step in training, where only its
   read-out learns). Rooted refinement sees the twist of CFI pairs over small bases of treewidth
   2, which views of 32 vertices and walk counts do not: on the family's nine such bases it
   separates the six that rooted colour refinement separates (T2 above 3e4), where the two view

@@ -36,7 +36,8 @@ class RootedRP(NotScriptable, nn.Module):
         f_r(G) &= \mathrm{MLP}\big(\tfrac{1}{n} \textstyle\sum_v h^L_v\big), \qquad
         \bar f(G) = \tfrac{1}{n} \textstyle\sum_r f_r(G)
 
-    (:math:`u` a learned marker, the MLP ``hidden`` wide with tanh). This is RP-GIN whose only
+    (:math:`u` a marker, the MLP ``hidden`` wide with tanh; all learned, or the MLP alone with
+    ``learn_rounds=False``). This is RP-GIN whose only
     ID is that of position 0, so :math:`\bar f` is the exact RP average over all relabelings. In
     eval mode every vertex is a root (blocks of roots of about ``block_elements`` activations at a
     time); in training each graph draws ``train_roots`` roots uniformly, with replacement (an
@@ -50,10 +51,10 @@ class RootedRP(NotScriptable, nn.Module):
     times the usual scale (:math:`\mathcal N(0, g^2 / 2d)`) spreads nearby inputs apart, but it
     spreads float32 rounding too, and rounding enters at every round while the difference
     enters late. Measured in float32 with random weights (16 rounds, d = 8) on six such pairs:
-    at g = 1.25 the two graphs' outputs differ by 2.5e-5 to 1.7e-2 while the spread over 32
-    relabelings stays below 1e-4 (T2 3e4 to 6e8); at g = 3 that spread grows to 5e-3 and the
-    smallest difference drowns (T2 52), at g = 4 all do; at g = 1 (12 rounds) the network
-    contracts again (T2 5 to 20 on four of the six).
+    at g = 1.25 the two graphs' outputs differ by 1.5e-3 to 1.7e-2 while the spread over 32
+    relabelings stays below 1e-4 (T2 3e4 to 6e8; with d = 4, 3e6 to 4.5e9); at g = 3 (12
+    rounds) that spread grows to 5e-3 and the smallest difference drowns (T2 52), at g = 4 all
+    do; at g = 1 (12 rounds) the network contracts again (T2 5 to 20 on four of the six).
 
     Args:
         in_dim: node feature width F (the constant 1 for featureless graphs).
