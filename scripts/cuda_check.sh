@@ -26,18 +26,8 @@ fi
 start=$(date +%s)
 BUILD=(--quiet --disable-pip-version-check --no-build-isolation -Cbuild-dir=build/cuda
        -Ccmake.define.RPFAST_CUDA=ON -Ccmake.define.RPFAST_AVX2=OFF)
-if [ -n "${RPFAST_PYTHON:-}" ]; then
-  PY=$(command -v "$RPFAST_PYTHON")
-  "$PY" -m pip install "${BUILD[@]}" --no-deps -e .
-else
-  if [ ! -x "$VENV/bin/python" ]; then
-    "${PYTHON:-python3}" -m venv "$VENV"
-  fi
-  PY=$ROOT/$VENV/bin/python
-  "$PY" -m pip install --quiet --disable-pip-version-check "${RPFAST_TORCH:-torch==2.13.0}" \
-    "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja
-  "$PY" -m pip install "${BUILD[@]}" -e ".[test]"
-fi
+source scripts/install_rpfast.sh
+install_rpfast "$VENV" "${RPFAST_TORCH:-torch==2.13.0}"
 echo "cuda_check.sh: build and install took $(( $(date +%s) - start )) s"
 "$PY" -c "import rpfast._C_cuda, rpfast; rpfast.show_config()" | grep "CUDA kernels"
 "$PY" -m pytest -q -p no:cacheprovider tests/test_cuda.py "$@"

@@ -16,7 +16,9 @@
 #
 # Environment: RPFAST_SANITIZE_VENV (default build/sanitize-venv), RPFAST_FUZZ_EXAMPLES (fuzz
 # budget for this run; default: tests/fuzz's CI budget), PYTHON (interpreter that creates
-# the venv; default python3).
+# the venv; default python3), RPFAST_PYTHON (instead of a venv: an interpreter that already has
+# torch, the test extras and the build tools, such as CI's test venv after its suites have run;
+# the sanitizer build replaces its rpfast, installed with --no-deps).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -26,17 +28,10 @@ REPORTS=$ROOT/$BUILD_DIR/reports
 start=$(date +%s)
 
 # --- 1. environment and sanitizer build ---------------------------------------------
-if [ ! -x "$VENV/bin/python" ]; then
-  "${PYTHON:-python3}" -m venv "$VENV"
-fi
-PY=$ROOT/$VENV/bin/python
-# Pin torch: an unpinned requirement pulls a multi-GB CUDA wheel.
-"$PY" -m pip install --quiet --disable-pip-version-check torch==2.13.0 \
-  "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja
-"$PY" -m pip install --quiet --disable-pip-version-check --no-build-isolation \
-  -Cbuild-dir="$BUILD_DIR" -Ccmake.define.RPFAST_SANITIZE=ON -Ccmake.define.RPFAST_AVX2=OFF \
-  -Ccmake.build-type=RelWithDebInfo \
-  -e ".[test]"
+BUILD=(--quiet --disable-pip-version-check --no-build-isolation -Cbuild-dir="$BUILD_DIR"
+       -Ccmake.define.RPFAST_SANITIZE=ON -Ccmake.define.RPFAST_AVX2=OFF -Ccmake.build-type=RelWithDebInfo)
+source scripts/install_rpfast.sh
+install_rpfast "$VENV" torch==2.13.0
 echo "sanitize.sh: build and install took $(( $(date +%s) - start )) s"
 
 # --- 2. runtime options ---------------------------------------------------------------
