@@ -14,6 +14,7 @@ from torch import nn
 
 from baselines.pyg_rpgin import PygRPGIN
 from rpfast.nn import Concat, RootWalks, VecMLP
+from rpfast.experiments.pair_models import ROOTED_HIDDEN, ROOTED_LAYERS
 from rpfast.experiments.pair_statistics import verdict
 
 
@@ -152,7 +153,7 @@ def run_pair_baseline(pair, seed, model="oriented", epochs=20, eval_samples=64, 
     else:
         max_degree = int(torch.bincount(pair.g[0], minlength=n).max())  # pair files list both directions
         views_part = BfsViewRP(min(k, n), hidden, 16, train_samples, eval_samples, random.Random(seed), max_degree)
-        rooted_part = PygRooted(8, 16, 2, generator)
+        rooted_part = PygRooted(ROOTED_HIDDEN, ROOTED_LAYERS, 2, generator)  # the width and rounds rpfast uses
         net = nn.ModuleList([views_part, rooted_part])
 
         def embed(views, training):
