@@ -8,8 +8,6 @@ from rpfast.data.pair_families import cfi_pair
 from rpfast.data.pairs import networkx_edge_index
 from rpfast.nn import Concat, RootedRP
 
-pytestmark = pytest.mark.backend_neutral
-
 
 def _batch(*graphs, features: int = 1, dtype=torch.float64) -> GraphBatch:
     return GraphBatch.from_edge_lists([(networkx_edge_index(g), g.number_of_nodes()) for g in graphs],
@@ -108,7 +106,9 @@ def test_arguments_are_checked(kwargs, error, message):
 def test_inputs_are_checked():
     model = RootedRP(2, 4, 2, 2)
     batch = _batch(nx.cycle_graph(4), dtype=torch.float32)
-    with pytest.raises(ValueError, match=r"built for x \[N, 2\], got \(4, 1\)"):
+    with pytest.raises(ValueError, match=r"built for float x \[N, 2\], got \(4, 1\)"):
         model(batch.x, batch)
+    with pytest.raises(ValueError, match=r"got \(4, 2\) torch.int64"):
+        model(torch.ones(4, 2, dtype=torch.int64), batch)
     with pytest.raises(ValueError, match="needs node features"):
         model(None, batch)

@@ -105,27 +105,30 @@ class RootedRP(NotScriptable, nn.Module):
         x, graph = read_graph_input(type(self).__name__, data, edge_index, batch, training=self.training)
         if x is None:
             raise ValueError("RootedRP needs node features x (use a column of ones for featureless graphs)")
-        if x.dim() != 2 or x.shape[1] != self.embed.in_features:
-            raise ValueError(f"RootedRP was built for x [N, {self.embed.in_features}], got {tuple(x.shape)}")
-        local = torch.arange(graph.total_nodes, device=x.device) - graph.ptr[:-1].repeat_interleave(graph.num_nodes)
+        if x.dim() != 2 or x.shape[1] != self.embed.in_features or not x.is_floating_point():
+            raise ValueError(f"RootedRP was built for float x [N, {self.embed.in_features}], got {tuple(x.shape)} "
+                             f"{x.dtype}")
+        rounds_learn = torch.is_grad_enabled() and self.learn_rounds
+        with torch.set_grad_enabled(rounds_learn):
+            start = self.embed(x).unsqueeze(1)  # [N, 1, d], shared by every block of roots
         total = x.new_zeros(graph.num_graphs, self.read[-1].out_features)
         for roots, weights in self._roots(graph):
-            with torch.set_grad_enabled(torch.is_grad_enabled() and self.learn_rounds):
-                pooled = self._rounds(x, graph, local == roots[:, graph.batch])
+            with torch.set_grad_enabled(rounds_learn):
+                pooled = self._rounds(start, graph, graph.local_index == roots[:, graph.batch])
             per_root = self.read(pooled)  # [R, B, out]
             total = total + (per_root * weights.to(x.dtype).unsqueeze(-1)).sum(dim=0)
         return total
 
-    def _rounds(self, x: Tensor, graph: GraphBatch, marked: Tensor) -> Tensor:
+    def _rounds(self, start: Tensor, graph: GraphBatch, marked: Tensor) -> Tensor:
         """``[R, B, d]``: the mean over each graph's vertices of ``h^L``, one replica per row of
-        ``marked [R, N]`` (True at the replica's root).
+        ``marked [R, N]`` (True at the replica's root), from the embedded features ``start [N, 1, d]``.
 
         The activations are node-major, ``[N, R, d]``: the neighbour sum then reads each
         neighbour's ``R * d`` values in one contiguous run (one aggregation over ``R * d``
         features), where a replica-major ``[R, N, d]`` would gather rows of ``d`` values."""
         N, R = marked.shape[1], marked.shape[0]
-        marked = marked.t().unsqueeze(-1).to(x.dtype)  # [N, R, 1]
-        h = torch.cos(self.embed(x).unsqueeze(1) + marked * self.marker)  # [N, R, d]
+        marked = marked.t().unsqueeze(-1).to(start.dtype)  # [N, R, 1]
+        h = torch.cos(start + marked * self.marker)  # [N, R, d]
         d = h.shape[-1]
         for layer in self.rounds:  # W [h; h + A h] + b as W_1 h + b + (1 + A)(W_2 h): no [N, R, 2d] concatenation
             own, passed = layer.weight[:, :d], layer.weight[:, d:]
@@ -134,7 +137,7 @@ class RootedRP(NotScriptable, nn.Module):
             # slow BLAS call (measured 5x the plain product)
             h = torch.cos(F.linear(h, own).add_(summed).add_(layer.bias))
         pooled = graph_sum(h.reshape(N, R * d), graph).view(-1, R, d).transpose(0, 1)  # [R, B, d]
-        return pooled / graph.num_nodes.clamp(min=1).to(x.dtype).view(1, -1, 1)
+        return pooled / graph.num_nodes.clamp(min=1).to(start.dtype).view(1, -1, 1)
 
     def _roots(self, graph: GraphBatch) -> Iterator[Tuple[Tensor, Tensor]]:
         """Blocks of ``(roots [R, B], weights [R, B])``: local root indices and their weights in
