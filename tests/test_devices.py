@@ -53,6 +53,7 @@ def _samples():
     return {
         "gin_aggregate": ((x3, *csr, eps), deterministic),
         "gin_aggregate_backward": ((x3, rand(2, 9, 3), csr[2], csr[3], eps, True), deterministic),
+        "rooted_round": ((rand(3, 9, 2), rand(3, 9, 2), rand(3, 3), rand(3), rand(9), *csr), deterministic),
         "sum_product": ((x3, rand(2, 9, 3)), deterministic),
         "csr": ((g.edge_index, 9), deterministic),
         "segment_sum": ((x3, g.ptr), deterministic),

@@ -1,4 +1,6 @@
-"""RootedRP: RP over one marked vertex, exact over every root in eval mode."""
+"""RootedRP: RP over k marked vertices, exact over every k-set in eval mode; its round op."""
+import itertools
+
 import networkx as nx
 import pytest
 import torch
@@ -7,6 +9,7 @@ from rpfast.data import GraphBatch
 from rpfast.data.pair_families import cfi_pair
 from rpfast.data.pairs import networkx_edge_index
 from rpfast.nn import Concat, RootedRP
+from rpfast.ops import rooted_round
 
 
 def _batch(*graphs, features: int = 1, dtype=torch.float64) -> GraphBatch:
@@ -29,17 +32,35 @@ def test_eval_output_is_the_mean_over_every_root_of_one_marked_pass():
     model = _model(layers=3)
     batch = _batch(graph)
     out = model(batch.x, batch)
-    with torch.no_grad():  # the formula, one root at a time, with a dense adjacency
-        adj = torch.tensor(nx.to_numpy_array(graph, nodelist=range(9)))
-        per_root = []
-        for root in range(9):
-            marked = torch.zeros(9, 1, dtype=torch.float64)
-            marked[root] = 1
-            h = torch.cos(model.embed(batch.x) + marked * model.marker)
-            for layer in model.rounds:
-                h = torch.cos(layer(torch.cat([h, h + adj @ h], dim=-1)))
-            per_root.append(model.read(h.mean(dim=0)))
-    assert torch.allclose(out[0], torch.stack(per_root).mean(dim=0), atol=1e-12)
+    with torch.no_grad():
+        assert torch.allclose(out[0], _by_formula(model, graph, [(root,) for root in range(9)]), atol=1e-12)
+
+
+def _by_formula(model: RootedRP, graph: nx.Graph, root_sets) -> torch.Tensor:
+    """The docstring's formula, one root set at a time, with a dense adjacency: the mean over
+    ``root_sets`` of the read-out of the marked rounds."""
+    n = graph.number_of_nodes()
+    adj = torch.tensor(nx.to_numpy_array(graph, nodelist=range(n)))
+    scale = (1 + RootedRP.REFERENCE_DEGREE) / (1 + adj.sum() / n)  # the neighbour sum at the reference degree
+    per_set = []
+    for roots in root_sets:
+        marked = torch.zeros(n, 1, dtype=torch.float64)
+        marked[list(roots)] = 1
+        h = torch.cos(model.embed(torch.ones(n, 1, dtype=torch.float64)) + marked * model.marker)
+        for layer in model.rounds:
+            h = torch.cos(layer(torch.cat([h, scale * (h + adj @ h)], dim=-1)))
+        per_set.append(model.read(h.mean(dim=0)))
+    return torch.stack(per_set).mean(dim=0)
+
+
+def test_two_roots_average_every_pair_and_a_one_vertex_graph_marks_its_vertex():
+    graph = nx.gnp_random_graph(7, 0.5, seed=4)
+    model = _model(layers=3, roots=2, block_sets=5)  # 21 pairs in blocks of 5
+    batch = _batch(graph, nx.empty_graph(1))
+    out = model(batch.x, batch)
+    with torch.no_grad():
+        assert torch.allclose(out[0], _by_formula(model, graph, itertools.combinations(range(7), 2)), atol=1e-12)
+        assert torch.allclose(out[1], _by_formula(model, nx.empty_graph(1), [(0,)]), atol=1e-12)
 
 
 def test_eval_output_is_invariant_and_blocks_of_roots_do_not_change_it():
@@ -65,6 +86,26 @@ def test_it_separates_cfi_pairs_that_rooted_refinement_separates_and_no_others()
     g, h = cfi_pair(nx.complete_graph(4))  # treewidth 3: one marked vertex is not enough
     out = model(*(lambda b: (b.x, b))(_batch(g, h)))
     assert (out[0] - out[1]).abs().max() < 1e-9
+
+
+def test_two_roots_separate_the_cfi_pair_over_k4_that_one_root_does_not():
+    g, h = cfi_pair(nx.complete_graph(4))  # K4 loses its cycles with two vertices, not one
+    batch = _batch(g, _relabeled(g, 1), h)
+    out = _model(layers=16, roots=2)(batch.x, batch)
+    assert (out[0] - out[1]).abs().max() < 1e-9 < 1e-4 < (out[0] - out[2]).abs().max()
+
+
+def test_training_draws_distinct_roots_inside_each_graph():
+    model = RootedRP(1, 4, 2, 2, roots=3, train_roots=50, generator=torch.Generator().manual_seed(0)).train()
+    batch = _batch(nx.path_graph(5), nx.path_graph(2), nx.path_graph(9))
+    [(roots, weights)] = list(model._roots(batch))
+    assert roots.shape == (50, 3, 3) and torch.allclose(weights, torch.full((50, 3), 1 / 50, dtype=torch.float64))
+    for graph, n in enumerate((5, 2, 9)):
+        drawn = roots[:, graph].sort(dim=-1).values
+        assert bool((drawn[:, :-1] < drawn[:, 1:]).all())  # distinct
+        inside = drawn < n
+        assert bool((inside.sum(dim=-1) == min(n, 3)).all())  # a 2-vertex graph marks both
+    assert len(set(map(tuple, roots[:, 2].sort(dim=-1).values.tolist()))) > 20  # many different triples
 
 
 def test_training_draws_roots_reproducibly_and_trains_every_parameter():
@@ -93,6 +134,9 @@ def test_concat_joins_whole_graph_models():
 @pytest.mark.parametrize("kwargs, error, message", [
     (dict(num_layers=0), ValueError, "num_layers must be >= 1"),
     (dict(train_roots=0), ValueError, "train_roots must be >= 1"),
+    (dict(roots=0), ValueError, "roots must be >= 1"),
+    (dict(roots=4), ValueError, "roots must be at most 3"),
+    (dict(block_sets=0), ValueError, "block_sets must be >= 1"),
     (dict(init_gain=0.0), ValueError, "init_gain must be positive"),
     (dict(init_gain="3"), TypeError, "init_gain must be a float"),
     (dict(generator=1), TypeError, "generator must be a torch.Generator"),
@@ -112,3 +156,20 @@ def test_inputs_are_checked():
         model(torch.ones(4, 2, dtype=torch.int64), batch)
     with pytest.raises(ValueError, match="needs node features"):
         model(None, batch)
+
+
+def test_round_op_is_the_formula_on_a_dense_adjacency():
+    graph = nx.gnp_random_graph(6, 0.5, seed=5)
+    batch = _batch(graph, nx.path_graph(3))
+    gen = torch.Generator().manual_seed(0)
+    h, p = (torch.randn(3, 9, 4, generator=gen, dtype=torch.float64) for _ in range(2))
+    own, bias, scale = (torch.randn(*shape, generator=gen, dtype=torch.float64) for shape in ((3, 3), (3,), (9,)))
+    adj = torch.block_diag(torch.tensor(nx.to_numpy_array(graph, nodelist=range(6))),
+                           torch.tensor(nx.to_numpy_array(nx.path_graph(3))))
+    expected = (torch.einsum("ck,knr->cnr", own, h) + bias.view(3, 1, 1)
+                + scale.view(1, 9, 1) * (p + torch.einsum("vu,cur->cvr", adj, p)))
+    torch.testing.assert_close(rooted_round(h, p, own, bias, scale, batch), expected, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match=r"h and p must be \[3, 9, R\]"):
+        rooted_round(h[:, :8], p[:, :8], own, bias, scale, batch)
+    with pytest.raises(ValueError, match=r"own \[D, D\], bias \[D\], scale \[N\] with D = 3, N = 9"):
+        rooted_round(h, p, own, bias, scale[:8], batch)

@@ -6,6 +6,7 @@ void bind_permute(pybind11::module_& m);
 void bind_random(pybind11::module_& m);
 void bind_gin(pybind11::module_& m);
 void bind_gin_network(pybind11::module_& m);
+void bind_rooted(pybind11::module_& m);
 void bind_norm(pybind11::module_& m);
 void bind_segment(pybind11::module_& m);
 void bind_subsets(pybind11::module_& m);

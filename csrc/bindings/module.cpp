@@ -39,6 +39,7 @@ PYBIND11_MODULE(RPFAST_MODULE_NAME, m) {
   rpfast_bindings::bind_random(m);
   rpfast_bindings::bind_gin(m);
   rpfast_bindings::bind_gin_network(m);
+  rpfast_bindings::bind_rooted(m);
   rpfast_bindings::bind_norm(m);
   rpfast_bindings::bind_segment(m);
   rpfast_bindings::bind_subsets(m);

@@ -97,6 +97,9 @@ WALK_CHANNELS = 2
 #: ninth; larger bases need more), and roots per graph in a training step, where only its
 #: read-out learns (its cost; eval mode averages over all roots)
 ROOTED_HIDDEN, ROOTED_LAYERS, ROOTED_TRAIN_ROOTS = 4, 16, 1
+#: the largest graphs whose rooted part marks two vertices at once (C(n, 2) * n rows per
+#: embedding, about n / 2 times one root's n * n; above it one root)
+TWO_ROOTS_MAX_NODES = 64
 
 
 def check_model_settings(model: str, k: int, orientation: str, ridge: float, min_k: Optional[int] = None) -> None:
@@ -165,7 +168,8 @@ def build_model(settings, n: int, generator: Optional[torch.Generator] = None,
             if not rooted:
                 return views
             return Concat(views, RootedRP(1, ROOTED_HIDDEN, ROOTED_LAYERS, rooted, train_roots=ROOTED_TRAIN_ROOTS,
-                                          generator=generator, learn_rounds=False))
+                                          generator=generator, learn_rounds=False,
+                                          roots=2 if n <= TWO_ROOTS_MAX_NODES else 1))
     f = VecMLP(k, 1, 1, settings.hidden, out, layers)
     return RelationalPooling(f, strategy, generator=generator, use_edge_attr=False)
 

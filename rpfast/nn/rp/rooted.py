@@ -1,47 +1,54 @@
-r"""RP over one marked vertex: a message-passing f that sees the vertex at position 0 of a
-relabeling, averaged exactly over the n choices of that vertex.
+r"""RP over marked vertices: a message-passing f that sees the vertices at the first ``roots``
+positions of a relabeling, averaged exactly over every choice of them.
 
-RP-GIN (eq. 3) gives every vertex the one-hot ID of its position. Keeping only the ID of
-position 0 (``onehot(pi^-1(v) = 0)``: a marker on one vertex, the root ``r = pi(0)``) makes f
-depend on the relabeling through ``r`` alone, so the RP average over all ``n!`` relabelings is
-the average over the ``n`` roots: exact at the cost of ``n`` passes, where the full ID needs
-sampling. Message passing from a marked root is rooted colour refinement, which separates
-graphs that 1-WL cannot, among them the Cai-Fuerer-Immerman pairs over small bases of
-treewidth 2 (the twist shows once the refinement from the root wraps around a cycle).
+RP-GIN (eq. 3) gives every vertex the one-hot ID of its position. Keeping only one bit of it,
+whether a vertex sits at one of the first k positions (a marker on the set
+``S = {pi(0), ..., pi(k-1)}``), makes f depend on the relabeling through ``S`` alone, so the RP
+average over all ``n!`` relabelings is the average over the ``C(n, k)`` sets: exact at the cost
+of ``C(n, k)`` passes, where the full ID needs sampling. Message passing from marked vertices is
+colour refinement with those vertices individualised, which separates graphs that 1-WL cannot.
+One root (k = 1) separates the Cai-Fuerer-Immerman pairs whose base loses all its cycles with
+one vertex (the twist shows once the refinement wraps around a cycle); two roots those whose
+base needs two (the 4-rung ladder, K4, K3,3, the prism), and strongly regular graphs with equal
+parameters that differ in the common neighbours of two vertices (the generalized quadrangles
+W(3) and Q(4, 3)), which one root and the 3-WL test do not separate.
 """
+import math
 from typing import Iterator, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
-from torch.nn import functional as F
 
 from rpfast._validation import check_count, check_real, require_flag
 from rpfast.data import GraphBatch
 from rpfast.nn._unsupported import NotScriptable
 from rpfast.nn.graph_input import read_graph_input
-from rpfast.ops import gin_aggregate, graph_sum
+from rpfast.ops import graph_sum, rooted_round
 
 __all__ = ["RootedRP"]
 
 
 class RootedRP(NotScriptable, nn.Module):
-    r"""Relational Pooling over the root: a marked vertex, averaged over every vertex exactly.
+    r"""Relational Pooling over roots: k marked vertices, averaged over every k-set exactly.
 
-    For a graph with adjacency :math:`A`, features :math:`x_v` and root :math:`r`:
+    For a graph with adjacency :math:`A`, features :math:`x_v` and a set :math:`S` of k roots:
 
     .. math::
-        h^0_v &= \cos(W_{in} x_v + b_{in} + [v = r]\, u) \\
-        h^{l+1}_v &= \cos\big(W_l\, [\,h^l_v \,;\, h^l_v + \textstyle\sum_{u \to v} h^l_u\,] + b_l\big)
+        h^0_v &= \cos(W_{in} x_v + b_{in} + [v \in S]\, u) \\
+        h^{l+1}_v &= \cos\big(W_l\, [\,h^l_v \,;\, s_G (h^l_v + \textstyle\sum_{u \to v} h^l_u)\,] + b_l\big)
             \qquad l = 0, \dots, L - 1 \\
-        f_r(G) &= \mathrm{MLP}\big(\tfrac{1}{n} \textstyle\sum_v h^L_v\big), \qquad
-        \bar f(G) = \tfrac{1}{n} \textstyle\sum_r f_r(G)
+        f_S(G) &= \mathrm{MLP}\big(\tfrac{1}{n} \textstyle\sum_v h^L_v\big), \qquad
+        \bar f(G) = \binom{n}{k}^{-1} \textstyle\sum_{|S| = k} f_S(G)
 
-    (:math:`u` a marker, the MLP ``hidden`` wide with tanh; all learned, or the MLP alone with
-    ``learn_rounds=False``). This is RP-GIN whose only
-    ID is that of position 0, so :math:`\bar f` is the exact RP average over all relabelings. In
-    eval mode every vertex is a root (blocks of roots of about ``block_elements`` activations at a
-    time); in training each graph draws ``train_roots`` roots uniformly, with replacement (an
-    unbiased estimate of the average, as pi-SGD's).
+    (:math:`u` a marker, :math:`s_G = 4 / (1 + \bar d_G)` for the graph's mean degree
+    :math:`\bar d_G`, the MLP ``hidden`` wide with tanh; all learned, or the MLP alone with
+    ``learn_rounds=False``). This is RP-GIN whose only ID is whether a vertex sits at one of the
+    first k positions, so :math:`\bar f` is the exact RP average over all relabelings (a graph
+    with fewer than k vertices marks them all). In eval mode every k-set is a root set (blocks of
+    at most ``block_sets`` sets and ``block_elements`` activations at a time: :math:`\binom{n}{k} \cdot n` rows of
+    width d per graph, so k = 2 costs about n/2 times k = 1); in training each graph draws
+    ``train_roots`` sets uniformly, with replacement (an unbiased estimate of the average, as
+    pi-SGD's).
 
     Why the cosine, and the gain: the first round in which rooted refinement tells two CFI graphs
     apart can be the sixth to ninth, and the difference is one neighbour's colour among a few. A
@@ -61,11 +68,17 @@ class RootedRP(NotScriptable, nn.Module):
         hidden: width d of the rounds and the MLP.
         num_layers: L, rounds of message passing (a difference seen first in round t needs L >= t).
         out_dim: output width.
-        train_roots: roots per graph in a training forward.
+        train_roots: root sets per graph in a training forward.
+        roots: k, the vertices marked at once (1 to 3).
         generator: CPU ``torch.Generator`` for reproducible roots (the weights come from torch's
             global seed).
         init_gain: g, the scale of the rounds' initial weights.
-        block_elements: activations (roots x nodes x d) per block in eval mode.
+        block_elements: the most activations (root sets x nodes x d) per block in eval mode (the
+            memory of one round's tensors: 16 MB each in float32 at the default).
+        block_sets: the most root sets per block in eval mode. The rounds work on runs of one
+            value per set; runs of 32 to 128 were the fastest measured (an eval pass over 64
+            relabelings of a 200-vertex graph: 1.4 s with runs of 16 to 128, 3.9 s with the 2 that
+            2^17 activations allowed; of a 64-vertex graph with two roots, 2.8 s at 32, 3.7 s at 16).
         learn_rounds: False keeps the input map, the marker and the rounds at their random
             initialisation (a fixed random hash of the rooted colours; only the read-out MLP
             learns, and training skips the backward through the rounds: about a third of the
@@ -75,14 +88,25 @@ class RootedRP(NotScriptable, nn.Module):
     of :func:`~rpfast.nn.graph_input.read_graph_input` -> ``[B, out_dim]`` (0 for an empty graph).
     """
 
+    #: the most vertices marked at once
+    MAX_ROOTS = 3
+    #: the mean degree at which the neighbour sum is unscaled (that of the CFI graphs over
+    #: 3-regular bases, on which ``init_gain`` was measured)
+    REFERENCE_DEGREE = 3
+
     def __init__(self, in_dim: int, hidden: int, num_layers: int, out_dim: int, train_roots: int = 4,
                  generator: Optional[torch.Generator] = None, init_gain: float = 1.25,
-                 block_elements: int = 1 << 17, learn_rounds: bool = True):
+                 block_elements: int = 1 << 22, learn_rounds: bool = True, roots: int = 1, block_sets: int = 64):
         super().__init__()
         in_dim, hidden = check_count(in_dim, "in_dim", 1), check_count(hidden, "hidden", 1)
         num_layers, out_dim = check_count(num_layers, "num_layers", 1), check_count(out_dim, "out_dim", 1)
         self.train_roots = check_count(train_roots, "train_roots", 1)
+        self.roots = check_count(roots, "roots", 1)
+        if self.roots > self.MAX_ROOTS:
+            raise ValueError(f"roots must be at most {self.MAX_ROOTS} (an eval pass costs C(n, roots) * n rows), "
+                             f"got {roots}")
         self.block_elements = check_count(block_elements, "block_elements", 1)
+        self.block_sets = check_count(block_sets, "block_sets", 1)
         init_gain = check_real(init_gain, "init_gain")
         if not init_gain > 0:
             raise ValueError(f"init_gain must be positive, got {init_gain!r}")
@@ -110,48 +134,69 @@ class RootedRP(NotScriptable, nn.Module):
                              f"{x.dtype}")
         rounds_learn = torch.is_grad_enabled() and self.learn_rounds
         with torch.set_grad_enabled(rounds_learn):
-            start = self.embed(x).unsqueeze(1)  # [N, 1, d], shared by every block of roots
+            start = self.embed(x).t().contiguous().unsqueeze(-1)  # [d, N, 1], shared by every block of roots
         total = x.new_zeros(graph.num_graphs, self.read[-1].out_features)
         for roots, weights in self._roots(graph):
             with torch.set_grad_enabled(rounds_learn):
-                pooled = self._rounds(start, graph, graph.local_index == roots[:, graph.batch])
+                marked = (graph.local_index.view(-1, 1, 1) == roots.transpose(0, 1)[graph.batch]).any(dim=-1)  # [N, R]
+                pooled = self._rounds(start, graph, marked)
             per_root = self.read(pooled)  # [R, B, out]
             total = total + (per_root * weights.to(x.dtype).unsqueeze(-1)).sum(dim=0)
         return total
 
     def _rounds(self, start: Tensor, graph: GraphBatch, marked: Tensor) -> Tensor:
-        """``[R, B, d]``: the mean over each graph's vertices of ``h^L``, one replica per row of
-        ``marked [R, N]`` (True at the replica's root), from the embedded features ``start [N, 1, d]``.
+        """``[R, B, d]``: the mean over each graph's vertices of ``h^L``, one replica per column of
+        ``marked [N, R]`` (True at the replica's roots), from the embedded features ``start [d, N, 1]``.
 
-        The activations are node-major, ``[N, R, d]``: the neighbour sum then reads each
-        neighbour's ``R * d`` values in one contiguous run (one aggregation over ``R * d``
-        features), where a replica-major ``[R, N, d]`` would gather rows of ``d`` values."""
-        N, R = marked.shape[1], marked.shape[0]
-        marked = marked.t().unsqueeze(-1).to(start.dtype)  # [N, R, 1]
-        h = torch.cos(start + marked * self.marker)  # [N, R, d]
-        d = h.shape[-1]
-        for layer in self.rounds:  # W [h; h + A h] + b as W_1 h + b + (1 + A)(W_2 h): no [N, R, 2d] concatenation
+        The activations are feature-major, ``[d, N, R]``: the product with the neighbour weight
+        is one ``[d, d] x [d, N * R]`` matrix product, and :func:`~rpfast.ops.rooted_round` does
+        the rest of the round but the cosine in one pass over runs of R values. With d = 4 a
+        node-major ``[N, R, d]`` layout multiplies and adds over rows of 4 values: measured 2x
+        slower per round with torch's operations (the bias add alone 6x)."""
+        (N, R), d = marked.shape, start.shape[0]
+        h = torch.cos(start + self.marker.view(d, 1, 1) * marked.to(start.dtype))  # [d, N, R]
+        scale = self._neighbour_scale(graph, start.dtype)
+        for layer in self.rounds:  # W [h; h + A h] + b as W_1 h + b + (1 + A)(W_2 h): no [2d, N, R] concatenation
             own, passed = layer.weight[:, :d], layer.weight[:, d:]
-            summed = gin_aggregate(F.linear(h, passed).reshape(N, R * d), graph).view(N, R, d)
-            # the bias added in place: a product with a bias over rows of d = 4 to 8 values is a
-            # slow BLAS call (measured 5x the plain product)
-            h = torch.cos(F.linear(h, own).add_(summed).add_(layer.bias))
-        pooled = graph_sum(h.reshape(N, R * d), graph).view(-1, R, d).transpose(0, 1)  # [R, B, d]
+            h = torch.cos(rooted_round(h, (passed @ h.view(d, N * R)).view(d, N, R), own, layer.bias, scale, graph))
+        pooled = graph_sum(h, graph).permute(2, 1, 0)  # [R, B, d]
         return pooled / graph.num_nodes.clamp(min=1).to(start.dtype).view(1, -1, 1)
 
+    def _neighbour_scale(self, graph: GraphBatch, dtype: torch.dtype) -> Tensor:
+        """``[N]``: ``(1 + REFERENCE_DEGREE) / (1 + mean degree)`` of each node's graph,
+        the factor on the neighbour sum ``h_v + sum_u h_u`` that keeps a round's gain on a dense
+        graph what ``init_gain`` sets at the reference degree. Unscaled, the sum over 13 terms on a
+        12-regular graph made the 16 rounds chaotic in float32: the spread over relabelings of a
+        strongly regular graph srg(40, 12, 2, 4) grew to 1.5e-2, as large as the difference between
+        two such graphs with two roots (with the factor: 1.1e-5 against 1.5e-3; with its square
+        root, 2.3e-2 against 6e-2)."""
+        edges = torch.bincount(graph.batch[graph.edge_index[1]], minlength=graph.num_graphs).to(dtype)
+        mean_degree = edges / graph.num_nodes.clamp(min=1).to(dtype)
+        return ((1 + self.REFERENCE_DEGREE) / (1 + mean_degree))[graph.batch]
+
     def _roots(self, graph: GraphBatch) -> Iterator[Tuple[Tensor, Tensor]]:
-        """Blocks of ``(roots [R, B], weights [R, B])``: local root indices and their weights in
-        each graph's average (every vertex at weight 1/n in eval mode; ``train_roots`` uniform
-        draws at 1/train_roots in training; 0 for an empty graph)."""
-        n, device = graph.num_nodes, graph.device
+        """Blocks of ``(roots [R, B, k], weights [R, B])``: each graph's root sets as local vertex
+        indices, and their weights in its average (in eval mode every k-set at weight
+        ``1 / C(n, k)``, read from the k-combinations of ``0..n_max-1``: the first, ``0..k-1``,
+        marks all of a graph with fewer than k vertices, at weight 1; in training ``train_roots``
+        uniform draws of k distinct vertices at ``1 / train_roots``; 0 for an empty graph)."""
+        n, device, k = graph.num_nodes, graph.device, self.roots
         if self.training:
-            draws = torch.rand(self.train_roots, graph.num_graphs, generator=self.generator)
-            roots = (draws * n.cpu()).long().to(device)
+            # k distinct vertices: the k smallest of uniform keys, keys past a graph's size at 2
+            # (drawn last: a graph with fewer than k vertices marks them all)
+            keys = torch.rand(self.train_roots, graph.num_graphs, max(graph.n_max, k), generator=self.generator)
+            keys.masked_fill_(torch.arange(keys.shape[-1]) >= n.cpu().view(1, -1, 1), 2.0)
+            roots = keys.topk(k, dim=-1, largest=False).indices.to(device)
             yield roots, (n > 0).to(torch.float64).expand(self.train_roots, -1) / self.train_roots
             return
-        width = self.rounds[0].out_features
-        per_block = max(1, self.block_elements // max(1, graph.total_nodes * width))
-        for first in range(0, graph.n_max, per_block):
-            roots = torch.arange(first, min(first + per_block, graph.n_max), device=device).unsqueeze(1)
-            roots = roots.expand(-1, graph.num_graphs)
-            yield roots, (roots < n).to(torch.float64) / n.clamp(min=1)
+        sets = torch.combinations(torch.arange(max(graph.n_max, k), device=device), k)  # [C, k], the first 0..k-1
+        count = torch.tensor([math.comb(int(size), k) if size >= k else 1 for size in n.tolist()],
+                             dtype=torch.float64, device=device)
+        fit = self.block_elements // max(1, graph.total_nodes * self.rounds[0].out_features)
+        per_block = max(1, min(self.block_sets, fit))
+        for first in range(0, sets.shape[0], per_block):
+            block = sets[first:first + per_block]  # [R, k]
+            inside = block[:, -1:] < n  # [R, B]: every root inside the graph
+            if first == 0:
+                inside[0] |= n > 0  # a graph with fewer than k vertices: all of them marked, once
+            yield block.unsqueeze(1).expand(-1, graph.num_graphs, -1), inside.to(torch.float64) / count
