@@ -72,7 +72,7 @@ def test_pair_files_are_read_and_every_problem_names_the_line(tmp_path):
 
 @pytest.mark.filterwarnings("ignore:The hashes produced")
 @pytest.mark.parametrize("family, count, expected", [("csl", None, 45), ("srg", 6, 6), ("regular", None, 20),
-                                                     ("basic", 3, 3), ("cfi", 3, 3)])
+                                                     ("basic", 3, 3), ("cfi", 3, 3), ("4vtx", None, 1)])
 def test_families_are_non_isomorphic_and_1wl_equivalent(family, count, expected):
     pairs = family_pairs(family, count)
     assert len(pairs) == expected and {p.category for p in pairs} == {family}
@@ -95,6 +95,24 @@ def test_srg_pairs_are_twenty_different_pairs():
     pairs = family_pairs("srg")
     keys = {tuple(sorted(tuple(local_invariants(networkx_graph(e, p.n))) for e in (p.g, p.h))) for p in pairs}
     assert len(pairs) == 20 and len(keys) == 20  # different invariants: no pair is another one again
+
+
+def test_the_generalized_quadrangles_are_srg_40_12_2_4_and_differ_in_regular_points():
+    from rpfast.data.pair_families import generalized_quadrangles
+
+    symplectic, parabolic = generalized_quadrangles()
+    for graph in (symplectic, parabolic):
+        assert graph.number_of_nodes() == 40 and nx.intersection_array(graph) == ([12, 9], [1, 4])
+
+    def span_sizes(graph):  # for non-adjacent x, y: the points adjacent to all of their 4 common neighbours
+        x = 0
+        sizes = set()
+        for y in set(graph) - set(graph[x]) - {x}:
+            common = set(graph[x]) & set(graph[y])
+            sizes.add(sum(all(w in graph[v] for w in common) for v in graph))
+        return sizes
+
+    assert span_sizes(symplectic) == {4} and span_sizes(parabolic) == {2}  # W(3)'s points are regular
 
 
 def test_wl_equivalence_and_the_isomorphism_checks_decide_correctly():
@@ -172,6 +190,15 @@ def test_the_rooted_part_separates_a_cfi_pair_over_a_treewidth_2_base():
     result = run_pair(pair, 0, PairsSettings(**settings))
     assert result["distinguished"] and result["reliable"]
     views_only = run_pair(pair, 0, PairsSettings(**settings, output_dim=4))  # below 8 coordinates: no rooted part
+    assert not views_only["distinguished"]
+
+
+def test_two_roots_separate_the_4_vertex_condition_pair_that_the_views_do_not():
+    pair = family_pairs("4vtx")[0]
+    settings = dict(epochs=100, patience=100, lr=1e-3)  # the command's defaults
+    result = run_pair(pair, 0, PairsSettings(**settings))
+    assert result["distinguished"] and result["reliable"]
+    views_only = run_pair(pair, 0, PairsSettings(**settings, output_dim=4))
     assert not views_only["distinguished"]
 
 
@@ -258,8 +285,8 @@ def test_pairs_command_streams_rows_saves_embeddings_and_resumes(tmp_path, capsy
 def test_pairs_command_exports_a_family_as_a_pair_file(tmp_path, capsys):
     path = tmp_path / "mine.txt"
     assert main(["pairs", "--family", "all", "--count", "1", "--export", str(path)]) == 0
-    assert capsys.readouterr().out.strip() == f"wrote 5 pairs to {path}"
-    assert [p.category for p in read_pairs(path)] == ["basic", "regular", "srg", "csl", "cfi"]
+    assert capsys.readouterr().out.strip() == f"wrote 6 pairs to {path}"
+    assert [p.category for p in read_pairs(path)] == ["basic", "regular", "srg", "4vtx", "csl", "cfi"]
     assert "exists: use --force" in cli_fails(["pairs", "--family", "srg", "--export", str(path)], capsys)
 
 

@@ -3,7 +3,7 @@ user would: the relabeled graphs as a PyG ``Batch``; RP-GIN from PyG's ``GINConv
 ``randperm`` of one-hot IDs per graph; the oriented model's BFS views drawn in Python (starts
 spread over the vertices, neighbours visited in a random order) and gathered from the dense
 adjacency with torch indexing, the same f on them, and beside them its rooted part from PyG's
-``SimpleConv`` on one marked copy of the batch per root. In eval mode each embedding averages
+``SimpleConv`` on one marked copy of the batch per root set. In eval mode each embedding averages
 ``eval_samples`` draws, the relabeled batch repeated ``eval_samples`` times in one forward pass."""
 import math
 import random
@@ -14,7 +14,7 @@ from torch import nn
 
 from baselines.pyg_rpgin import PygRPGIN
 from rpfast.nn import Concat, RootWalks, VecMLP
-from rpfast.experiments.pair_models import ROOTED_HIDDEN, ROOTED_LAYERS
+from rpfast.experiments.pair_models import ROOTED_HIDDEN, ROOTED_LAYERS, TWO_ROOTS_MAX_NODES
 from rpfast.experiments.pair_statistics import verdict
 
 
@@ -34,16 +34,20 @@ def _pyg_batch(views, n, repeat=1):
 
 
 class PygRooted(nn.Module):
-    """rpfast's ``RootedRP`` as a PyG user writes it: the batch repeated once per root (edge
-    offsets by tensor arithmetic), the root's copy marked, rounds of ``SimpleConv`` (neighbour
-    sum) + ``Linear`` + cos at fixed random weights, ``global_mean_pool``, a learned tanh read-out,
-    averaged over every root in eval mode and over one random root per graph in training."""
+    """rpfast's ``RootedRP`` as a PyG user writes it: the batch repeated once per root set (edge
+    offsets by tensor arithmetic), the set's vertices marked in its copy, rounds of ``SimpleConv``
+    (neighbour sum, scaled to mean degree 3) + ``Linear`` + cos at fixed random weights,
+    ``global_mean_pool``, a learned tanh read-out; averaged over every set of ``roots`` vertices
+    in eval mode (64 sets per forward pass, to bound the repeated batch's memory), over one random
+    set per graph in training."""
 
-    def __init__(self, hidden, layers, out, generator, gain=1.25):
+    SETS_PER_PASS = 64
+
+    def __init__(self, hidden, layers, out, generator, roots=1, gain=1.25):
         super().__init__()
         from torch_geometric.nn import SimpleConv
 
-        self.conv, self.generator = SimpleConv(aggr="sum"), generator
+        self.conv, self.generator, self.roots = SimpleConv(aggr="sum"), generator, roots
         self.embed, self.marker = nn.Linear(1, hidden), nn.Parameter(torch.randn(hidden))
         self.rounds = nn.ModuleList(nn.Linear(2 * hidden, hidden) for _ in range(layers))
         with torch.no_grad():
@@ -54,22 +58,32 @@ class PygRooted(nn.Module):
         self.read = nn.Sequential(nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, out))
 
     def forward(self, batch):
+        n, B = int(batch.num_nodes // batch.num_graphs), batch.num_graphs
+        if self.training:  # one set of distinct vertices per graph: [1, B, roots]
+            sets = torch.rand(1, B, n, generator=self.generator).topk(self.roots, dim=-1, largest=False).indices
+            return self.read(self._pooled(batch, sets, n, B)).squeeze(0)
+        every = torch.combinations(torch.arange(n), self.roots)  # [C, roots]
+        total = 0
+        for chunk in every.split(self.SETS_PER_PASS):
+            pooled = self._pooled(batch, chunk.unsqueeze(1).expand(-1, B, -1), n, B)
+            total = total + self.read(pooled).sum(dim=0)
+        return total / every.shape[0]
+
+    def _pooled(self, batch, sets, n, B):
+        """``[R, B, hidden]``: the mean of the last round over each marked copy of the batch."""
         from torch_geometric.nn import global_mean_pool
 
-        n, B = int(batch.num_nodes // batch.num_graphs), batch.num_graphs
-        roots = (torch.randint(n, (1, B), generator=self.generator) if self.training
-                 else torch.arange(n).view(n, 1).expand(n, B))
-        R = roots.shape[0]
+        R = sets.shape[0]
         offsets = (torch.arange(R) * B * n).repeat_interleave(batch.edge_index.shape[1])
         edge_index = batch.edge_index.repeat(1, R) + offsets
         marked = torch.zeros(R, B, n)
-        marked.scatter_(2, roots.unsqueeze(-1), 1.0)
+        marked.scatter_(2, sets, 1.0)
+        scale = 4 / (1 + batch.edge_index.shape[1] / batch.num_nodes)  # every graph of a pair has one mean degree
         with torch.no_grad():
             h = torch.cos(self.embed(batch.x).repeat(R, 1) + marked.view(-1, 1) * self.marker)
             for layer in self.rounds:
-                h = torch.cos(layer(torch.cat([h, h + self.conv(h, edge_index)], dim=-1)))
-            pooled = global_mean_pool(h, torch.arange(R * B).repeat_interleave(n))
-        return self.read(pooled).view(R, B, -1).mean(dim=0)
+                h = torch.cos(layer(torch.cat([h, scale * (h + self.conv(h, edge_index))], dim=-1)))
+            return global_mean_pool(h, torch.arange(R * B).repeat_interleave(n)).view(R, B, -1)
 
 
 class BfsViewRP(nn.Module):
@@ -153,7 +167,8 @@ def run_pair_baseline(pair, seed, model="oriented", epochs=20, eval_samples=64, 
     else:
         max_degree = int(torch.bincount(pair.g[0], minlength=n).max())  # pair files list both directions
         views_part = BfsViewRP(min(k, n), hidden, 16, train_samples, eval_samples, random.Random(seed), max_degree)
-        rooted_part = PygRooted(ROOTED_HIDDEN, ROOTED_LAYERS, 2, generator)  # the width and rounds rpfast uses
+        # the width, rounds and root sets rpfast uses
+        rooted_part = PygRooted(ROOTED_HIDDEN, ROOTED_LAYERS, 2, generator, roots=2 if n <= TWO_ROOTS_MAX_NODES else 1)
         net = nn.ModuleList([views_part, rooted_part])
 
         def embed(views, training):

@@ -19,16 +19,20 @@ template <class T>
 void rooted_round(const T* h, const T* p, const T* own, const T* bias, const T* scale, const int64_t* rowptr,
                   const int64_t* col, T* z, int64_t D, int64_t N, int64_t R, int threads) {
   const int64_t avg_degree = N ? rowptr[N] / N + 1 : 1;
-  parallel_for(D * N, threads, (avg_degree + D) * R, [&](int64_t cv) {
-    const int64_t c = cv / N, v = cv % N;
-    T* __restrict__ dst = z + cv * R;
-    aggregate_row(p + c * N * R, rowptr, col, T(1), v, R, dst);
-    const T s = scale[v], b = bias[c];
-    for (int64_t f = 0; f < R; ++f) dst[f] = s * dst[f] + b;
-    for (int64_t k = 0; k < D; ++k) {
-      const T w = own[c * D + k];
-      const T* __restrict__ hk = h + (k * N + v) * R;
-      for (int64_t f = 0; f < R; ++f) dst[f] += w * hk[f];
+  // one node per item, every feature of it: the node's D runs of h are read from memory once
+  // and stay in cache for all D outputs (feature-major items re-read all of h D times)
+  parallel_for(N, threads, D * (avg_degree + D) * R, [&](int64_t v) {
+    const T s = scale[v];
+    for (int64_t c = 0; c < D; ++c) {
+      T* __restrict__ dst = z + (c * N + v) * R;
+      aggregate_row(p + c * N * R, rowptr, col, T(1), v, R, dst);
+      const T b = bias[c];
+      for (int64_t f = 0; f < R; ++f) dst[f] = s * dst[f] + b;
+      for (int64_t k = 0; k < D; ++k) {
+        const T w = own[c * D + k];
+        const T* __restrict__ hk = h + (k * N + v) * R;
+        for (int64_t f = 0; f < R; ++f) dst[f] += w * hk[f];
+      }
     }
   });
 }

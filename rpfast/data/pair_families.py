@@ -12,10 +12,15 @@
   numbers of 4-cliques through the vertices differ, which certifies non-isomorphism cheaply,
   and skipped when its two graphs have the same local invariants as an earlier pair's, which
   are most likely the same two main classes again);
+* ``4vtx``: strongly regular graphs that also satisfy the 4-vertex condition (BREC's
+  "4-vertex condition"): the collinearity graphs of the generalized quadrangles W(3) and
+  Q(4, 3), srg(40, 12, 2, 4) (points of PG(3, 3) under a symplectic form, and of a parabolic
+  quadric in PG(4, 3); two points adjacent when orthogonal);
 * ``csl``: circulant skip-link graphs CSL(41, R) against CSL(41, R') for the paper's ten skip
   lengths (45 pairs of 4-regular graphs);
-* ``cfi``: Cai-Fuerer-Immerman pairs (:func:`cfi_pair`) over small base graphs (cycles, K4,
-  K3,3, the prism, the cube, the Petersen graph: 18 to 100 vertices);
+* ``cfi``: Cai-Fuerer-Immerman pairs (:func:`cfi_pair`) over small base graphs (cycles, bases
+  of treewidth 2, K4, K3,3, the prism, the cube, the Petersen graph: 18 to 104 vertices,
+  :func:`cfi_bases`);
 * ``all``: every family above, each under its own category.
 
 Every pair is checked non-isomorphic (networkx's VF2++, up to
@@ -29,7 +34,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 from rpfast.data.csl import PAPER_SKIPS, csl_graph
 from rpfast.data.pairs import GraphPair, check_pair, local_invariants, networkx_edge_index, networkx_graph
 
-__all__ = ["family_pairs", "cfi_pair", "latin_square_graph", "wl_equivalent", "FAMILIES"]
+__all__ = ["family_pairs", "cfi_pair", "cfi_bases", "generalized_quadrangles", "latin_square_graph", "wl_equivalent",
+           "FAMILIES"]
 
 
 def wl_colours(graph) -> List:
@@ -193,6 +199,33 @@ def _srg(count: int, seed: int) -> List[GraphPair]:
     return pairs
 
 
+def _four_vertex(count: int, seed: int) -> List[GraphPair]:
+    return [_pair("4vtx", 0, *generalized_quadrangles())]
+
+
+def generalized_quadrangles():
+    """The collinearity graphs of the generalized quadrangles W(3) and Q(4, 3) (networkx), both
+    srg(40, 12, 2, 4) with the 4-vertex condition: the points of PG(3, 3), adjacent when
+    orthogonal under the symplectic form x0 y1 - x1 y0 + x2 y3 - x3 y2; the points of the quadric
+    x0^2 + x1 x2 + x3 x4 = 0 in PG(4, 3), adjacent when orthogonal under its bilinear form. They
+    are not isomorphic (the points of W(q) are regular, those of Q(4, q) for odd q are not: two
+    non-adjacent points have q + 1 common neighbours, and 4 against 2 points adjacent to all of
+    those)."""
+    import networkx as nx
+
+    def points(dim):  # projective points over GF(3): first nonzero coordinate 1
+        return [v for v in itertools.product(range(3), repeat=dim) if any(v) and next(x for x in v if x) == 1]
+
+    def graph(vertices, form):
+        return nx.Graph([(i, j) for i, j in itertools.combinations(range(len(vertices)), 2)
+                         if form(vertices[i], vertices[j]) % 3 == 0])
+
+    symplectic = graph(points(4), lambda x, y: x[0] * y[1] - x[1] * y[0] + x[2] * y[3] - x[3] * y[2])
+    quadric = [v for v in points(5) if (v[0] ** 2 + v[1] * v[2] + v[3] * v[4]) % 3 == 0]
+    parabolic = graph(quadric, lambda x, y: 2 * x[0] * y[0] + x[1] * y[2] + x[2] * y[1] + x[3] * y[4] + x[4] * y[3])
+    return symplectic, parabolic
+
+
 def _regular(count: int, seed: int, n: int = 10, degree: int = 3) -> List[GraphPair]:
     import networkx as nx
 
@@ -310,7 +343,8 @@ def cfi_pair(base):
 
 #: family name -> (generator(count, seed), default count; None: the family's fixed size)
 _GENERATORS: Dict[str, Tuple[Callable[[int, int], List[GraphPair]], Optional[int]]] = {
-    "basic": (_basic, 20), "regular": (_regular, 20), "srg": (_srg, 20), "csl": (_csl, None), "cfi": (_cfi, None)}
+    "basic": (_basic, 20), "regular": (_regular, 20), "srg": (_srg, 20), "4vtx": (_four_vertex, None),
+    "csl": (_csl, None), "cfi": (_cfi, None)}
 FAMILIES = tuple(_GENERATORS) + ("all",)
 
 

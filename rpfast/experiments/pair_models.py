@@ -31,13 +31,18 @@ second into a larger T^2.
   which separate CSL and CFI pairs):
   ``RelationalPooling(Concat(RootWalks, VecMLP), Oriented(method, k, "balanced", min_size=min_k))``.
   Beside it (:class:`~rpfast.nn.rp.Concat` of the two whole-graph models), two of the MLP's four
-  coordinates go to :class:`~rpfast.nn.rp.RootedRP`: RP over the vertex at position 0 alone,
-  averaged exactly over every vertex in eval mode (16 rounds of message passing from a marked
-  root over the whole graph, width 4; one root per graph and step in training, where only its
-  read-out learns). Rooted refinement sees the twist of CFI pairs over small bases of treewidth
-  2, which views of 32 vertices and walk counts do not: on the family's nine such bases it
-  separates the six that rooted colour refinement separates (T2 above 3e4), where the two view
-  parts separate none.
+  coordinates go to :class:`~rpfast.nn.rp.RootedRP`: RP over the vertices at positions 0 and 1
+  (graphs up to ``TWO_ROOTS_MAX_NODES`` = 64 vertices; position 0 alone above), averaged exactly
+  over every pair of vertices (every vertex) in eval mode: 16 rounds of message passing from
+  the marked roots over the whole graph, width 4; one root set per graph and step in training,
+  where only its read-out learns. Refinement from marked roots sees the twist of CFI pairs,
+  which views of 32 vertices and walk counts do not: one root where the base loses its cycles
+  with one vertex (the diamond, K2,3, the 3-rung ladder, C6 with a chord, the fan, the theta
+  graph), two where it needs two (the 4-rung ladder, C8 with two chords, K4, K3,3, the prism);
+  two roots also separate the generalized quadrangles W(3) and Q(4, 3), strongly regular with
+  the 4-vertex condition, where the walk counts are equal on every vertex. Two roots cost
+  C(n, 2) * n rows of an eval pass against one root's n * n: n / 2 times as much, about 5 s
+  more per pair at 64 vertices.
   Balanced starts weigh every start vertex the same, and the ego gates see the same
   neighbourhood on every view from one start, so the walk part's average is exact when
   ``eval_samples >= n`` (every vertex a start) and every start's closed neighbourhood fits in
@@ -94,11 +99,14 @@ WALK_WINDOW = 20
 WALK_CHANNELS = 2
 #: the rooted part (:class:`~rpfast.nn.rp.RootedRP`): width, rounds (the first round in which
 #: rooted refinement tells the CFI pairs over small treewidth-2 bases apart is the sixth to
-#: ninth; larger bases need more), and roots per graph in a training step, where only its
-#: read-out learns (its cost; eval mode averages over all roots)
+#: ninth; larger bases need more: with two roots, 12 rounds lost the 4-rung ladder), and root
+#: sets per graph in a training step, where only its read-out learns (its cost; eval mode
+#: averages over all of them)
 ROOTED_HIDDEN, ROOTED_LAYERS, ROOTED_TRAIN_ROOTS = 4, 16, 1
 #: the largest graphs whose rooted part marks two vertices at once (C(n, 2) * n rows per
-#: embedding, about n / 2 times one root's n * n; above it one root)
+#: embedding, about n / 2 times one root's n * n; above it one root). At 64 vertices a pair
+#: costs about what a 200-vertex pair with one root does (10 s here), which bounds the time
+#: of a file of BREC's sizes
 TWO_ROOTS_MAX_NODES = 64
 
 

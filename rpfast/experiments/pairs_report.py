@@ -21,10 +21,10 @@ def changed_constants(config: Dict) -> str:
 
 def describe_model(config: Dict) -> str:
     """The model and the settings that shape it, e.g. ``"oriented (bfs views of 0.75 k..32
-    vertices from balanced starts, walk counts + MLP 2 x 64; rooted 16 x 4 over all roots, 8 train /
-    256 eval relabelings)"``."""
+    vertices from balanced starts, walk counts + MLP 2 x 64; rooted 16 x 4 over all root pairs up to
+    64 vertices, all roots above, 8 train / 256 eval relabelings)"``."""
     from rpfast.experiments.pair_models import (DEFAULT_LAYERS, DEFAULT_TRAIN_SAMPLES, ROOTED_HIDDEN, ROOTED_LAYERS,
-                                                SHORTEST_VIEW)
+                                                SHORTEST_VIEW, TWO_ROOTS_MAX_NODES)
 
     model = config["model"]
     layers = config.get("layers") or DEFAULT_LAYERS[model]
@@ -32,7 +32,8 @@ def describe_model(config: Dict) -> str:
     shortest = config.get("min_k") or f"{SHORTEST_VIEW:g} k"
     out = config.get("output_dim", 16)
     parts = "walk counts" + (f" + MLP {layers} x {config['hidden']}" if out >= 4 else "")
-    parts += f"; rooted {ROOTED_LAYERS} x {ROOTED_HIDDEN} over all roots" if out >= 8 else ""
+    parts += (f"; rooted {ROOTED_LAYERS} x {ROOTED_HIDDEN} over all root pairs up to {TWO_ROOTS_MAX_NODES} vertices, "
+              "all roots above" if out >= 8 else "")
     view = {"oriented": f"{config['orientation']} views of {shortest}..{config['k']} vertices from balanced starts, "
                         + parts,
             "kary": f"{config['k']}-subsets in random order, MLP {layers} x {config['hidden']}",
