@@ -171,5 +171,11 @@ def test_round_op_is_the_formula_on_a_dense_adjacency():
     torch.testing.assert_close(rooted_round(h, p, own, bias, scale, batch), expected, rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match=r"h and p must be \[3, 9, R\]"):
         rooted_round(h[:, :8], p[:, :8], own, bias, scale, batch)
+    with pytest.raises(TypeError, match="scale is torch.float32 but h is torch.float64"):
+        rooted_round(h, p, own, bias, scale.float(), batch)
+    with pytest.raises(TypeError, match="p must be a torch.Tensor"):
+        rooted_round(h, p.numpy(), own, bias, scale, batch)
+    with pytest.raises(TypeError, match="graph must be an rpfast.data.GraphBatch"):
+        rooted_round(h, p, own, bias, scale, batch.edge_index)
     with pytest.raises(ValueError, match=r"own \[D, D\], bias \[D\], scale \[N\] with D = 3, N = 9"):
         rooted_round(h, p, own, bias, scale[:8], batch)

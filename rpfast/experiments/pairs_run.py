@@ -44,8 +44,8 @@ class PairsConfig:
                                    choices=FAMILIES)
     count: Optional[int] = option(None, "only the first COUNT pairs (with --family all: of every family)")
     model: str = option("oriented", "oriented (RP over random-start BFS/DFS views beside RP over two marked roots, "
-                                    "one above 64 vertices: the best measured), rp-gin, kary, exact (with --ridge) or gin (the negative "
-                                    "control)", choices=MODELS)
+                                    "one above 64 vertices: the best measured), rp-gin, kary, exact (with "
+                                    "--ridge) or gin (the negative control)", choices=MODELS)
     seeds: int = option(1, "seeds per pair (the published protocol uses 10); a pair counts as distinguished "
                            "only on every seed, as reliable only on every seed")
     epochs: int = option(100, "training steps per pair at most (the protocol's default is 20)")

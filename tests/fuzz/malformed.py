@@ -439,6 +439,19 @@ def gin_aggregate_case(draw):
     return Case("gin_aggregate", ops.gin_aggregate, (x, graph), kwargs)
 
 
+@st.composite
+def rooted_round_case(draw):
+    graph = draw(graph_arg())
+    N, D, R = _n(graph), draw(st.integers(1, 3)), draw(st.integers(0, 3))
+    dtype, generator = draw(st.sampled_from(FLOAT_DTYPES)), _seeded(draw(st.integers(0, 2**16)))
+
+    def tensor(*shape):  # hostile graphs: keep the activations small
+        return torch.randn(shape, generator=generator, dtype=dtype) if N <= 10000 else torch.zeros(shape, dtype=dtype)
+
+    args = [draw(mutate(t)) for t in (tensor(D, N, R), tensor(D, N, R), tensor(D, D), tensor(D), tensor(N))]
+    return Case("rooted_round", ops.rooted_round, (*args, graph), {})
+
+
 def _bn(H, dtype, variant):
     bn = torch.nn.BatchNorm1d(H, affine=variant != "no_affine", track_running_stats=variant != "no_stats",
                               momentum=None if variant == "momentum_none" else 0.1)
@@ -1136,6 +1149,7 @@ GROUPS = {  # slowest groups first: the background workers take them in this ord
     },
     "gnn": {
         "gin_aggregate": (gin_aggregate_case(), 400),
+        "rooted_round": (rooted_round_case(), 200),
         "gin_mlp": (gin_mlp_case(), 300),
         "batch_norm_relu": (batch_norm_relu_case(), 400),
         "segment_sum": (segment_sum_case(), 300),
