@@ -1,6 +1,7 @@
 #include "bindings/arrays.hpp"
 #include "bindings/interrupt.hpp"
 #include "bindings/bindings.hpp"
+#include "bindings/graph_view.hpp"
 #include "rpfast/gin.hpp"
 
 namespace rpfast_bindings {
@@ -24,14 +25,6 @@ void expect_same_shape(const py::array& a, const char* name, const py::array& li
   if (a.ndim() != like.ndim())
     throw std::invalid_argument(std::string(name) + ": differs in rank from " + like_name);
   for (py::ssize_t d = 0; d < like.ndim(); ++d) expect_dim(a, name, d, like.shape(d));
-}
-
-const int64_t* checked_csr(const py::array& rowptr, const py::array& col, int64_t N, const int64_t** cl) {
-  const int64_t* rp = in_ptr<int64_t>(rowptr, "rowptr", 1);
-  *cl = in_ptr<int64_t>(col, "col", 1);
-  expect_dim(rowptr, "rowptr", 0, N + 1);
-  run_kernel([&] { rpfast::check_csr(rp, *cl, N, col.shape(0), "graph CSR"); });
-  return rp;
 }
 
 // x, out: [N, F] or [R, N, F]; rowptr [N + 1]; col [E]. out = (1 + eps) x + A x over the CSR.

@@ -1,6 +1,7 @@
 // Buffers to the C++ graph views (rpfast/graph.hpp), checked there.
 #pragma once
 #include "bindings/arrays.hpp"
+#include "bindings/interrupt.hpp"
 #include "rpfast/graph.hpp"
 
 namespace rpfast_bindings {
@@ -22,6 +23,16 @@ inline const int64_t* checked_ptr(const py::array& ptr, int64_t N, int64_t* B) {
   if (*B < 0) throw std::invalid_argument("ptr must have B + 1 >= 1 entries");
   rpfast::check_ptr(p, *B, N);
   return p;
+}
+
+// rowptr [N + 1] and col [E] of a CSR over N nodes, checked (monotone offsets, columns in
+// range); returns rowptr's pointer and sets *cl to col's. The arrays must outlive them.
+inline const int64_t* checked_csr(const py::array& rowptr, const py::array& col, int64_t N, const int64_t** cl) {
+  const int64_t* rp = in_ptr<int64_t>(rowptr, "rowptr", 1);
+  *cl = in_ptr<int64_t>(col, "col", 1);
+  expect_dim(rowptr, "rowptr", 0, N + 1);
+  run_kernel([&] { rpfast::check_csr(rp, *cl, N, col.shape(0), "graph CSR"); });
+  return rp;
 }
 
 }  // namespace rpfast_bindings

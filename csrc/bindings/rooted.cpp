@@ -1,6 +1,7 @@
 #include "bindings/arrays.hpp"
 #include "bindings/interrupt.hpp"
 #include "bindings/bindings.hpp"
+#include "bindings/graph_view.hpp"
 #include "rpfast/rooted.hpp"
 
 namespace rpfast_bindings {
@@ -21,10 +22,8 @@ void rooted_round(const py::array& h, const py::array& p, const py::array& own, 
   expect_dim(own, "own", 1, D);
   expect_dim(bias, "bias", 0, D);
   expect_dim(scale, "scale", 0, N);
-  const int64_t* rp = in_ptr<int64_t>(rowptr, "rowptr", 1);
-  const int64_t* cl = in_ptr<int64_t>(col, "col", 1);
-  expect_dim(rowptr, "rowptr", 0, N + 1);
-  run_kernel([&] { rpfast::check_csr(rp, cl, N, col.shape(0), "graph CSR"); });
+  const int64_t* cl = nullptr;
+  const int64_t* rp = checked_csr(rowptr, col, N, &cl);
   auto run = [&](auto tag) {
     using T = decltype(tag);
     const T* hs = in_ptr<T>(h, "h", 3);

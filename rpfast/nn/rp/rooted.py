@@ -143,18 +143,20 @@ class RootedRP(NotScriptable, nn.Module):
         rounds_learn = torch.is_grad_enabled() and self.learn_rounds
         with torch.set_grad_enabled(rounds_learn):
             start = self.embed(x).t().contiguous().unsqueeze(-1)  # [d, N, 1], shared by every block of roots
+        scale = self._neighbour_scale(graph, x.dtype)  # [N], likewise
         total = x.new_zeros(graph.num_graphs, self.read[-1].out_features)
         for roots, weights in self._roots(graph):
             with torch.set_grad_enabled(rounds_learn):
                 marked = (graph.local_index.view(-1, 1, 1) == roots.transpose(0, 1)[graph.batch]).any(dim=-1)  # [N, R]
-                pooled = self._rounds(start, graph, marked)
+                pooled = self._rounds(start, scale, graph, marked)
             per_root = self.read(pooled)  # [R, B, out]
             total = total + (per_root * weights.to(x.dtype).unsqueeze(-1)).sum(dim=0)
         return total
 
-    def _rounds(self, start: Tensor, graph: GraphBatch, marked: Tensor) -> Tensor:
+    def _rounds(self, start: Tensor, scale: Tensor, graph: GraphBatch, marked: Tensor) -> Tensor:
         """``[R, B, d]``: the mean over each graph's vertices of ``h^L``, one replica per column of
-        ``marked [N, R]`` (True at the replica's roots), from the embedded features ``start [d, N, 1]``.
+        ``marked [N, R]`` (True at the replica's roots), from the embedded features ``start [d, N, 1]``
+        and the neighbour scale ``scale [N]``.
 
         The activations are feature-major, ``[d, N, R]``: the product with the neighbour weight
         is one ``[d, d] x [d, N * R]`` matrix product, and :func:`~rpfast.ops.rooted_round` does
@@ -163,7 +165,6 @@ class RootedRP(NotScriptable, nn.Module):
         slower per round with torch's operations (the bias add alone 6x)."""
         (N, R), d = marked.shape, start.shape[0]
         h = torch.cos(start + self.marker.view(d, 1, 1) * marked.to(start.dtype))  # [d, N, R]
-        scale = self._neighbour_scale(graph, start.dtype)
         for layer in self.rounds:  # W [h; h + A h] + b as W_1 h + b + (1 + A)(W_2 h): no [2d, N, R] concatenation
             own, passed = layer.weight[:, :d], layer.weight[:, d:]
             h = torch.cos(rooted_round(h, (passed @ h.view(d, N * R)).view(d, N, R), own, layer.bias, scale, graph))
