@@ -249,3 +249,28 @@ def test_ctrl_c_while_writing_keeps_the_previous_output_whole(tiny_csv, tmp_path
     assert main(argv + ["--epochs", "2", "--force"]) == 0
     assert _strict_json(out / "results.json")["config"]["epochs"] == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "out", "tiny.csv"]
+
+
+def test_a_diverging_learning_rate_stops_training_and_keeps_a_finite_epoch(tiny_csv, tmp_path, capsys):
+    """A learning rate that blows the weights up in a later epoch: training stops there with a
+    warning naming the epoch, an earlier epoch is kept, and its checkpoint is finite; one that
+    does so in the first epoch is a one-line error."""
+    import torch
+
+    out = tmp_path / "out"
+    argv = ["molecules", "--data", str(tiny_csv), "--model", "duvenaud", "--epochs", "6", "--no-progress",
+            "--threads", "1"]
+    assert main(argv + ["--lr", "5e7", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    run = json.loads((out / "results.json").read_text())["runs"][0]
+    assert run["diverged_epoch"] is not None and 0 < run["diverged_epoch"] < 6
+    assert f"duvenaud, split 0: training diverged in epoch {run['diverged_epoch']} (of 6, counting from 0" in err
+    assert run["best_epoch"] < run["diverged_epoch"] and len(run["history"]["train_loss"]) == run["diverged_epoch"] + 1
+    state = torch.load(out / "runs" / "duvenaud" / "split0" / "best.pt", weights_only=True)["state_dict"]
+    assert all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point())
+    with pytest.raises(SystemExit) as stop:
+        main(argv + ["--lr", "1e12", "--batch-size", "16", "--out", str(tmp_path / "none")])
+    message = capsys.readouterr().err.splitlines()[-1]  # after the split's warning about task B
+    assert stop.value.code == 2 and message.startswith("rpfast molecules: error: ")
+    assert "duvenaud, split 0: training diverged in its first epoch" in message and "--lr, now 1e+12" in message
+    assert not (tmp_path / "none").exists()

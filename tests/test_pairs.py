@@ -327,3 +327,90 @@ def test_worker_processes_give_the_rows_of_one_process(tmp_path, capsys):
             key = f"regular_{row['index']}_seed0"
             np.testing.assert_array_equal(np.load(tmp_path / "two" / "embeddings" / f"{key}.npz")[part],
                                           np.load(tmp_path / "one" / "embeddings" / f"{key}.npz")[part])
+
+
+HEADER = "category,index,n,seed,t2,t2_reliability,p_value,distinguished,reliable,epochs,final_loss,seconds"
+
+
+def test_pairs_csv_holds_its_header_before_any_pair_finishes(tmp_path, monkeypatch, capsys):
+    """The campaign's kill -9 left a 0-byte pairs.csv (the header sat in a buffer until the
+    first row): the file now exists with its header before the first pair runs."""
+    import rpfast.experiments.pairs_run as pairs_run
+
+    out = tmp_path / "out"
+    seen = []
+
+    def first_pair(*args, **kwargs):
+        seen.append((out / "pairs.csv").read_text())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pairs_run, "run_pair", first_pair)
+    with pytest.raises(SystemExit):
+        main(["pairs", "--family", "regular", "--count", "1", "--model", "gin", "--jobs", "1", "--out", str(out),
+              "--no-progress"])
+    assert seen == [HEADER + "\n"]
+    capsys.readouterr()
+
+
+def test_resume_after_kill_9_writes_the_header_once(tmp_path):
+    """The campaign's repro: kill -9 a run mid-way, --resume it: one header, every pair once."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pairs = tmp_path / "f.txt"
+    assert main(["pairs", "--family", "basic", "--count", "6", "--export", str(pairs)]) == 0
+    out = tmp_path / "killed"
+    argv = [sys.executable, "-m", "rpfast", "pairs", str(pairs), "--model", "gin", "--epochs", "5", "--jobs", "1",
+            "--threads", "1", "--out", str(out), "--no-progress"]
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not (out / "pairs.csv").exists() and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.01)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert (out / "pairs.csv").read_text().startswith(HEADER + "\n")
+    resumed = subprocess.run(argv + ["--resume"], capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    lines = (out / "pairs.csv").read_text().splitlines()
+    assert lines[0] == HEADER and lines.count(HEADER) == 1
+    assert sorted(int(r["index"]) for r in _rows(out / "pairs.csv")) == list(range(6))
+
+
+def _finished_run(tmp_path, count=2):
+    out = tmp_path / "out"
+    argv = ["pairs", "--family", "regular", "--model", "gin", "--epochs", "2", "--count", str(count), "--jobs", "1",
+            "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+    return out, argv
+
+
+def test_resume_repairs_a_missing_header_and_runs_a_pair_cut_short(tmp_path, capsys):
+    out, argv = _finished_run(tmp_path)
+    lines = (out / "pairs.csv").read_text().splitlines(keepends=True)
+    (out / "pairs.csv").write_text(lines[1] + lines[2][:15])  # no header (an earlier rpfast), a row cut short
+    assert main(argv + ["--resume"]) == 0
+    text = (out / "pairs.csv").read_text()
+    assert text.startswith(HEADER + "\n") and text.count(HEADER) == 1
+    assert sorted(r["index"] for r in _rows(out / "pairs.csv")) == ["0", "1"]
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda text: "hello,world\n" + text, r"pairs.csv:1: not the header of rpfast pairs' pairs.csv"),
+    (lambda text: text.replace(",True,", ",maybe,", 1).replace(",False,", ",maybe,", 1),
+     r"pairs.csv:2: distinguished 'maybe' is not True or False"),
+    (lambda text: text + "regular,1,10\n", r"pairs.csv:4: expected 12 fields"),
+    (lambda text: text + text.splitlines(keepends=True)[1], r"has a row for regular pair \d seed 0 twice"),
+    (lambda text: text + text.splitlines(keepends=True)[1].replace("regular,", "basic,", 1),
+     r"has a row for basic pair \d seed 0 but this run has no such pair"),
+    (lambda text: text.replace(text.splitlines()[1].split(",")[4], "x", 1), r"pairs.csv:2: could not convert"),
+])
+def test_resume_refuses_a_damaged_pairs_csv_in_one_line(tmp_path, capsys, damage, message):
+    out, argv = _finished_run(tmp_path)
+    (out / "pairs.csv").write_text(damage((out / "pairs.csv").read_text()))
+    before = (out / "pairs.csv").read_text()
+    assert re.search(message, cli_fails(argv + ["--resume"], capsys))
+    assert (out / "pairs.csv").read_text() == before

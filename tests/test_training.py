@@ -7,7 +7,7 @@ from torch import nn
 
 from rpfast.experiments import distributed
 from rpfast.experiments.distributed import Context
-from rpfast.experiments.training import Batches, Epoch, fit
+from rpfast.experiments.training import Batches, Epoch, TrainingDiverged, fit
 
 N = 8
 
@@ -69,13 +69,74 @@ def test_the_best_metric_epoch_is_selected_and_its_state_restored():
     assert torch.equal(result.model.weight, states[1]) and not torch.equal(states[1], states[2])
 
 
-@pytest.mark.parametrize("scores, best", [([None, None, None], 2), ([None, 0.6, 0.5], 1), ([0.8, None, 0.3], 2)])
-def test_an_undefined_metric_replaces_the_selection(scores, best):
-    """An undefined score (None) is taken, and a defined one replaces it: with no defined
-    score at all, the last epoch is kept."""
+@pytest.mark.parametrize("scores, best", [([None, None, None], 2), ([None, 0.6, 0.5], 1), ([0.8, None, 0.3], 0),
+                                          ([math.nan, 0.2, 0.1], 1), ([0.4, math.inf, math.nan], 0)])
+def test_an_undefined_or_non_finite_metric_never_wins(scores, best):
+    """A defined finite score beats an undefined one (None, NaN, infinity), which never replaces
+    it: only while no score is defined is the latest epoch kept. Non-finite scores are recorded
+    as None."""
     result, states = _fit_with_scores(scores)
-    assert result.best_epoch == best and result.best_metric == scores[best]
+    assert result.best_epoch == best
+    assert result.metrics == [s if s is not None and math.isfinite(s) else None for s in scores]
+    assert result.best_metric == result.metrics[best]
     assert torch.equal(result.model.weight, states[best])
+
+
+def _loss_nan_from(epoch: int, steps_per_epoch: int = 1):
+    """An MSE loss that turns NaN from the ``epoch``-th epoch on (counting steps)."""
+    calls = []
+
+    def loss(module, batch):
+        calls.append(1)
+        value = _mse(module, batch)
+        return value * math.nan if len(calls) > epoch * steps_per_epoch else value
+
+    return loss
+
+
+def test_a_non_finite_loss_stops_training_and_an_earlier_epoch_is_kept():
+    seen = []
+    result = fit(_linear(), _batches(), _loss_nan_from(3), epochs=6, optimizer=_sgd, on_epoch=seen.append,
+                 context=Context())
+    assert result.diverged_epoch == 3 and "loss is nan" in result.divergence
+    assert len(result.losses) == 4 and math.isnan(result.losses[3]) and all(map(math.isfinite, result.losses[:3]))
+    assert result.best_epoch == 2 and [e.index for e in seen] == [0, 1, 2, 3]
+    assert all(torch.isfinite(p).all() for p in result.model.parameters())
+
+
+def test_a_non_finite_loss_is_never_selected_by_the_metric():
+    scores = iter([0.1, 0.2, 0.3, 0.9, 0.9])
+
+    result = fit(_linear(), _batches(), _loss_nan_from(2), epochs=5, optimizer=_sgd,
+                 metric=lambda model: next(scores), context=Context())
+    assert (result.diverged_epoch, result.best_epoch, result.best_metric) == (2, 1, 0.2)
+    assert result.metrics == [0.1, 0.2, None] and len(result.losses) == 3
+    assert all(torch.isfinite(p).all() for p in result.model.parameters())
+
+
+def test_weights_that_become_non_finite_stop_training_even_with_a_finite_loss():
+    class Blows(nn.Linear):
+        """A linear model whose weight becomes infinite in the third epoch's step."""
+
+        steps = 0
+
+        def forward(self, x):
+            Blows.steps += 1
+            if Blows.steps == 3:
+                with torch.no_grad():
+                    self.bias.fill_(math.inf)
+                return x[:, :1] * 0 + (self.weight * 0).sum()  # a finite loss this step
+            return super().forward(x)
+
+    torch.manual_seed(0)
+    result = fit(Blows(3, 1).double(), _batches(), _mse, epochs=5, optimizer=_sgd, context=Context())
+    assert result.diverged_epoch == 2 and "bias is not finite" in result.divergence and result.best_epoch == 1
+    assert all(torch.isfinite(p).all() for p in result.model.parameters())
+
+
+def test_divergence_in_the_first_epoch_is_an_error():
+    with pytest.raises(TrainingDiverged, match="diverged in its first epoch .the training loss is nan.: no epoch"):
+        fit(_linear(), _batches(), _loss_nan_from(0), epochs=3, optimizer=_sgd, context=Context())
 
 
 def test_schedule_steps_once_per_epoch_after_the_optimizer_is_built():

@@ -6,7 +6,7 @@ every validation fold; ``folds=1``: one class-balanced 80/20 train/validation sp
 accuracy from 5 averaged inference permutations, several initialisations per fold.
 """
 import functools
-import math
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,7 +21,7 @@ from rpfast._options import option
 from rpfast.experiments.report import format_table, summarise, wall_seconds, write_outputs
 from rpfast.experiments import distributed
 from rpfast.experiments.workers import default_jobs, run_in_workers
-from rpfast.experiments.training import Batches, adam, fit
+from rpfast.experiments.training import Batches, TrainingDiverged, adam, check_learning_rate, diverged_warning, fit
 from rpfast.nn import GIN, RPGIN, PiSGD
 
 MODELS = ("GIN", "RP-GIN")
@@ -70,8 +70,7 @@ class CSLConfig:
         if self.folds > 15:
             raise ValueError(f"folds must be between 1 and 15 (15 graphs per class; 1: a single train/validation "
                              f"split), got {self.folds}")
-        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr must be positive and finite, got {self.lr!r}")
+        check_learning_rate(self.lr)
         if not isinstance(self.batch_size, int) or self.batch_size < 0:
             raise ValueError(f"batch_size must be >= 0 (0: full batch), got {self.batch_size!r}")
         if self.threads is not None and self.threads < 1:
@@ -145,13 +144,19 @@ def train_run(config: CSLConfig, fold: int, seed: int, name: str, report: Option
     batches = Batches(train_idx, lambda chunk: (make_batch(chunk), labels[chunk]),
                       size=config.batch_size or len(train_idx),  # 0: full batch, the paper code's protocol
                       generator=generator, seed=run_seed)
-    fitted = fit(model, batches, classification_loss, epochs=config.epochs, optimizer=lambda p: adam(p, config.lr),
-                 schedule=lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, config.epochs),
-                 context=context, sync_bn=config.sync_bn, on_epoch=None if report is None else lambda _: report(1))
-    model, loss = fitted.model, fitted.final_loss
+    try:
+        fitted = fit(model, batches, classification_loss, epochs=config.epochs,
+                     optimizer=lambda p: adam(p, config.lr),
+                     schedule=lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, config.epochs),
+                     context=context, sync_bn=config.sync_bn, on_epoch=None if report is None else lambda _: report(1))
+    except TrainingDiverged as error:
+        raise TrainingDiverged(f"{name}, fold {fold}, seed {seed}: {error} (--lr, now {config.lr:g})",
+                               error.epoch) from None
+    model, loss = fitted.model, fitted.losses[fitted.best_epoch]
     record = {"model": name, "fold": fold, "seed": seed,
               "accuracy": 100 * accuracy(model, make_batch, labels, val_idx, context),
-              "final_train_loss": loss if math.isfinite(loss) else None}  # None: diverged (null, not NaN, in JSON)
+              "final_train_loss": loss, "best_epoch": fitted.best_epoch, "diverged_epoch": fitted.diverged_epoch,
+              "divergence": fitted.divergence}
     embeddings = None
     if fold == 0 and seed == 0 and context.main:
         embeddings = _embeddings(model, make_batch(torch.arange(len(labels)))).numpy()
@@ -218,6 +223,11 @@ def run_csl(config: CSLConfig, progress: bool = True) -> Dict:
     finally:
         bar.close()
     runs = [r["record"] for r in results]
+    if distributed.current().main:
+        for run in runs:
+            if run["diverged_epoch"] is not None:
+                print(diverged_warning(f"{run['model']}, fold {run['fold']}, seed {run['seed']}", run["diverged_epoch"],
+                                       run["divergence"], run["best_epoch"], config.epochs), file=sys.stderr)
     embeddings = {r["record"]["model"]: r["embeddings"] for r in results if r["embeddings"] is not None}
     return {
         "config": asdict(config),

@@ -65,11 +65,15 @@ class MoleculeModel:
 
 def checkpoint_record(trained: MoleculeModel) -> dict:
     """What a checkpoint file holds (plain values and tensors: it pickles across processes and
-    loads with ``torch.load(weights_only=True)``)."""
+    loads with ``torch.load(weights_only=True)``); a ValueError for weights that are not finite."""
+    state = {k: v.detach().clone() for k, v in trained.model.state_dict().items()}
+    broken = [k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if broken:
+        raise ValueError(f"refusing to save a checkpoint whose weights are not finite ({', '.join(broken[:3])}): "
+                         "the model diverged")
     return {"format": CHECKPOINT_FORMAT, "architecture": trained.architecture.state(),
             "targets": trained.targets.state(), "tasks": list(trained.tasks), "eval_seed": int(trained.eval_seed),
-            "featurizer": featurizer_settings(), "info": trained.info,
-            "state_dict": {k: v.detach().clone() for k, v in trained.model.state_dict().items()}}
+            "featurizer": featurizer_settings(), "info": trained.info, "state_dict": state}
 
 
 def write_checkpoint(path, record: dict) -> None:

@@ -33,7 +33,8 @@ from rpfast.experiments.molecule_tasks import (DEFAULT_METRIC, METRICS, TASK_TYP
                                                mean_defined, metrics_of, task_scores, usable_tasks)
 from rpfast.experiments.molecules_report import format_table, write_outputs
 from rpfast.experiments.report import wall_seconds
-from rpfast.experiments.training import Batches, Epoch, fit
+from rpfast.experiments.training import (Batches, Epoch, TrainingDiverged, check_learning_rate, diverged_warning,
+                                         fit)
 
 SWEEP_K = (10, 20, 30, 40, 50)
 #: Epochs per run when ``--epochs`` is not given. Measured here (random split, RP-Duvenaud):
@@ -105,8 +106,7 @@ class MoleculesConfig:
             raise ValueError(f"unknown metric {self.metric!r}: choose from {', '.join(METRICS)}")
         if self.metric is not None and self.task_type != "auto":
             check_metric(self.metric, self.task_type)
-        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr must be positive and finite, got {self.lr!r}")
+        check_learning_rate(self.lr)
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
         if not isinstance(self.nproc, int) or isinstance(self.nproc, bool) or self.nproc < 1:
@@ -252,11 +252,20 @@ def train_model(name: str, k: int, config: MoleculesConfig, graphs: MoleculeGrap
                         valid="n/a" if epoch.metric is None else f"{epoch.metric:.3f}")
         bar.update()
 
-    fitted = fit(model, batches, loss, epochs=epochs,
-                 optimizer=lambda parameters: torch.optim.Adam(parameters, lr=config.lr), metric=valid_score,
-                 maximize=METRICS[metric].higher_is_better, context=context, sync_bn=config.sync_bn,
-                 find_unused_parameters=True,  # a shard may miss an element's or a degree's weights
-                 on_epoch=show)
+    try:
+        fitted = fit(model, batches, loss, epochs=epochs,
+                     optimizer=lambda parameters: torch.optim.Adam(parameters, lr=config.lr), metric=valid_score,
+                     maximize=METRICS[metric].higher_is_better, context=context, sync_bn=config.sync_bn,
+                     find_unused_parameters=True,  # a shard may miss an element's or a degree's weights
+                     on_epoch=show)
+    except TrainingDiverged as error:
+        raise TrainingDiverged(f"{_job_name(name, arch.k)}, split {split_seed - config.seed}: {error} (--lr, now "
+                               f"{config.lr:g})", error.epoch) from None
+    bar.update(epochs - len(fitted.losses))  # the epochs a divergence skipped
+    if fitted.diverged_epoch is not None and context.main:
+        tqdm.write(diverged_warning(f"{_job_name(name, arch.k)}, split {split_seed - config.seed}",
+                                    fitted.diverged_epoch, fitted.divergence, fitted.best_epoch, epochs),
+                   file=sys.stderr)
     trained.model = fitted.model
     predictions = trained.predict_graphs(graphs, test)
     test_labels = labels[test].numpy()
@@ -265,7 +274,8 @@ def train_model(name: str, k: int, config: MoleculesConfig, graphs: MoleculeGrap
                     "metric": metric, "valid_score": fitted.best_metric, "test_score": mean_defined(scores[metric]),
                     "threads": torch.get_num_threads()}  # what reproduces the test predictions bit for bit
     record = {"model": name, "k": arch.k, "metric": metric, "valid_score": fitted.best_metric,
-              "best_epoch": fitted.best_epoch, "test_score": mean_defined(scores[metric]),
+              "best_epoch": fitted.best_epoch, "diverged_epoch": fitted.diverged_epoch, "divergence": fitted.divergence,
+              "test_score": mean_defined(scores[metric]),
               "task_scores": scores[metric],
               "test_metrics": {m: {"mean": mean_defined(v), "tasks": v} for m, v in scores.items()},
               "seconds_per_epoch": float(np.mean(fitted.seconds)),

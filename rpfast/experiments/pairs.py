@@ -22,6 +22,7 @@ from rpfast.data.batch import GraphBatch
 from rpfast.data.pairs import GraphPair
 from rpfast.experiments.pair_models import MODELS, build_model, check_model_settings
 from rpfast.experiments.pair_statistics import verdict
+from rpfast.experiments.training import check_learning_rate
 
 __all__ = ["PairsSettings", "MODELS", "run_pair", "score", "relabeled", "batch_of", "differences_arrays"]
 
@@ -58,8 +59,7 @@ class PairsSettings:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.relabelings < 2:
             raise ValueError(f"relabelings must be >= 2 (a covariance needs two rows), got {self.relabelings}")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr must be positive and finite, got {self.lr!r}")
+        check_learning_rate(self.lr)
         if not (math.isfinite(self.ridge) and self.ridge >= 0):
             raise ValueError(f"ridge must be >= 0, got {self.ridge!r}")
         check_model_settings(self.model, self.k, self.orientation, self.ridge, self.min_k)

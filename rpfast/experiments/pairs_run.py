@@ -1,8 +1,8 @@
 """`rpfast pairs`: options, the run over every pair and seed, and its outputs.
 
-Outputs in ``--out``: ``config.json`` (written first), ``pairs.csv`` (one row per pair and
-seed, appended and flushed as each finishes, so an interrupted run loses nothing and
-``--resume`` continues it), with ``--save-embeddings`` ``embeddings/<category>_<index>_seed<s>.npz``
+Outputs in ``--out``: ``config.json`` (written first), ``pairs.csv`` (created with its header
+before any pair runs, then one row per pair and seed, appended and flushed as each finishes, so
+an interrupted run loses nothing and ``--resume`` continues it; :mod:`~rpfast.experiments.pairs_rows`), with ``--save-embeddings`` ``embeddings/<category>_<index>_seed<s>.npz``
 (the D matrices ``differences`` and ``reliability``, to recompute T2 independently), and at the
 end ``summary.json`` and ``scores.png`` (written whole; their presence marks a finished run).
 """
@@ -26,12 +26,10 @@ from rpfast.data.pair_families import FAMILIES, family_pairs
 from rpfast.data.pairs import GraphPair, read_pairs, write_pairs
 from rpfast.experiments.pair_models import MODELS, ORIENTATIONS, check_graph_sizes
 from rpfast.experiments.pairs import PairsSettings, run_pair, score
+from rpfast.experiments.pairs_rows import COLUMNS, create_rows_file, read_rows
 from rpfast.experiments.pairs_report import changed_constants, describe_model, format_table, plot_scores
 from rpfast.experiments.report import wall_seconds
 from rpfast.experiments.workers import default_jobs, run_in_workers
-
-COLUMNS = ("category", "index", "n", "seed", "t2", "t2_reliability", "p_value", "distinguished", "reliable",
-           "epochs", "final_loss", "seconds")
 
 
 @dataclass
@@ -113,31 +111,30 @@ def _prepare_out(config: PairsConfig) -> List[Dict]:
         if stored != _identity(config):
             differ = sorted(k for k in set(stored) | set(_identity(config)) if stored.get(k) != _identity(config).get(k))
             raise ValueError(f"--resume: the run in {out} used other options ({', '.join(differ)})")
-        return _read_rows(out / "pairs.csv")
+        return read_rows(out / "pairs.csv")
     check_output_dir(out, config.force)
     if out.is_dir() and config.force:
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)  # an existing empty directory is fine
     with atomic_path(out / "config.json") as tmp:
         tmp.write_text(json.dumps(_identity(config), indent=2))
+    create_rows_file(out / "pairs.csv")
     return []
 
 
-def _read_rows(path: Path) -> List[Dict]:
-    """The complete rows of a streamed ``pairs.csv`` (a line cut short by an interruption is dropped)."""
-    if not path.is_file():
-        return []
-    lines = path.read_text().splitlines(keepends=True)
-    if lines and not lines[-1].endswith("\n"):
-        lines = lines[:-1]
-        with atomic_path(path) as tmp:
-            tmp.write_text("".join(lines))
-    rows = []
-    for row in csv.DictReader(lines):
-        rows.append({**row, "index": int(row["index"]), "n": int(row["n"]), "seed": int(row["seed"]),
-                     "t2": float(row["t2"]), "t2_reliability": float(row["t2_reliability"]),
-                     "distinguished": row["distinguished"] == "True", "reliable": row["reliable"] == "True"})
-    return rows
+def _done_keys(rows: List[Dict], pairs: List[GraphPair], seeds: int, path: Path) -> set:
+    """The (category, index, seed) of the rows a resumed run has; a ValueError for a row this
+    run does not have or has twice (the file belongs to another pair list, or was edited)."""
+    expected = {(p.category, p.index, s) for p in pairs for s in range(seeds)}
+    done = set()
+    for row in rows:
+        key = (row["category"], row["index"], row["seed"])
+        if key not in expected or key in done:
+            what = "twice" if key in done else "but this run has no such pair and seed"
+            raise ValueError(f"--resume: {path} has a row for {key[0]} pair {key[1]} seed {key[2]} {what}; move the "
+                             "file away to run the pairs again")
+        done.add(key)
+    return done
 
 
 def timed_pair(pair: GraphPair, seed: int, settings: PairsSettings, report=None) -> Dict:
@@ -167,16 +164,13 @@ def main(config: PairsConfig, progress: bool = True) -> Dict:
         print(f"warning: {slow}", file=sys.stderr)
     rows = _prepare_out(config)
     out = Path(config.out_dir)
-    done = {(r["category"], r["index"], r["seed"]) for r in rows}
+    done = _done_keys(rows, pairs, config.seeds, out / "pairs.csv")
     todo = [(p, s) for p in pairs for s in range(config.seeds) if (p.category, p.index, s) not in done]
-    new_file = not (out / "pairs.csv").is_file()
     jobs = min(len(todo), config.jobs or default_jobs()) or 1
     threads = config.threads or torch.get_num_threads()
     with (out / "pairs.csv").open("a", newline="") as fh, \
             tqdm(total=len(todo), desc="pairs", unit="pair", disable=not progress) as bar:
         writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
-        if new_file:
-            writer.writeheader()
 
         def finished(_, row: Dict) -> None:
             """Stream one pair's row (and its D matrices) out as it arrives."""

@@ -1,6 +1,9 @@
 """The one training loop of the experiments: :func:`fit` trains a model for some epochs on
 shuffled (in a process group: sharded) mini-batches, optionally selects the epoch with the
-best validation metric, and returns the history."""
+best validation metric, and returns the history. Training stops at the first epoch whose mean
+loss is not finite (it diverged), and no epoch with a non-finite metric or non-finite weights is
+ever selected."""
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, List, Optional
@@ -11,10 +14,24 @@ from torch import Tensor, nn
 from rpfast.experiments.batches import Batches
 from rpfast.experiments.distributed import Context, current, prepare
 
-__all__ = ["Batches", "Epoch", "FitResult", "adam", "fit"]
+__all__ = ["Batches", "Epoch", "FitResult", "TrainingDiverged", "adam", "check_learning_rate", "diverged_warning",
+           "fit"]
+
+#: The largest learning rate the optimizers take: float32's largest value (torch's Adam cannot
+#: convert a larger step size to a float32 parameter's type).
+MAX_LEARNING_RATE = float(torch.finfo(torch.float32).max)
 
 LossFn = Callable[[nn.Module, Any], Tensor]
 MetricFn = Callable[[nn.Module], Optional[float]]
+
+
+def check_learning_rate(lr) -> float:
+    """``lr`` if it is a positive finite number up to :data:`MAX_LEARNING_RATE`, else a ValueError."""
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not (math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be positive and finite, got {lr!r}")
+    if lr > MAX_LEARNING_RATE:
+        raise ValueError(f"lr must be at most {MAX_LEARNING_RATE:.4g} (float32's largest value), got {lr:g}")
+    return float(lr)
 
 
 def adam(parameters: Iterable[Tensor], lr: float) -> torch.optim.Adam:
@@ -27,13 +44,22 @@ def adam(parameters: Iterable[Tensor], lr: float) -> torch.optim.Adam:
         return torch.optim.Adam(parameters, lr=lr)
 
 
+class TrainingDiverged(ValueError):
+    """:func:`fit` stopped in the first epoch, whose training loss is not finite: no epoch's
+    weights can be kept. ``epoch`` is 0; the message says what to change."""
+
+    def __init__(self, message: str, epoch: int):
+        super().__init__(message)
+        self.epoch = epoch
+
+
 @dataclass(frozen=True)
 class Epoch:
     """What :func:`fit`'s ``on_epoch`` callback sees after each epoch (numbered from 0)."""
 
     index: int
-    loss: float  # mean training loss over the epoch's examples (over all processes)
-    metric: Optional[float]  # the validation metric; None without one or where it is undefined
+    loss: float  # mean training loss over the epoch's examples (over all processes); not finite: diverged
+    metric: Optional[float]  # the validation metric; None without one, where it is undefined or not finite
     seconds: float  # the training pass (order, steps, loss reduction), without the metric
 
 
@@ -41,7 +67,9 @@ class Epoch:
 class FitResult:
     """:func:`fit`'s outcome: ``model`` (unwrapped from DDP; SyncBatchNorm-converted with
     ``sync_bn``) holds the state of ``best_epoch``; the histories have one entry per epoch
-    (``metrics`` stays empty without a metric)."""
+    trained (``metrics`` stays empty without a metric, and holds None for a diverged epoch).
+    ``diverged_epoch``: the epoch (from 0) after which the mean loss or the weights were not
+    finite, where training stopped early (``divergence`` says which); None when every epoch ran."""
 
     model: nn.Module
     losses: List[float] = field(default_factory=list)
@@ -49,6 +77,8 @@ class FitResult:
     seconds: List[float] = field(default_factory=list)
     best_epoch: int = -1
     best_metric: Optional[float] = None
+    diverged_epoch: Optional[int] = None
+    divergence: Optional[str] = None  # what was not finite in the diverged epoch
 
     @property
     def final_loss(self) -> float:
@@ -75,11 +105,15 @@ def fit(model: nn.Module, batches: Batches, loss: LossFn, *, epochs: int,
       (``optimizer`` may return one built before, to carry its state across calls).
     * ``metric(model)`` (optional): a validation score of the unwrapped model after each epoch,
       higher is better (lower with ``maximize=False``, an error such as RMSE), None where
-      undefined. The epoch with the best score is selected and
-      its state restored at the end; an undefined score replaces the selection (and a defined
-      one replaces an undefined one), so with no defined score the last epoch is kept. Every
-      process computes its own score: what the command reports comes from rank 0. Without a
-      metric the last epoch is kept.
+      undefined (NaN and infinity count as undefined and are recorded as None). The epoch with
+      the best defined score is selected and its state restored at the end; an undefined score
+      never replaces a defined one, so only while no epoch has a defined score is the latest
+      epoch kept. Every process computes its own score: what the command reports comes from
+      rank 0. Without a metric the last epoch is kept.
+    * Divergence: an epoch whose mean loss (over all processes, so every rank stops together)
+      is NaN or infinite, or after which a weight or buffer is, stops training there
+      (``diverged_epoch``); the selection is made among the epochs before it. In the first
+      epoch nothing can be kept: :class:`TrainingDiverged` (a ``ValueError``) is raised.
     * ``context`` (default: :func:`~rpfast.experiments.distributed.current`): in a process
       group the model is prepared once by :func:`~rpfast.experiments.distributed.prepare`
       (``sync_bn``: SyncBatchNorm; ``find_unused_parameters`` for DDP) and each epoch's mean
@@ -105,24 +139,61 @@ def fit(model: nn.Module, batches: Batches, loss: LossFn, *, epochs: int,
         mean_loss = _train_epoch(trained, batches, loss, optimizer, index, context)
         result.seconds.append(time.perf_counter() - start)
         result.losses.append(mean_loss)
+        problem = _divergence(mean_loss, model, context)
+        if problem is not None:
+            result.diverged_epoch, result.divergence = index, problem
+            if metric is not None:
+                result.metrics.append(None)  # not evaluated: the histories stay aligned
+            if on_epoch is not None:
+                on_epoch(Epoch(index, mean_loss, None, result.seconds[-1]))
+            break
         if schedule is not None:
             schedule.step()
         score = None
         if metric is not None:
             score = metric(model)
+            score = None if score is None or not math.isfinite(score) else float(score)
             result.metrics.append(score)
-            better = score is not None and result.best_metric is not None and (
-                score > result.best_metric if maximize else score < result.best_metric)
-            if best_state is None or score is None or result.best_metric is None or better:
-                result.best_epoch, result.best_metric = index, score
-                best_state = {key: value.clone() for key, value in model.state_dict().items()}
+        if _better(score, result.best_metric, maximize) or (result.best_metric is None and score is None):
+            result.best_epoch, result.best_metric = index, score
+            best_state = {key: value.clone() for key, value in model.state_dict().items()}
         if on_epoch is not None:
             on_epoch(Epoch(index, mean_loss, score, result.seconds[-1]))
-    if metric is None:
-        result.best_epoch = epochs - 1
-    elif result.best_epoch != epochs - 1:
+    if best_state is None:
+        raise TrainingDiverged(f"training diverged in its first epoch ({result.divergence}): no epoch can be kept; "
+                               "lower the learning rate", 0)
+    if result.best_epoch != len(result.losses) - 1:
         model.load_state_dict(best_state)
     return result
+
+
+def diverged_warning(what: str, diverged_epoch: int, divergence: str, kept: int, epochs: int) -> str:
+    """The line a command prints for a :class:`FitResult` with a ``diverged_epoch``."""
+    return (f"warning: {what}: training diverged in epoch {diverged_epoch} (of {epochs}, counting from 0; "
+            f"{divergence}): it stopped there and epoch {kept} is kept; a lower --lr may help")
+
+
+def _better(score: Optional[float], best: Optional[float], maximize: bool) -> bool:
+    """Whether a defined ``score`` beats ``best`` (an undefined best is beaten by any defined one)."""
+    if score is None:
+        return False
+    return best is None or (score > best if maximize else score < best)
+
+
+def _divergence(mean_loss: float, model: nn.Module, context: Context) -> Optional[str]:
+    """Why an epoch diverged (its mean loss, or a floating-point parameter or buffer of ``model``
+    on any process of a group, is NaN or infinite), or None. One read of the device per epoch."""
+    if not math.isfinite(mean_loss):
+        return f"the training loss is {mean_loss}"
+    broken = [name for name, t in model.state_dict().items() if t.is_floating_point() and t.numel()]
+    finite = torch.stack([torch.isfinite(model.state_dict()[n]).all() for n in broken]) if broken else None
+    ok = bool(finite.all()) if finite is not None else True
+    if context.distributed:  # buffers may differ between the processes: all stop, or none
+        ok = context.mean(float(ok)) == 1.0
+    if ok:
+        return None
+    first = next((n for n, f in zip(broken, finite.tolist()) if not f), "a buffer on another process")
+    return f"{first} is not finite after it; the mean training loss was {mean_loss:.4g}"
 
 
 def _train_epoch(trained: nn.Module, batches: Batches, loss: LossFn, optimizer: torch.optim.Optimizer,
