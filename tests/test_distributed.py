@@ -125,6 +125,22 @@ def test_a_rank_killed_by_a_signal_is_named_and_the_others_are_stopped():
         distributed.launch(_rank_one_kills_itself, WORLD, threads=1)
 
 
+def _rank_one_aborts():
+    if distributed.current().rank == 1:
+        os.write(2, b"terminate called after throwing an instance of 'gloo::IoException'\n  what():  read: peer gone\n")
+        os.abort()
+    torch.distributed.barrier()
+    return "unreachable"
+
+
+def test_a_rank_that_aborts_is_reported_with_what_the_cpp_runtime_said():
+    """gloo aborts a rank through std::terminate; its message is not relayed as noise but named
+    in the one-line report, so a CI failure says why."""
+    with pytest.raises(ProcessFailed, match=r"^rank 1 was killed by SIGABRT \(terminate called after throwing an "
+                                            r"instance of 'gloo::IoException' what\(\): read: peer gone\)$"):
+        distributed.launch(_rank_one_aborts, WORLD, threads=1)
+
+
 def test_an_exception_in_a_rank_is_raised_here_with_its_traceback_as_a_note():
     with pytest.raises(ValueError) as info:
         distributed.launch(_rank_one_raises, WORLD, threads=1)

@@ -32,7 +32,7 @@ __global__ void segment_max_kernel(const T* x, const int64_t* ptr, T* out, T* ti
   T best = x[begin * F + f], count = T(1);
   for (int64_t i = begin + 1; i < end; ++i) rpfast::meet(x[i * F + f], best, count, T(1));
   out[e] = best;
-  ties[e] = count;
+  ties[e] = rpfast::ties_of(best, count);
 }
 
 template <class T>

@@ -1,7 +1,7 @@
 // Neighbourhood max pooling over a CSR graph (DeepChem's GraphPool, Duvenaud et al.'s model):
 //
 //   out[i, f]  = max(x[i, f], max_{k in rowptr[i]..rowptr[i+1]} x[col[k], f])
-//   ties[i, f] = how many of those entries equal out[i, f] (x[i] once, each edge once)
+//   ties[i, f] = how many of those entries equal out[i, f] (x[i] once, each edge once; 0 for NaN)
 //
 // With the incoming-edge CSR (rows = targets) row i covers the atoms bonded to i. The
 // gradient is torch's scatter_reduce("amax", include_self=True) gradient: a tied maximum
@@ -35,6 +35,7 @@ void neighbour_max(const T* x, const int64_t* rowptr, const int64_t* col, int64_
     for (; f0 + kLanes <= F; f0 += kLanes) {  // one vector of channels in registers over all neighbours
       Vec best = Block<T>::load(x + i * F + f0), count = one;
       for (int64_t k = rowptr[i]; k < rowptr[i + 1]; ++k) meet(Block<T>::load(x + col[k] * F + f0), best, count, one);
+      count = ties_of(best, count);
       std::memcpy(out + i * F + f0, &best, sizeof best);
       std::memcpy(ties + i * F + f0, &count, sizeof count);
     }
@@ -42,7 +43,7 @@ void neighbour_max(const T* x, const int64_t* rowptr, const int64_t* col, int64_
       T best = x[i * F + f], count = T(1);
       for (int64_t k = rowptr[i]; k < rowptr[i + 1]; ++k) meet(x[col[k] * F + f], best, count, T(1));
       out[i * F + f] = best;
-      ties[i * F + f] = count;
+      ties[i * F + f] = ties_of(best, count);
     }
   });
 }
@@ -101,6 +102,7 @@ void segment_max(const T* x, const int64_t* ptr, int64_t B, int64_t F, T* out, T
     for (; f0 + kLanes <= F; f0 += kLanes) {
       Vec best = Block<T>::load(x + begin * F + f0), count = one;
       for (int64_t i = begin + 1; i < end; ++i) meet(Block<T>::load(x + i * F + f0), best, count, one);
+      count = ties_of(best, count);
       std::memcpy(out + b * F + f0, &best, sizeof best);
       std::memcpy(ties + b * F + f0, &count, sizeof count);
     }
@@ -108,7 +110,7 @@ void segment_max(const T* x, const int64_t* ptr, int64_t B, int64_t F, T* out, T
       T best = x[begin * F + f], count = T(1);
       for (int64_t i = begin + 1; i < end; ++i) meet(x[i * F + f], best, count, T(1));
       out[b * F + f] = best;
-      ties[b * F + f] = count;
+      ties[b * F + f] = ties_of(best, count);
     }
   });
 }

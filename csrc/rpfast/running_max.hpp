@@ -17,4 +17,11 @@ RPFAST_HD inline void meet(V v, V& best, V& count, V one) {
   count = greater ? one : (equal ? count + one : count);
 }
 
+// The tie count to report for a finished maximum: how many entries equal it, so none for a
+// NaN maximum (NaN equals nothing; no gradient flows through it), as torch's x == out counts.
+template <class V>
+RPFAST_HD inline V ties_of(V best, V count) {
+  return best == best ? count : V{};
+}
+
 }  // namespace rpfast

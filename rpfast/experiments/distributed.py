@@ -169,9 +169,10 @@ _ABORT_NOISE = (b"terminate called without an active exception", b"terminate cal
 _DDP_HINT = b"find_unused_parameters=True was specified in DDP constructor"
 
 
-def _relay(reader) -> None:
+def _relay(reader, aborts: dict, rank: int) -> None:
     """Copy a rank's stderr to this process's (progress bar, warnings) until the rank exits,
-    without gloo's abort messages and DDP's unused-parameter hint."""
+    without gloo's abort messages (kept in ``aborts[rank]``, one line, for the report of a rank
+    that died of one) and DDP's unused-parameter hint."""
     fd = reader.fileno()
     while True:
         try:
@@ -182,7 +183,9 @@ def _relay(reader) -> None:
             return
         if _DDP_HINT in chunk:
             chunk = b"".join(line for line in chunk.splitlines(keepends=True) if _DDP_HINT not in line)
-        if chunk and not chunk.startswith(_ABORT_NOISE):
+        if chunk.startswith(_ABORT_NOISE):
+            aborts[rank] = " ".join(chunk.decode("utf-8", "replace").split())[:300]
+        elif chunk:
             try:
                 os.write(2, chunk)
             except OSError:
@@ -200,7 +203,7 @@ def _spawn_group(function: Callable, nproc: int, args: tuple, threads: int) -> A
     SIGTERM included, the ranks still running are stopped and reaped."""
     context = multiprocessing.get_context("spawn")
     port, parent = _free_port(), os.getpid()
-    processes, readers, relays = [], {}, []
+    processes, readers, relays, aborts = [], {}, [], {}
     try:
         for rank in range(nproc):
             reader, writer = context.Pipe(duplex=False)
@@ -213,7 +216,7 @@ def _spawn_group(function: Callable, nproc: int, args: tuple, threads: int) -> A
             err_writer.close()
             processes.append(process)
             readers[reader] = rank
-            relays.append((threading.Thread(target=_relay, args=(err_reader,), daemon=True), err_reader))
+            relays.append((threading.Thread(target=_relay, args=(err_reader, aborts, rank), daemon=True), err_reader))
             relays[-1][0].start()
         messages, exits, failed_at = [], {}, None  # ("result", value), ("error", time, exception)
 
@@ -245,7 +248,9 @@ def _spawn_group(function: Callable, nproc: int, args: tuple, threads: int) -> A
         killed = [(rank, code) for rank, code in exits.items() if code is not None and code < 0]
         if killed:
             rank, code = killed[0]
-            raise ProcessFailed(f"rank {rank} {exit_description(code)}")
+            relays[rank][0].join(STOP_GRACE_S)  # the rank has exited: its last words are on their way
+            said = f" ({aborts[rank]})" if rank in aborts else ""
+            raise ProcessFailed(f"rank {rank} {exit_description(code)}{said}")
         for reader in list(readers):  # what a rank sent just before it exited
             while reader.poll() and receive(reader):
                 pass

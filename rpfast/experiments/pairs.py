@@ -5,13 +5,15 @@ For each pair (G, H) and seed: Q random relabelings of each graph (a node permut
 shuffled edge order), interleaved G_1, H_1, G_2, H_2, ...; a fresh model (initialised from the
 pair's seed) trained to push the two apart (``CosineEmbeddingLoss(out[0::2], out[1::2], -1)``,
 Adam, up to ``epochs`` full-batch steps, stopping when the loss has not improved for
-``patience`` of them); then, in eval mode, ``D = f(G_q) - f(H_q)`` and the statistics of
+``patience`` of them, or at the first loss that is not finite, keeping the weights of the last
+finite one); then, in eval mode, ``D = f(G_q) - f(H_q)`` and the statistics of
 :mod:`rpfast.experiments.pair_statistics`, with the reliability check on 2Q relabelings of one
 member (chosen by the seed) split into interleaved halves.
 
 Models: :mod:`rpfast.experiments.pair_models`.
 """
 import math
+import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
@@ -110,13 +112,19 @@ def run_pair(pair: GraphPair, seed: int, settings: PairsSettings) -> Dict:
     target = -torch.ones(q)
     best, stale, epochs, loss_value = math.inf, 0, 0, math.nan
     model.train()
-    for epochs in range(1, settings.epochs + 1):
+    for step in range(1, settings.epochs + 1):
         out = _embed(model, train)
         loss = loss_fn(out[0::2], out[1::2], target)
+        value = float(loss.detach())
+        if not math.isfinite(value):  # diverged: keep the weights of the last finite loss
+            if epochs:
+                model.load_state_dict(finite_state)
+            break
+        finite_state = {key: tensor.clone() for key, tensor in model.state_dict().items()}
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        loss_value = float(loss.detach())
+        epochs, loss_value = step, value
         if loss_value < best - 1e-6:
             best, stale = loss_value, 0
         else:
@@ -131,11 +139,17 @@ def run_pair(pair: GraphPair, seed: int, settings: PairsSettings) -> Dict:
         twice = _embed(model, batch_of(relabeled(member, n, 2 * q, generator), n)).double()
     differences = (g_out - h_out).numpy()
     reliability = (twice[0::2] - twice[1::2]).numpy()
+    row = {"category": pair.category, "index": pair.index, "n": n, "seed": seed, "epochs": epochs,
+           "final_loss": loss_value, "differences": differences, "reliability": reliability}
+    if not (np.isfinite(differences).all() and np.isfinite(reliability).all()):
+        # a model whose embeddings are not finite tells nothing apart (and claims nothing)
+        print(f"warning: {pair.where or f'{pair.category} pair {pair.index}'}, seed {seed}: the model's embeddings "
+              "are not finite (it diverged; a lower --lr may help): counted as not distinguished", file=sys.stderr)
+        return {**row, "t2": math.nan, "t2_reliability": math.nan, "p_value": math.nan, "distinguished": False,
+                "reliable": True}
     result = verdict(differences, reliability, settings.ridge)
-    return {"category": pair.category, "index": pair.index, "n": n, "seed": seed, "t2": result.t2,
-            "t2_reliability": result.t2_reliability, "p_value": result.p_value,
-            "distinguished": result.distinguished, "reliable": result.reliable, "epochs": epochs,
-            "final_loss": loss_value, "differences": differences, "reliability": reliability}
+    return {**row, "t2": result.t2, "t2_reliability": result.t2_reliability, "p_value": result.p_value,
+            "distinguished": result.distinguished, "reliable": result.reliable}
 
 
 def score(rows: List[Dict]) -> Dict[str, Dict[str, int]]:

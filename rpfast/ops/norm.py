@@ -29,15 +29,15 @@ def _forward_kernel(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tenso
 
 def _forward_composed(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
                       training: bool, momentum: float, eps: float):
-    """torch's own batch norm (its statistics, its running-average update, its NaN and Inf
-    behaviour) without the affine map, then the affine map and the ReLU."""
+    """torch's own batch norm (its statistics, its running-average update, its output, NaN and
+    infinities included), then the ReLU; ``xhat`` and ``invstd`` beside it for the backward."""
     new_mean, new_var = running_mean.clone(), running_var.clone()
     if x.shape[1] == 0:  # no channels: nothing to normalise (torch's batch norm refuses empty input)
         return x.clone(), x.clone(), x.new_empty(0), new_mean, new_var
-    xhat, _, invstd = torch.native_batch_norm(x, None, None, new_mean, new_var, training, momentum, eps)
+    out, mean, invstd = torch.native_batch_norm(x, weight, bias, new_mean, new_var, training, momentum, eps)
     if not training:  # torch saves no statistics in evaluation
-        invstd = torch.rsqrt(running_var + eps)
-    return torch.relu(xhat * weight + bias), xhat, invstd, new_mean, new_var
+        mean, invstd = running_mean, 1 / torch.sqrt(running_var + eps)
+    return torch.relu(out), (x - mean) * invstd, invstd, new_mean, new_var
 
 
 def _forward_fake(x, weight, bias, running_mean, running_var, training, momentum, eps):
@@ -54,15 +54,16 @@ def _backward_kernel(grad: Tensor, y: Tensor, xhat: Tensor, weight: Tensor, invs
 
 
 def _backward_composed(grad: Tensor, y: Tensor, xhat: Tensor, weight: Tensor, invstd: Tensor, training: bool):
-    """``g = grad * [y > 0]``; ``grad_bias = sum g``, ``grad_weight = sum g xhat`` and, with
-    ``u = g weight``, ``grad_x = invstd (u - mean(u) - xhat mean(u xhat))`` in training (the batch
-    statistics depend on ``x``) or ``invstd u`` in evaluation."""
-    g = torch.where(y > 0, grad, 0)
-    u = g * weight
+    """``g = 0 where y <= 0, else grad`` (torch's ReLU backward: a NaN output passes the
+    gradient); ``grad_bias = sum g``, ``grad_weight = sum g xhat`` and
+    ``grad_x = (g - mean(g) - xhat mean(g xhat)) invstd weight`` in training (the batch statistics
+    depend on ``x``) or ``g invstd weight`` in evaluation: torch's order, so non-finite values
+    land where autograd through ``relu(F.batch_norm(...))`` puts them."""
+    g = torch.where(y <= 0, 0, grad)
     if training:
-        grad_x = invstd * (u - u.mean(0) - xhat * (u * xhat).mean(0))
+        grad_x = (g - g.mean(0) - xhat * (g * xhat).mean(0)) * invstd * weight
     else:
-        grad_x = u * invstd
+        grad_x = g * invstd * weight
     return grad_x, (g * xhat).sum(0), g.sum(0)
 
 
