@@ -275,3 +275,47 @@ def test_an_id_column_beside_binary_labels_is_left_out_with_a_warning(tmp_path, 
     err = cli_fails(["molecules", "--data", str(path), "--tasks", "num,p_np", "--out", str(tmp_path / "o"),
                      "--no-progress"], capsys)
     assert "--tasks mixes 0/1 columns (p_np) with continuous ones (num)" in err
+
+
+def test_a_molecules_prediction_does_not_depend_on_the_other_rows(tiny_csv, tmp_path, capsys):
+    """The campaign's case: CCO's NR-AR prediction differed in the last digits between two files
+    (batch composition changed float32 sums; RP models drew a batch's relabelings in one stream)."""
+    from rpfast.experiments.molecule_checkpoints import predict
+
+    out = tmp_path / "out"
+    assert main(["molecules", "--data", str(tiny_csv), "--model", "duvenaud,rp-duvenaud", "--epochs", "1",
+                 "--eval-samples", "3", "--out", str(out), "--no-progress", "--threads", "1"]) == 0
+    capsys.readouterr()
+    others = load_tox21().smiles[300:420]
+    before = torch.get_num_threads()
+    try:
+        for threads, name in ((1, "duvenaud"), (1, "rp-duvenaud"), (2, "rp-duvenaud")):
+            torch.set_num_threads(threads)
+            checkpoint = out / "runs" / name / "split0" / "best.pt"
+            alone = predict(checkpoint, ["CCO"]).values[0]
+            for smiles, at in ((others[:57] + ["CCO"] + others[57:], 57), (["c1ccccc1O", "CCO"], 1),
+                               (["CCO"] + others, 0), (others + ["CCO"], len(others))):
+                np.testing.assert_array_equal(predict(checkpoint, smiles).values[at], alone, err_msg=name)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_predict_writes_one_row_per_line_and_reports_blank_ones(tiny_csv, tmp_path, capsys):
+    """The campaign's case: a blank line in a prediction CSV was dropped silently (4 data lines,
+    3 output rows), shifting every later row."""
+    out = tmp_path / "out"
+    assert main(["molecules", "--data", str(tiny_csv), "--model", "duvenaud", "--epochs", "1", "--out", str(out),
+                 "--no-progress", "--threads", "1"]) == 0
+    checkpoint = str(out / "runs/duvenaud/split0/best.pt")
+    for name, text in (("blank.csv", "smiles\nCCO\n\nc1ccccc1O\nCC(=O)O\n"),
+                       ("blank.smi", "CCO ethanol\n\n# a comment\nc1ccccc1O phenol\nCC(=O)O\n")):
+        data, predicted = tmp_path / name, tmp_path / f"{name}.out.csv"
+        data.write_text(text)
+        capsys.readouterr()
+        assert main(["molecules", "predict", "--checkpoint", checkpoint, "--data", str(data), "--out",
+                     str(predicted), "--no-progress"]) == 0
+        err = capsys.readouterr().err
+        assert "1 row(s) without a SMILES (a blank line or an empty cell), left with empty predictions: rows 1" in err
+        rows = _rows(predicted)
+        assert [r["smiles"] for r in rows] == ["CCO", "", "c1ccccc1O", "CC(=O)O"]
+        assert rows[1]["NR-AhR_pred"] == "" and all(0 < float(rows[i]["NR-AhR_pred"]) < 1 for i in (0, 2, 3))

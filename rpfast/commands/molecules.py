@@ -34,7 +34,10 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     predict = sub.add_parser("predict", help="score molecules with trained checkpoints (an ensemble averages them)",
                              description="Score the molecules of a CSV or .smi file with checkpoints of 'rpfast molecules "
                                          "train' (several are averaged) and write one row of predictions per "
-                                         "input row; SMILES RDKit cannot parse keep their row, empty.")
+                                         "input row; SMILES RDKit cannot parse and blank lines keep their row, "
+                                         "empty. Each molecule is scored on its own: its prediction does not depend "
+                                         "on the other rows, bit for bit on the same thread count (--threads; "
+                                         "default: the training run's).")
     add_dataclass_options(predict, molecules_predict.PredictConfig)
     predict.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 

@@ -26,9 +26,11 @@ def read_smiles_file(path, smiles_column: Optional[str] = None) -> List[str]:
     ``"smiles"``), matched ignoring case when no column has exactly that name. A ``.smi``
     file holds one SMILES per line, optionally followed by whitespace and a name (ignored);
     a first line whose first field is ``smiles`` (any case) is a header and lines starting
-    with ``#`` are comments. Blank lines are skipped, so entry ``i`` is the file's ``i``-th
-    molecule row (0-based, header not counted). Cells are stripped; an empty SMILES cell is
-    kept as ``""`` for the caller to report with its row.
+    with ``#`` are comments. Every other line is an entry, a blank one too, so entry ``i`` is
+    the file's ``i``-th molecule row (0-based, header not counted; in a ``.smi`` file, comments
+    not counted either) and a caller that writes one output row per entry keeps the file's
+    rows. Cells are stripped; an empty SMILES cell or a blank line is kept as ``""`` for the
+    caller to report with its row.
 
     A missing path raises ``FileNotFoundError`` (a directory ``IsADirectoryError``); an empty
     file, no molecule rows, a missing column (the message lists the header), a CSV row with
@@ -44,24 +46,29 @@ def read_smiles_file(path, smiles_column: Optional[str] = None) -> List[str]:
     if smiles_column is not None and not csv_file:
         raise ValueError(f"{path}: a SMILES column is only chosen in a CSV file; a .smi file has no columns")
     text = read_text(path, "molecule file", "SMILES strings")
-    smiles = _read_csv(path, text, smiles_column) if csv_file else _read_smi(path, text)
-    if not smiles:
+    if csv_file:
+        smiles = _read_csv(path, text, smiles_column)
+    else:
+        if not text.strip():
+            raise ValueError(f"{path}: the file is empty; expected one SMILES per line")
+        smiles = _read_smi(text)
+    if not any(smiles):
         raise ValueError(f"{path}: no molecules in the file")
     return smiles
 
 
-def _read_smi(path: Path, text: str) -> List[str]:
-    """The first field of every non-blank, non-comment line of a ``.smi`` file (header dropped)."""
+def _read_smi(text: str) -> List[str]:
+    """The first field of every non-comment line of a ``.smi`` file ("" for a blank line), the
+    header dropped."""
     lines = [line.strip() for line in text.splitlines()]
-    fields = [line.split(None, 1)[0] for line in lines if line and not line.startswith("#")]
+    fields = [line.split(None, 1)[0] if line else "" for line in lines if not line.startswith("#")]
     if fields and fields[0].lower() == "smiles":
         fields = fields[1:]
-    if not fields and not text.strip():
-        raise ValueError(f"{path}: the file is empty; expected one SMILES per line")
     return fields
 
 
 def _read_csv(path: Path, text: str, smiles_column: Optional[str]) -> List[str]:
-    """Column ``smiles_column`` (default ``smiles``, any case) of every non-blank row of a CSV
-    file, read by the MoleculeNet reader with no label columns."""
-    return parse_moleculenet_csv(text, path, "smiles" if smiles_column is None else smiles_column, tasks=[]).smiles
+    """Column ``smiles_column`` (default ``smiles``, any case) of every row of a CSV file ("" for
+    a blank line), read by the MoleculeNet reader with no label columns."""
+    return parse_moleculenet_csv(text, path, "smiles" if smiles_column is None else smiles_column, tasks=[],
+                                 keep_blank=True).smiles

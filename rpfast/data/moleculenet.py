@@ -133,9 +133,11 @@ def _csv_fields_up_to(size: int):
 
 
 def parse_moleculenet_csv(text: str, path: Path, smiles_column: str = "smiles",
-                          tasks: Optional[Sequence[str]] = None) -> MoleculeDataset:
+                          tasks: Optional[Sequence[str]] = None, keep_blank: bool = False) -> MoleculeDataset:
     """:func:`read_moleculenet_csv` on the file's text (``path`` names it in messages);
-    ``tasks=[]`` reads only the SMILES column. A field may be as long as the text (the csv
+    ``tasks=[]`` reads only the SMILES column. Blank lines after the header are skipped, or with
+    ``keep_blank`` kept as molecules with an empty SMILES and missing labels, so molecule ``i`` is
+    the ``i``-th line after the header. A field may be as long as the text (the csv
     module's field size limit is lifted for the read); a quoted field that runs on over several
     lines in the SMILES column, or whose row ends up with the wrong number of fields, is reported
     with the lines it spans as a likely unclosed quote."""
@@ -176,6 +178,9 @@ def parse_moleculenet_csv(text: str, path: Path, smiles_column: str = "smiles",
     smiles, labels = [], []
     for line, last, row in rows:
         if not row:
+            if keep_blank:
+                smiles.append("")
+                labels.append([math.nan] * len(tasks))
             continue
         spans = "" if last == line else f" (a quoted field runs on to line {last}: an unclosed quote?)"
         if len(row) != len(header):

@@ -7,11 +7,14 @@ eval-mode relabelings and the run's configuration. :func:`load_checkpoint` reads
 refuses a checkpoint of another featuriser) and :func:`predict` scores SMILES with one or an
 ensemble of checkpoints (their predictions averaged).
 
-Predictions are reproducible: the model's relabelings are re-seeded from the checkpoint before
-every call, and molecules are scored in batches of :data:`PREDICT_BATCH` in input order, as the
-test set was during training; so predicting a run's ``test_predictions.csv`` from its checkpoint
-gives the written predictions bit for bit on the same number of threads (``info["threads"]``
-records the training run's; ``rpfast molecules predict`` uses it by default).
+Predictions are reproducible and a molecule's prediction depends on nothing but the molecule:
+every molecule is scored in a forward pass of its own, with the model's relabelings re-seeded
+from the checkpoint before it (:func:`~rpfast.experiments.molecule_models.molecule_outputs`), as
+the test set was during training. So the same molecule gets the same prediction bit for bit in
+any file, at any row, beside any other molecules, and predicting a run's
+``test_predictions.csv`` from its checkpoint gives the written predictions bit for bit, on the
+same number of threads (torch splits float sums over threads; ``info["threads"]`` records the
+training run's and ``rpfast molecules predict`` uses it by default) and the same machine kind.
 """
 import warnings
 from dataclasses import dataclass, field
@@ -24,14 +27,15 @@ from torch import nn
 
 from rpfast._io import atomic_path
 from rpfast.data.molecules import FEATURIZER_VERSION, MoleculeGraphs, featurize_smiles, featurizer_settings
-from rpfast.experiments.molecule_models import Architecture, build_model, model_outputs
+from rpfast.experiments.molecule_models import Architecture, build_model, molecule_outputs
 from rpfast.experiments.molecule_tasks import Targets
 
 __all__ = ["MoleculeModel", "Predictions", "checkpoint_record", "load_checkpoint", "save_checkpoint", "write_checkpoint",
            "predict", "PREDICT_BATCH"]
 
 CHECKPOINT_FORMAT = "rpfast-molecules-checkpoint/1"
-#: Molecules per forward pass when scoring (the test set's batches during training, too).
+#: Molecules per forward pass of the validation metric during training (predictions score each
+#: molecule alone).
 PREDICT_BATCH = 512
 
 
@@ -54,13 +58,16 @@ class MoleculeModel:
     def task_type(self) -> str:
         return self.targets.task_type
 
-    def predict_graphs(self, graphs: MoleculeGraphs, molecules: torch.Tensor) -> np.ndarray:
+    def predict_graphs(self, graphs: MoleculeGraphs, molecules: torch.Tensor, progress: bool = False) -> np.ndarray:
         """Predictions ``[len(molecules), tasks]`` (float64: probabilities, or label units for
-        regression) of ``molecules`` (positions in ``graphs``), in :data:`PREDICT_BATCH` batches."""
-        outputs = model_outputs(self.model, graphs, molecules, PREDICT_BATCH, self.generator, self.eval_seed)
+        regression) of ``molecules`` (positions in ``graphs``), each molecule scored on its own
+        (see the module docstring)."""
+        outputs = molecule_outputs(self.model, graphs, molecules, self.generator, self.eval_seed, progress)
         if not len(molecules):
             return np.zeros((0, len(self.tasks)))
-        return self.targets.predictions(outputs)
+        # row by row: a sigmoid over a longer tensor takes torch's vectorised path for more of it,
+        # which differs from the scalar one in the last bits
+        return np.concatenate([self.targets.predictions(row) for row in outputs.split(1)])
 
 
 def checkpoint_record(trained: MoleculeModel) -> dict:
@@ -150,7 +157,8 @@ def predict(checkpoints: Union[str, Path, MoleculeModel, Sequence], smiles: Sequ
     """Score SMILES strings with one checkpoint or the average of several (an ensemble: each a
     path or a :class:`MoleculeModel`; they must predict the same tasks of the same type).
     Featurisation is :func:`rpfast.data.molecules.featurize_smiles`; unparsable SMILES keep their
-    row with NaN predictions."""
+    row with NaN predictions. Each molecule is scored on its own, so its prediction does not
+    depend on the other entries of ``smiles`` (see the module docstring)."""
     if isinstance(checkpoints, (str, Path, MoleculeModel)):
         checkpoints = [checkpoints]
     if not isinstance(checkpoints, (list, tuple)):
@@ -169,7 +177,7 @@ def predict(checkpoints: Union[str, Path, MoleculeModel, Sequence], smiles: Sequ
     smiles = list(smiles)
     graphs = featurize_smiles(smiles, progress=progress)
     scored = torch.arange(len(graphs))
-    total = sum(m.predict_graphs(graphs, scored) for m in models)
+    total = sum(m.predict_graphs(graphs, scored, progress) for m in models)
     values = np.full((len(smiles), len(first.tasks)), np.nan)
     values[graphs.rows.numpy()] = total / len(models)
     return Predictions(list(first.tasks), first.task_type, values, list(graphs.invalid))

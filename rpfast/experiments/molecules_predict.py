@@ -4,9 +4,11 @@
 The output CSV has one row per molecule row of the input, in order: the row (0-based, header
 not counted), the SMILES and one ``<task>_pred`` column per task (a probability for
 classification, label units for regression, every digit of the float64). A SMILES RDKit cannot
-parse keeps its row with empty predictions and is reported by row. By default it runs on the
-thread count the first checkpoint was trained with: torch's float sums split over threads, so
-another count changes predictions in the last bits.
+parse, or a blank line, keeps its row with empty predictions and is reported by row. Each molecule is scored on its
+own, so its prediction does not depend on the other rows of the file: the same molecule gets
+the same digits in any file. By default it runs on the thread count the first checkpoint was
+trained with: torch's float sums split over threads, so another count changes predictions in
+the last bits.
 """
 import csv
 import sys
@@ -69,6 +71,11 @@ def write_predictions_csv(path: Path, smiles: List[str], predictions: Prediction
             writer.writerow([row, molecule] + cells)
 
 
+def _rows_shown(rows: List[int]) -> str:
+    """``"rows 1, 4, ..."`` (the first ten)."""
+    return "rows " + ", ".join(map(str, rows[:10])) + (" ..." if len(rows) > 10 else "")
+
+
 def main(config: PredictConfig, progress: bool = True) -> Predictions:
     """Check the paths, score ``config.data`` and write ``config.out``; prints one summary line
     (and the rows RDKit could not parse, on stderr)."""
@@ -90,10 +97,14 @@ def main(config: PredictConfig, progress: bool = True) -> Predictions:
         torch.set_num_threads(threads)  # float sums split over threads differ in the last bits
     predictions = predict(models, smiles, progress=progress)
     write_predictions_csv(out, smiles, predictions)
-    if predictions.invalid:
-        shown = ", ".join(map(str, predictions.invalid[:10])) + (" ..." if len(predictions.invalid) > 10 else "")
-        print(f"{len(predictions.invalid)} SMILES RDKit could not parse, left with empty predictions: rows {shown} "
-              "(counting molecule rows from 0)", file=sys.stderr)
+    blank = [row for row in predictions.invalid if not smiles[row]]
+    unparsed = [row for row in predictions.invalid if smiles[row]]
+    if blank:
+        print(f"{len(blank)} row(s) without a SMILES (a blank line or an empty cell), left with empty predictions: "
+              f"{_rows_shown(blank)} (counting molecule rows from 0)", file=sys.stderr)
+    if unparsed:
+        print(f"{len(unparsed)} SMILES RDKit could not parse, left with empty predictions: "
+              f"{_rows_shown(unparsed)} (counting molecule rows from 0)", file=sys.stderr)
     ensemble = f"the mean of {len(files)} checkpoints" if len(files) > 1 else "1 checkpoint"
     print(f"predicted {len(smiles) - len(predictions.invalid)} of {len(smiles)} molecules, {len(predictions.tasks)} "
           f"{predictions.task_type} task(s), with {ensemble}; wrote {out}")
