@@ -59,7 +59,7 @@ def test_pair_files_are_read_and_every_problem_names_the_line(tmp_path):
     assert pairs[0].g.shape == (2, 12)
     for text, message in [
         (f"{_graph6(g)}\n", "expected [category] graph6 graph6, got 1 fields"),
-        (f"x {_graph6(g)} not-graph6!\n", "is not a graph6 string"),
+        (f"basic {_graph6(g)} not-graph6!\n", "is not a graph6 string"),
         (f"{_graph6(g)} {_graph6(nx.path_graph(5))}\n", "have 6 and 5 vertices"),
         (f"{_graph6(g)} {_graph6(nx.relabel_nodes(g, {i: (i + 2) % 6 for i in range(6)}))}\n", "isomorphic"),
         ("# nothing\n", "no pair in the file"),
@@ -68,6 +68,66 @@ def test_pair_files_are_read_and_every_problem_names_the_line(tmp_path):
         with pytest.raises(ValueError, match=re.escape(message)) as info:
             read_pairs(path)
         assert str(path) in str(info.value)
+
+
+@pytest.mark.parametrize("token, reason", [
+    ("~~~", "it ends inside its vertex count ('~~' starts a count of 8 characters, it has 3)"),
+    ("~??", "it ends inside its vertex count ('~' starts a count of 4 characters, it has 3)"),
+    ("D?", "5 vertices need 2 characters of edges after the count, it has 1"),
+    ("D?{{", "5 vertices need 2 characters of edges after the count, it has 3"),
+    ("A", "2 vertices need 1 characters of edges after the count, it has 0"),
+    (":Fa@x", "it is a sparse6 string, which starts with ':'; write the graph in graph6"),
+    ("&D??", "it is a digraph6 string, which starts with '&'; pairs are of undirected graphs in graph6"),
+    ("D?{\x7f", "the character '\\x7f' is outside graph6's range '?'..'~'"),
+    ("D?é", "the character 'é' is outside graph6's range '?'..'~'"),
+    (">>graph6<<", "it has no vertex count"),
+])
+def test_every_malformed_graph6_form_names_file_line_token_and_reason(tmp_path, capsys, token, reason):
+    """The campaign's case: a truncated graph6 string gave 'error: list index out of range'."""
+    path = tmp_path / "pairs.txt"
+    path.write_text(f"basic D?{{ {token}\n", encoding="utf-8")
+    message = cli_fails(["pairs", str(path), "--out", str(tmp_path / "o"), "--no-progress"], capsys)
+    assert message == f"rpfast pairs: error: {path}:1: {token!r} is not a graph6 string ({reason})\n"
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_graph6_header_and_every_vertex_count_form_are_read():
+    from rpfast.data.pairs import graph6_problem
+
+    for graph in (nx.empty_graph(0), nx.empty_graph(1), nx.cycle_graph(62), nx.cycle_graph(63), nx.path_graph(300)):
+        text = nx.to_graph6_bytes(graph, header=True).decode().strip()
+        assert graph6_problem(text) is None and graph6_problem(text[len(">>graph6<<"):]) is None
+        if graph.number_of_nodes() > 1:  # one edge character short
+            assert "characters of edges after the count" in graph6_problem(text[:-1])
+
+
+def test_an_unknown_category_is_reported_once_and_refused_with_strict(tmp_path, capsys):
+    g, h = nx.cycle_graph(6), nx.disjoint_union(nx.cycle_graph(3), nx.cycle_graph(3))
+    path = tmp_path / "pairs.txt"
+    path.write_text(f"bsic {_graph6(g)} {_graph6(h)}\nbsic {_graph6(h)} {_graph6(g)}\n"
+                    f"Strongly-Regular {_graph6(g)} {_graph6(h)}\n4vtx {_graph6(g)} {_graph6(h)}\n")
+    seen = []
+    assert [p.category for p in read_pairs(path, warn=seen.append)] == ["bsic", "bsic", "Strongly-Regular", "4vtx"]
+    assert seen == [f"warning: {path}:1: category 'bsic' has no published reference (known: pairs, basic, regular, "
+                    "simple_regular, srg, strongly_regular, str, 4vtx, 4_vertex, 4_vertex_condition, dr, "
+                    "distance_regular, extension, cfi, csl): a typo? It is scored as a category of its own."]
+    with pytest.raises(ValueError, match=re.escape(f"{path}:1: category 'bsic' has no published reference")):
+        read_pairs(path, strict=True)
+    message = cli_fails(["pairs", str(path), "--strict", "--out", str(tmp_path / "o"), "--no-progress"], capsys)
+    assert "--strict refuses it" in message and not (tmp_path / "o").exists()
+    assert main(["pairs", str(path), "--count", "1", "--model", "gin", "--epochs", "1", "--jobs", "1", "--out",
+                 str(tmp_path / "run"), "--no-progress"]) == 0
+    assert "category 'bsic' has no published reference" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("category", ["../escape", "a/b", ".hidden", "a\\b"])
+def test_a_category_that_is_a_path_is_refused(tmp_path, category):
+    """A category names the pair's embedding files: it must not reach outside --out."""
+    g, h = nx.cycle_graph(6), nx.disjoint_union(nx.cycle_graph(3), nx.cycle_graph(3))
+    path = tmp_path / "pairs.txt"
+    path.write_text(f"{category} {_graph6(g)} {_graph6(h)}\n")
+    with pytest.raises(ValueError, match=re.escape(f"{path}:1: category {category!r} must be a word of letters")):
+        read_pairs(path)
 
 
 @pytest.mark.filterwarnings("ignore:The hashes produced")

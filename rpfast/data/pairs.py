@@ -4,30 +4,44 @@
 A pair file holds one pair per line: an optional category label, then two graph6 strings,
 separated by tabs or spaces; ``#`` starts a comment and blank lines are skipped
 (:func:`read_pairs`, :func:`write_pairs`). Built-in families are in
-:mod:`rpfast.data.pair_families`.
+:mod:`rpfast.data.pair_families`. A category is a word of letters, digits and ``_ - . +`` (it
+names files, so never a path); one outside :data:`KNOWN_CATEGORIES` (a typo, most likely) is
+reported, or refused with ``strict``.
 
-Graph6 parsing is networkx's. Every pair is checked (:func:`check_pair`): equal vertex counts,
+Graph6 parsing is networkx's, after a check of the string's form (:func:`graph6_problem`) that
+names what is wrong with a malformed one. Every pair is checked (:func:`check_pair`): equal vertex counts,
 and non-isomorphic: certainly when cheap local invariants differ, else by networkx's VF2++ up
 to :data:`ISOMORPHISM_CHECK_MAX` vertices and :data:`ISOMORPHISM_CHECK_SECONDS` per pair (the
 search costs exponential time on some regular and CFI graphs; such pairs are taken as given).
 """
+import re
 import signal
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import torch
 from torch import Tensor
 
 from rpfast._io import atomic_path, read_text
 
-__all__ = ["GraphPair", "read_pairs", "write_pairs", "check_pair", "networkx_graph", "networkx_edge_index",
-           "local_invariants", "isomorphic_within", "ISOMORPHISM_CHECK_MAX", "ISOMORPHISM_CHECK_SECONDS"]
+__all__ = ["GraphPair", "read_pairs", "write_pairs", "check_pair", "check_category", "graph6_problem",
+           "networkx_graph", "networkx_edge_index", "local_invariants", "isomorphic_within", "KNOWN_CATEGORIES",
+           "ISOMORPHISM_CHECK_MAX", "ISOMORPHISM_CHECK_SECONDS"]
 
 #: Pairs of at most this many vertices are checked for isomorphism, for at most this many seconds each.
 ISOMORPHISM_CHECK_MAX = 64
 ISOMORPHISM_CHECK_SECONDS = 1.0
+
+#: The categories with a published reference: rpfast's families (:mod:`rpfast.data.pair_families`)
+#: and BREC's categories, compared ignoring case with ``-`` and spaces read as ``_``; ``pairs`` is
+#: the category of an unlabelled line.
+KNOWN_CATEGORIES = ("pairs", "basic", "regular", "simple_regular", "srg", "strongly_regular", "str", "4vtx",
+                    "4_vertex", "4_vertex_condition", "dr", "distance_regular", "extension", "cfi", "csl")
+_CATEGORY = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9_.+-]*")
+_GRAPH6_HEADER = ">>graph6<<"
 
 
 @dataclass(frozen=True)
@@ -117,15 +131,63 @@ def check_pair(pair: GraphPair) -> GraphPair:
     return pair
 
 
-def read_pairs(path) -> List[GraphPair]:
+def check_category(category: str, where: str = "category") -> str:
+    """``category`` if it can name a pair's files (a word of letters, digits and ``_ - . +``, not
+    starting with ``.``), else a ValueError naming ``where``."""
+    if not isinstance(category, str) or not _CATEGORY.fullmatch(category):
+        raise ValueError(f"{where}: category {category!r} must be a word of letters, digits and '_', '-', '.', '+' "
+                         "(not starting with '.'): it names the pair's output files")
+    return category
+
+
+def _known(category: str) -> bool:
+    return category.lower().replace("-", "_").replace(" ", "_") in KNOWN_CATEGORIES
+
+
+def graph6_problem(text: str) -> Optional[str]:
+    """What makes ``text`` not a graph6 string (a phrase), or None when its form is valid: an
+    optional ``>>graph6<<`` header, the vertex count n (one character, or ``~`` and three, or
+    ``~~`` and six) and ceil(n (n - 1) / 12) characters of edges, every character in ``?``..``~``."""
+    body = text[len(_GRAPH6_HEADER):] if text.startswith(_GRAPH6_HEADER) else text
+    if body.startswith(":") or body.startswith(">>sparse6<<"):
+        return "it is a sparse6 string, which starts with ':'; write the graph in graph6"
+    if body.startswith("&") or body.startswith(">>digraph6<<"):
+        return "it is a digraph6 string, which starts with '&'; pairs are of undirected graphs in graph6"
+    bad = next((c for c in body if not 63 <= ord(c) <= 126), None)
+    if bad is not None:
+        return f"the character {bad!r} is outside graph6's range '?'..'~'"
+    if not body:
+        return "it has no vertex count"
+    codes = [ord(c) - 63 for c in body]
+    if codes[0] < 63:
+        n, head = codes[0], 1
+    else:
+        head = 4 if len(codes) < 2 or codes[1] < 63 else 8
+        if len(codes) < head:
+            return (f"it ends inside its vertex count ('{'~' * (head // 4)}' starts a count of {head} characters, "
+                    f"it has {len(codes)})")
+        n = 0
+        for code in codes[head - (3 if head == 4 else 6):head]:
+            n = (n << 6) | code
+    needed = (n * (n - 1) // 2 + 5) // 6
+    if len(codes) - head != needed:
+        return f"{n} vertices need {needed} characters of edges after the count, it has {len(codes) - head}"
+    return None
+
+
+def read_pairs(path, strict: bool = False, warn: Optional[Callable[[str], None]] = None) -> List[GraphPair]:
     """The pairs of a pair file (see the module docstring). Every problem is a ValueError
-    naming the file and the line: a line without two graphs, invalid graph6, graphs of
-    different sizes, an isomorphic pair; an empty file or one with no pair too."""
+    naming the file and the line: a line without two graphs, a malformed graph6 string (what is
+    wrong with it), graphs of different sizes, an isomorphic pair, a category that cannot name
+    files; an empty file or one with no pair too. A category outside :data:`KNOWN_CATEGORIES`
+    is a ValueError with ``strict``, else reported once, at its first line, through ``warn``
+    (default: :func:`warnings.warn`)."""
     import networkx as nx
 
     path = Path(path)
     text = read_text(path, "pair file", "graph6 pairs")
     pairs: List[GraphPair] = []
+    unknown = set()
     for number, line in enumerate(text.splitlines(), start=1):
         fields = line.split("#", 1)[0].split()
         if not fields:
@@ -133,13 +195,24 @@ def read_pairs(path) -> List[GraphPair]:
         where = f"{path}:{number}"
         if len(fields) not in (2, 3):
             raise ValueError(f"{where}: expected [category] graph6 graph6, got {len(fields)} fields")
-        category = fields[0] if len(fields) == 3 else "pairs"
+        category = check_category(fields[0], where) if len(fields) == 3 else "pairs"
+        if not _known(category) and category not in unknown:
+            message = (f"{where}: category {category!r} has no published reference (known: "
+                       f"{', '.join(KNOWN_CATEGORIES)}): a typo?")
+            if strict:
+                raise ValueError(message + " (--strict refuses it)")
+            unknown.add(category)
+            (warn or (lambda text: warnings.warn(text, stacklevel=3)))(
+                f"warning: {message} It is scored as a category of its own.")
         graphs = []
         for text6 in fields[-2:]:
+            shown = text6 if len(text6) <= 30 else text6[:27] + "..."
+            problem = graph6_problem(text6)
+            if problem is not None:
+                raise ValueError(f"{where}: {shown!r} is not a graph6 string ({problem})")
             try:
                 graphs.append(nx.from_graph6_bytes(text6.encode("ascii")))
-            except (ValueError, UnicodeEncodeError, nx.NetworkXError) as error:
-                shown = text6 if len(text6) <= 30 else text6[:27] + "..."
+            except (ValueError, IndexError, UnicodeEncodeError, nx.NetworkXError) as error:
                 raise ValueError(f"{where}: {shown!r} is not a graph6 string ({error})") from None
         g, h = graphs
         if g.number_of_nodes() != h.number_of_nodes():
@@ -161,9 +234,7 @@ def write_pairs(pairs: List[GraphPair], path) -> None:
     for pair in pairs:
         if not isinstance(pair, GraphPair):
             raise TypeError(f"pairs must hold GraphPair objects, got {type(pair).__name__}")
-        if not pair.category or any(c.isspace() or c == "#" for c in pair.category):
-            raise ValueError(f"category {pair.category!r} cannot be written: it must be a non-empty word without "
-                             "spaces or '#'")
+        check_category(pair.category, f"{pair.category} pair {pair.index}")
         codes = [nx.to_graph6_bytes(networkx_graph(e, pair.n), header=False).decode("ascii").strip()
                  for e in (pair.g, pair.h)]
         lines.append(" ".join([pair.category, *codes]))

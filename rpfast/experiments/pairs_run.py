@@ -63,6 +63,8 @@ class PairsConfig:
     export: Optional[str] = option(None, "write the pairs (of the file or --family, --count) to this pair file and "
                                          "stop: a file to share, edit or run later")
     force: bool = option(False, "replace an existing non-empty --out directory")
+    strict: bool = option(False, "refuse a pair file with a category that has no published reference (a typo, "
+                                 "most likely) instead of warning")
     resume: bool = option(False, "continue the run in --out (same options), skipping the pairs it has")
     save_embeddings: bool = option(False, "also write each pair's D matrices (embeddings/*.npz)")
     threads: Optional[int] = option(None, "torch/kernel threads in all, shared by the --jobs processes")
@@ -92,13 +94,13 @@ class PairsConfig:
 def load_pairs(config: PairsConfig) -> List[GraphPair]:
     if config.family is not None:
         return family_pairs(config.family, config.count)
-    return read_pairs(config.file)[:config.count]
+    return read_pairs(config.file, strict=config.strict, warn=lambda line: print(line, file=sys.stderr))[:config.count]
 
 
 def _identity(config: PairsConfig) -> Dict:
     """What a resumed run must share with the run it continues."""
     return {k: v for k, v in asdict(config).items()
-            if k not in ("force", "resume", "threads", "jobs", "out_dir", "export")}
+            if k not in ("force", "resume", "threads", "jobs", "out_dir", "export", "strict")}
 
 
 def _prepare_out(config: PairsConfig) -> List[Dict]:
