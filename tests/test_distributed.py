@@ -15,6 +15,7 @@ from rpfast.data import csl_batch, csl_dataset
 from rpfast.experiments import distributed
 from rpfast.experiments.workers import ProcessFailed, run_in_workers
 from rpfast.nn import RPGIN, convert_sync_batch_norm
+from processes import alive as _alive, children as _children
 
 pytestmark = pytest.mark.backend_neutral  # the first CI run covers it (see conftest.py)
 
@@ -181,29 +182,6 @@ def test_run_in_workers_raises_a_workers_exception_and_keeps_the_order_of_result
     bar = _Bar()
     assert run_in_workers(_call_that_kills_its_worker, [(0,), (2,), (3,)], 2, 1, bar) == [0, 2, 3]
     assert bar.n == 3
-
-
-def _children(pid: int):
-    """The worker processes (multiprocessing spawn children) of process ``pid``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            cmdline = (entry / "cmdline").read_bytes()
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == pid and b"spawn_main" in cmdline:
-            found.append(int(entry.name))
-    return sorted(found)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _start_csl(tmp_path, *options):

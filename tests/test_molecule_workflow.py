@@ -180,6 +180,11 @@ def test_splits_file_reuses_the_rows_and_bad_files_are_refused(tiny_csv, tmp_pat
         (lambda s: s["splits"][0]["test"].append(1000), "row 1000 is not a row of the data (0..299"),
         (lambda s: s["splits"][0]["test"].append(s["splits"][0]["train"][0]), "is in train and in test"),
         (lambda s: s["splits"][1].pop("valid"), "split 1 has no 'valid' list of rows"),
+        (lambda s: s["splits"][0]["test"].append(s["splits"][0]["test"][0]), "is twice in test"),
+        (lambda s: s["splits"][0]["train"].append(-3), "row -3 is not a row of the data (0..299"),
+        (lambda s: s["splits"][0]["valid"].append(2.0), "row 2.0 is not a row of the data (0..299"),
+        (lambda s: s["splits"][0]["valid"].append(True), "row True is not a row of the data (0..299"),
+        (lambda s: s["splits"][0].update(test=[]), "split 0 has an empty test part"),
     ]:
         broken = json.loads(json.dumps(record))
         change(broken)

@@ -304,6 +304,7 @@ def test_exact_runs_with_a_ridge_only():
     from rpfast.experiments.pair_models import check_graph_sizes
 
     assert check_graph_sizes("exact", [6, 7]) is None and check_graph_sizes("oriented", [200]) is None
+    assert "visits each of the 1,500 vertices as a root" in check_graph_sizes("oriented", [10, 1500])
     assert "3,628,800 orders" in check_graph_sizes("exact", [10])
     with pytest.raises(ValueError, match="a pair on 12 vertices is above its 11"):
         check_graph_sizes("exact", [6, 12])
@@ -412,33 +413,6 @@ def test_pairs_csv_holds_its_header_before_any_pair_finishes(tmp_path, monkeypat
     capsys.readouterr()
 
 
-def test_resume_after_kill_9_writes_the_header_once(tmp_path):
-    """The campaign's repro: kill -9 a run mid-way, --resume it: one header, every pair once."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    pairs = tmp_path / "f.txt"
-    assert main(["pairs", "--family", "basic", "--count", "6", "--export", str(pairs)]) == 0
-    out = tmp_path / "killed"
-    argv = [sys.executable, "-m", "rpfast", "pairs", str(pairs), "--model", "gin", "--epochs", "5", "--jobs", "1",
-            "--threads", "1", "--out", str(out), "--no-progress"]
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while not (out / "pairs.csv").exists() and time.monotonic() < deadline and process.poll() is None:
-        time.sleep(0.01)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
-    assert (out / "pairs.csv").read_text().startswith(HEADER + "\n")
-    resumed = subprocess.run(argv + ["--resume"], capture_output=True, text=True)
-    assert resumed.returncode == 0, resumed.stderr
-    lines = (out / "pairs.csv").read_text().splitlines()
-    assert lines[0] == HEADER and lines.count(HEADER) == 1
-    assert sorted(int(r["index"]) for r in _rows(out / "pairs.csv")) == list(range(6))
-
-
 def _finished_run(tmp_path, count=2):
     out = tmp_path / "out"
     argv = ["pairs", "--family", "regular", "--model", "gin", "--epochs", "2", "--count", str(count), "--jobs", "1",
@@ -501,3 +475,52 @@ def test_a_pair_whose_loss_turns_nan_keeps_its_last_finite_weights(monkeypatch, 
     row = run_pair(pair, 0, PairsSettings(epochs=2, patience=2))
     assert not row["distinguished"] and row["reliable"] and np.isnan(row["t2"])
     assert "regular pair 0, seed 0: the model's embeddings are not finite" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc"), reason="finds the worker processes in /proc")
+def test_sigterm_and_kill_9_during_pairs_leave_whole_rows_under_one_header_and_resume(tmp_path):
+    """SIGTERM: the workers stop, one line, no temporary, whole rows. Then the campaign's kill -9
+    repro on the resumed run: the file keeps its one header, and --resume finishes every pair."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from processes import alive, children
+
+    pairs = tmp_path / "f.txt"
+    assert main(["pairs", "--family", "basic", "--count", "5", "--export", str(pairs)]) == 0
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "rpfast", "pairs", str(pairs), "--model", "gin", "--epochs", "100", "--patience",
+            "100", "--jobs", "2", "--threads", "2", "--out", str(out), "--no-progress"]
+
+    def start_and_wait_for_rows(command, rows):
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline, workers = time.monotonic() + 120, []  # a hang guard, not a timing assertion
+        while time.monotonic() < deadline and process.poll() is None:
+            workers = sorted(set(workers) | set(children(process.pid)))
+            if (out / "pairs.csv").is_file() and len((out / "pairs.csv").read_text().splitlines()) >= 1 + rows:
+                break
+            time.sleep(0.02)
+        return process, workers
+
+    process, workers = start_and_wait_for_rows(argv, 1)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 143 and err == "rpfast pairs: terminated by SIGTERM\n", err
+    time.sleep(0.2)
+    assert workers and not [w for w in workers if alive(w)], "worker processes left running"
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "pairs.csv"]  # no temporary, no summary
+    lines = (out / "pairs.csv").read_text().splitlines()
+    assert lines[0] == HEADER and len(lines) >= 2 and all(len(line.split(",")) == 12 for line in lines[1:])
+
+    process, _ = start_and_wait_for_rows(argv + ["--resume"], len(lines))
+    process.kill()
+    process.communicate()
+    for worker in children(process.pid):
+        __import__("os").kill(worker, signal.SIGKILL)
+    assert (out / "pairs.csv").read_text().startswith(HEADER + "\n")
+    resumed = subprocess.run(argv + ["--resume"], capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    lines = (out / "pairs.csv").read_text().splitlines()
+    assert lines.count(HEADER) == 1 and sorted(int(r["index"]) for r in _rows(out / "pairs.csv")) == list(range(5))

@@ -82,7 +82,8 @@ def _read_split(path: Path, s: int, entry, position: torch.Tensor, invalid: set,
             if row in invalid:
                 raise ValueError(f"{path}: split {s}, {part}: row {row} holds a SMILES RDKit cannot parse")
             if row in seen:
-                raise ValueError(f"{path}: split {s}: row {row} is in {seen[row]} and in {part}")
+                where = f"twice in {part}" if seen[row] == part else f"in {seen[row]} and in {part}"
+                raise ValueError(f"{path}: split {s}: row {row} is {where}")
             seen[row] = part
         parts.append(position[torch.tensor(rows, dtype=torch.int64)])
     for part, index in zip(PARTS, parts):
