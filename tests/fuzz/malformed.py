@@ -1140,6 +1140,8 @@ def cli_csl_case(draw):
 
 
 # ============================================================================ registry
+from malformed_files import GROUP as FILES  # noqa: E402 - the files users give the commands
+
 GROUPS = {  # slowest groups first: the background workers take them in this order
     "subsets": {
         "k_subsets": (k_subsets_case("k_subsets"), 300),
@@ -1187,6 +1189,7 @@ GROUPS = {  # slowest groups first: the background workers take them in this ord
         "rpfast subsets": (cli_subsets_case(), 200),
         "rpfast csl": (cli_csl_case(), 20),
     },
+    "files": FILES,
 }
 
 

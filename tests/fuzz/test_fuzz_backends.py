@@ -232,3 +232,44 @@ def test_batch_norm_relu_equals_torch_autograd_on_non_finite_inputs(backend_name
     _close([m1, v1], [m2, v2], torch.float64, f"batch_norm_relu ({backend_name}, {mode}) running statistics")
     _close(torch.autograd.grad((out * g).sum(), mine), torch.autograd.grad((expected * g).sum(), ref),
            torch.float64, f"batch_norm_relu ({backend_name}, {mode}, training={training}) gradient of input")
+
+
+LAYER_NAMES = ("GINConv", "GIN", "GIN-flat", "GIN-wide", "RPGIN")
+
+
+@pytest.mark.parametrize("name", LAYER_NAMES)
+@fuzz_settings(12)
+@given(seed=st.integers(0, 2 ** 31 - 1), mode=st.sampled_from(MODES[1:]), training=st.booleans())
+def test_gin_and_rpgin_agree_across_backends_on_non_finite_features(name, seed, mode, training):
+    """Whole layers (the fused GIN network, its layer path, RP-GIN's IDs) on node features with
+    NaN and infinities: outputs, every gradient and the BatchNorm statistics, NaN where the other
+    backend has NaN."""
+    import copy
+
+    from layer_cases import layer_cases
+
+    fuzzing.count(name, "reference")
+    torch.manual_seed(0)
+    model, (x, graph) = layer_cases()[name]()
+    x = Draw(seed, mode, torch.float64).values(*x.shape)
+    model.train(training)
+    twin = copy.deepcopy(model)
+    weights = None
+
+    def step(m):
+        nonlocal weights
+        inputs = x.clone().requires_grad_()
+        out = m(inputs, graph)
+        weights = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).reshape(out.shape) if weights is None else weights
+        leaves = [inputs] + list(m.parameters())
+        return [out.detach()] + list(torch.autograd.grad((out * weights).sum(), leaves, allow_unused=True))
+
+    with backend("auto"):
+        expected = step(model)
+    with backend("torch"):
+        if getattr(twin, "generator", None) is not None:
+            twin.generator.manual_seed(0)
+        got = step(twin)
+    _close(got, expected, torch.float64, f"{name} ({mode}, training={training}) output and gradients")
+    _close(list(twin.state_dict().values()), list(model.state_dict().values()), torch.float64,
+           f"{name} ({mode}) state")
