@@ -406,3 +406,22 @@ def test_out_dot_in_an_empty_directory_writes_into_it(tmp_path, capsys, monkeypa
     assert sorted(p.name for p in work.iterdir()) == ["csl.png", "results.json", "summary.csv"]
     assert _leftovers(tmp_path, {"work"}) == []
     capsys.readouterr()
+
+
+def test_outputs_follow_the_umask_like_any_file_the_user_writes(tmp_path):
+    """Outputs are written under a temporary name and renamed: the temporary must be made as
+    the final file would be (open(), mkdir()), not with mkstemp's private 0600 / 0700."""
+    from rpfast._io import atomic_directory, atomic_path
+
+    previous = os.umask(0o027)
+    try:
+        with atomic_path(tmp_path / "file.txt") as tmp:
+            tmp.write_text("x")
+        with atomic_directory(tmp_path / "out") as tmp:
+            (tmp / "inner.json").write_text("{}")
+            (tmp / "runs").mkdir()
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "file.txt").stat().st_mode & 0o777 == 0o640
+    assert (tmp_path / "out" / "inner.json").stat().st_mode & 0o777 == 0o640
+    assert (tmp_path / "out").stat().st_mode & 0o777 == (tmp_path / "out" / "runs").stat().st_mode & 0o777 == 0o750
