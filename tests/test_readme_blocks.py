@@ -1,11 +1,13 @@
-"""The README's shell blocks (```bash, ```sh, ```console) run top to bottom, in order, in one
-temporary directory, each command exiting 0 (``set -e -o pipefail``).
+"""The shell blocks (```bash, ```sh, ```console) of the README and of every page under docs/
+run top to bottom, in order, one temporary directory per file, each command exiting 0
+(``set -e -o pipefail``).
 
 What the test changes, and why (so that the whole run takes well under a minute):
 
-* Install commands (``pip install ...``) and test-suite runs (``python -m pytest ...``, with or
-  without leading ``VAR=value`` settings) are left out: this test runs inside the installed
-  package's own test suite. A block left with no command is skipped.
+* Install commands (``pip install ...``), test-suite runs (``python -m pytest ...``, with or
+  without leading ``VAR=value`` settings) and the docs build (``python -m sphinx``, ``python
+  scripts/experiment_tables.py``: tests/test_docs.py runs them) are left out: this test runs
+  inside the installed package's own test suite. A block left with no command is skipped.
 * Experiment commands keep every documented option; :func:`_quick` appends short-run options
   after them (argparse keeps the last value of a repeated option): ``rpfast csl`` gets
   ``--epochs 2 --folds 1 --jobs 1 --no-progress``; ``rpfast molecules`` (``train``) gets
@@ -28,7 +30,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-SKIPPED = (re.compile(r"pip install\b"), re.compile(r"(python -m )?pytest\b"))
+PAGES = [README] + sorted((ROOT / "docs").rglob("*.md"))
+# installs, and commands that other tests run (the suites; the docs build and the experiment
+# tables: tests/test_docs.py)
+SKIPPED = (re.compile(r"pip install\b"), re.compile(r"(python -m )?pytest\b"), re.compile(r"python -m sphinx\b"),
+           re.compile(r"python scripts/experiment_tables\.py\b"))
 ENV_PREFIX = re.compile(r"^(\w+=\S*\s+)*")
 
 pytestmark = pytest.mark.backend_neutral
@@ -43,9 +49,9 @@ def _tox21_head(path: Path, rows: int = 500) -> None:
 FIXTURES = {"my.csv.gz": _tox21_head}
 
 
-def readme_blocks():
-    """``(language, text)`` of every shell block of the README, in order."""
-    return re.findall(r"^```(bash|sh|console)\n(.*?)^```", README.read_text(), re.S | re.M)
+def readme_blocks(page: Path = README):
+    """``(language, text)`` of every shell block of ``page`` (the README), in order."""
+    return re.findall(r"^```(bash|sh|console)\n(.*?)^```", page.read_text(), re.S | re.M)
 
 
 def _commands(language: str, text: str):
@@ -95,7 +101,7 @@ def script(language: str, text: str) -> str:
 
 def test_the_readme_has_shell_blocks_and_the_rules_apply():
     blocks = readme_blocks()
-    assert len(blocks) >= 4
+    assert len(blocks) >= 3
     assert script("bash", "pip install torch==2.13.0 . && rpfast csl  # a comment\n") == \
         "rpfast csl --epochs 2 --folds 1 --jobs 1 --no-progress"
     assert script("bash", "RPFAST_FUZZ_EXAMPLES=9 python -m pytest tests/fuzz\n") == ""
@@ -103,17 +109,18 @@ def test_the_readme_has_shell_blocks_and_the_rules_apply():
     assert _drop_comment("printf '# x\\n' > g.txt  # made here") == "printf '# x\\n' > g.txt  "
 
 
-def test_readme_shell_blocks_run_top_to_bottom(tmp_path):
+@pytest.mark.parametrize("page", [p for p in PAGES if readme_blocks(p)], ids=lambda p: str(p.relative_to(ROOT)))
+def test_shell_blocks_run_top_to_bottom(page, tmp_path):
     for name, make in FIXTURES.items():
         make(tmp_path / name)
     env = dict(os.environ, RPFAST_CACHE=str(tmp_path / ".cache"), MPLBACKEND="Agg",
                PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
-    for index, (language, text) in enumerate(readme_blocks()):
+    for index, (language, text) in enumerate(readme_blocks(page)):
         commands = script(language, text)
         if not commands:
             continue
         result = subprocess.run(["bash", "-c", "set -e -o pipefail\n" + commands], cwd=tmp_path, env=env,
                                 capture_output=True, text=True, timeout=300)
-        assert result.returncode == 0, (f"README shell block {index + 1} failed (exit {result.returncode}):\n"
+        assert result.returncode == 0, (f"{page.name}: shell block {index + 1} failed (exit {result.returncode}):\n"
                                         f"{commands}\n--- stdout\n{result.stdout[-3000:]}\n--- stderr\n"
                                         f"{result.stderr[-3000:]}")

@@ -1,6 +1,6 @@
-"""The README's "What is not supported" list: each entry raises the error it documents (the
-backticked ``Error: message`` of the entry is the start of the raised one), and torch.compile,
-which is supported, is not caught by the checks (tests/test_compile.py)."""
+"""The guide's "What is not supported" list (docs/guide/unsupported.md): each entry raises the
+error it documents (the backticked ``Error: message`` of the entry is the start of the raised
+one), and torch.compile, which is supported, is not caught by the checks (tests/test_compile.py)."""
 import re
 import warnings
 from pathlib import Path
@@ -12,7 +12,7 @@ from rpfast.data import GraphBatch
 from rpfast.nn import GIN, RPGIN, GINConv, RelationalPooling, VecMLP
 from rpfast.ops import gin_aggregate
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "guide" / "unsupported.md"
 EDGE_INDEX = torch.tensor([[0, 1, 1, 2, 2, 0, 2, 3], [1, 0, 2, 1, 0, 2, 3, 2]])
 X = torch.randn(4, 3)
 
@@ -20,9 +20,7 @@ X = torch.randn(4, 3)
 def _documented_errors():
     """``{topic: "Error: message start"}`` of the section's bullets (topic: the bullet's text up to
     its first colon or parenthesis, without backticks)."""
-    text = README.read_text()
-    start = text.index("\n## What is not supported\n")
-    section = text[start:text.index("\n## ", start + 1)]
+    section = PAGE.read_text()
     errors = {}
     for bullet in re.split(r"\n(?=- )", section)[1:]:
         spans = [" ".join(s.split()) for s in re.findall(r"`([^`]+)`", bullet)]
@@ -60,7 +58,7 @@ def _weighted_adj_t():
     return torch.sparse_coo_tensor(EDGE_INDEX.flip(0), torch.full((8,), 0.5), (4, 4))
 
 
-TRIGGERS = {  # the README entry's topic -> a call that hits it with the entry's example names
+TRIGGERS = {  # the guide entry's topic -> a call that hits it with the entry's example names
     "torch.jit.trace": lambda: torch.jit.trace(_gin(), (X, EDGE_INDEX)),
     "torch.jit.script": lambda: torch.jit.script(_gin()),
     "torch.func": lambda: _vmap(_gin()),
@@ -74,7 +72,7 @@ def _trigger(topic: str):
     for key, call in TRIGGERS.items():
         if key in topic:
             return call
-    raise AssertionError(f"no test triggers the README's unsupported entry {topic!r}")
+    raise AssertionError(f"no test triggers the guide's unsupported entry {topic!r}")
 
 
 DOCUMENTED = _documented_errors()

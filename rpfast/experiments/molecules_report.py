@@ -8,6 +8,7 @@ import numpy as np
 
 from rpfast._io import atomic_directory
 from rpfast.experiments.molecule_checkpoints import write_checkpoint
+from rpfast.experiments.report import provenance
 
 COLUMNS = ("model", "metric", "test_score", "test_sd", "valid_score", "seconds_per_epoch", "splits")
 
@@ -40,7 +41,8 @@ def run_directory(run: Dict) -> str:
 
 
 def write_outputs(results: Dict, out_dir: Path, force: bool = False) -> List[Path]:
-    """The run's files: summary.csv, results.json, splits.json, task_scores.png,
+    """The run's files: summary.csv, results.json (with
+    :func:`~rpfast.experiments.report.provenance`), splits.json, task_scores.png,
     learning_curves.png, (regression) test_parity.png, (with k-ary runs at several k)
     kary_sweep.png, and per model and split
     ``runs/<model>/split<s>/best.pt`` (the checkpoint ``rpfast molecules predict`` reads) and
@@ -64,7 +66,7 @@ def write_outputs(results: Dict, out_dir: Path, force: bool = False) -> List[Pat
             writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
             writer.writeheader()
             writer.writerows(results["summary"])
-        shown = {key: value for key, value in results.items() if key != "files"}
+        shown = {**{key: value for key, value in results.items() if key != "files"}, "provenance": provenance()}
         (tmp / "results.json").write_text(json.dumps(shown, indent=2, allow_nan=False))
         (tmp / "splits.json").write_text(json.dumps(results["splits"], allow_nan=False))
         for run, checkpoint, predicted in zip(results["runs"], files["checkpoints"], files["predictions"]):

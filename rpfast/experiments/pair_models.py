@@ -65,9 +65,9 @@ second into a larger T^2.
   so f sees cycles, cliques and the links between neighbourhoods directly; the orders'
   distribution depends only on the graph, so the average is invariant in expectation, and far
   fewer draws than pi-SGD's n! relabelings cover it, which makes the average of
-  ``eval_samples`` views sharp. Measured on the built-in
-  families (README), it separates every CSL, basic and regular pair that rp-gin misses, at a
-  fraction of rp-gin's cost; with the walk part it separates the 20 strongly regular pairs
+  ``eval_samples`` views sharp. Measured on the built-in families
+  (docs/experiments/pairs.md), it separates every CSL, basic and regular pair that rp-gin
+  misses, at a fraction of rp-gin's cost; with the walk part it separates the 20 strongly regular pairs
   where the MLP alone separated 4.
 """
 import math

@@ -2,7 +2,9 @@
 
 Outputs in ``--out``: ``config.json`` (written first), ``pairs.csv`` (created with its header
 before any pair runs, then one row per pair and seed, appended and flushed as each finishes, so
-an interrupted run loses nothing and ``--resume`` continues it; :mod:`~rpfast.experiments.pairs_rows`), with ``--save-embeddings`` ``embeddings/<category>_<index>_seed<s>.npz``
+an interrupted run loses nothing and ``--resume`` continues it;
+:mod:`~rpfast.experiments.pairs_rows`), with ``--save-embeddings``
+``embeddings/<category>_<index>_seed<s>.npz``
 (the D matrices ``differences`` and ``reliability``, to recompute T2 independently), and at the
 end ``summary.json`` and ``scores.png`` (written whole; their presence marks a finished run).
 """
@@ -28,7 +30,7 @@ from rpfast.experiments.pair_models import MODELS, ORIENTATIONS, check_graph_siz
 from rpfast.experiments.pairs import PairsSettings, run_pair, score
 from rpfast.experiments.pairs_rows import COLUMNS, create_rows_file, read_rows
 from rpfast.experiments.pairs_report import changed_constants, describe_model, format_table, plot_scores
-from rpfast.experiments.report import wall_seconds
+from rpfast.experiments.report import provenance, wall_seconds
 from rpfast.experiments.workers import default_jobs, run_in_workers
 
 
@@ -199,8 +201,8 @@ def main(config: PairsConfig, progress: bool = True) -> Dict:
     print(format_table(table, describe_model(asdict(config)), changed))
     with atomic_path(out / "summary.json") as tmp:
         tmp.write_text(json.dumps({"config": asdict(config), "model": describe_model(asdict(config)),
-                                   "changed_protocol_constants": changed, "scores": table},
-                                  indent=2, allow_nan=False))
+                                   "changed_protocol_constants": changed, "scores": table,
+                                   "provenance": provenance()}, indent=2, allow_nan=False))
     with atomic_path(out / "scores.png") as tmp:
         plot_scores(table, config.model, tmp)
     print(f"finished in {wall_seconds():.0f} s; wrote {out / 'pairs.csv'}, {out / 'summary.json'}, "

@@ -17,6 +17,21 @@ STATS = ("mean", "median", "max", "min", "sd")
 _IMPORTED = time.monotonic()
 
 
+def provenance() -> Dict:
+    """Where and with what a run was made, for its results.json or summary.json: the rpfast and
+    torch versions, the machine's cores, the torch threads, the command's wall seconds so far and
+    the UTC date (docs/experiments/ quotes runs by these files)."""
+    import datetime
+
+    import torch
+
+    from rpfast import __version__
+
+    return {"rpfast": __version__, "torch": torch.__version__, "cores": os.cpu_count(),
+            "threads": torch.get_num_threads(), "wall_seconds": round(wall_seconds(), 1),
+            "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat()}
+
+
 def wall_seconds() -> float:
     """Seconds since this process started: the whole wall time of a command, its interpreter
     start-up, imports and ``--nproc`` process start-up included.
@@ -69,7 +84,8 @@ def format_table(summary: List[Dict], title: str) -> str:
 
 
 def write_outputs(results: Dict, out_dir: Path, class_names: Sequence[str], force: bool = False) -> List[Path]:
-    """Write summary.csv, results.json and a figure (per-fold accuracy, embedding projections).
+    """Write summary.csv, results.json (the settings, the table, every run and
+    :func:`provenance`) and a figure (per-fold accuracy, embedding projections).
 
     The files are written into a temporary directory beside ``out_dir`` that replaces it when
     all of them are complete (:func:`atomic_directory`: a non-empty ``out_dir`` only with
@@ -78,13 +94,13 @@ def write_outputs(results: Dict, out_dir: Path, class_names: Sequence[str], forc
     out_dir = Path(out_dir)
     names = ["summary.csv", "results.json", "csl.png"]
     with atomic_directory(out_dir, force) as tmp:
-        with (tmp / names[0]).open("w", newline="") as fh:
+        with (tmp / "summary.csv").open("w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=["model", *STATS, "runs"])
             writer.writeheader()
             writer.writerows(results["summary"])
-        payload = {k: results[k] for k in ("config", "summary", "runs", "seconds")}
-        (tmp / names[1]).write_text(json.dumps(payload, indent=2, allow_nan=False))
-        plot(results, tmp / names[2], class_names, fmt="png")
+        payload = {**{k: results[k] for k in ("config", "summary", "runs", "seconds")}, "provenance": provenance()}
+        (tmp / "results.json").write_text(json.dumps(payload, indent=2, allow_nan=False))
+        plot(results, tmp / "csl.png", class_names, fmt="png")
     return [out_dir / name for name in names]
 
 

@@ -133,7 +133,7 @@ def fit(model: nn.Module, batches: Batches, loss: LossFn, *, epochs: int,
     model, trained = prepare(model, context, sync_bn=sync_bn, find_unused_parameters=find_unused_parameters)
     optimizer = optimizer(list(model.parameters()))
     schedule = schedule(optimizer) if schedule is not None else None
-    result, best_state = FitResult(model), None
+    result, best = FitResult(model), _Snapshot(model)
     for index in range(epochs):
         start = time.perf_counter()
         mean_loss = _train_epoch(trained, batches, loss, optimizer, index, context)
@@ -156,15 +156,37 @@ def fit(model: nn.Module, batches: Batches, loss: LossFn, *, epochs: int,
             result.metrics.append(score)
         if _better(score, result.best_metric, maximize) or (result.best_metric is None and score is None):
             result.best_epoch, result.best_metric = index, score
-            best_state = {key: value.clone() for key, value in model.state_dict().items()}
+            best.take()
         if on_epoch is not None:
             on_epoch(Epoch(index, mean_loss, score, result.seconds[-1]))
-    if best_state is None:
+    if result.best_epoch < 0:
         raise TrainingDiverged(f"training diverged in its first epoch ({result.divergence}): no epoch can be kept; "
                                "lower the learning rate", 0)
     if result.best_epoch != len(result.losses) - 1:
-        model.load_state_dict(best_state)
+        best.restore()
     return result
+
+
+class _Snapshot:
+    """A copy of a model's parameters and buffers, taken into buffers allocated once (an epoch's
+    copy costs one pass over the weights, not a ``state_dict`` walk of the module tree)."""
+
+    def __init__(self, model: nn.Module):
+        self.tensors = list(model.parameters()) + list(model.buffers())
+        self.copies = None
+
+    def take(self) -> None:
+        with torch.no_grad():
+            if self.copies is None:
+                self.copies = [t.detach().clone() for t in self.tensors]
+            else:
+                for copy, tensor in zip(self.copies, self.tensors):
+                    copy.copy_(tensor)
+
+    def restore(self) -> None:
+        with torch.no_grad():
+            for tensor, copy in zip(self.tensors, self.copies):
+                tensor.copy_(copy)
 
 
 def diverged_warning(what: str, diverged_epoch: int, divergence: str, kept: int, epochs: int) -> str:
@@ -185,14 +207,15 @@ def _divergence(mean_loss: float, model: nn.Module, context: Context) -> Optiona
     on any process of a group, is NaN or infinite), or None. One read of the device per epoch."""
     if not math.isfinite(mean_loss):
         return f"the training loss is {mean_loss}"
-    broken = [name for name, t in model.state_dict().items() if t.is_floating_point() and t.numel()]
-    finite = torch.stack([torch.isfinite(model.state_dict()[n]).all() for n in broken]) if broken else None
+    named = [(name, t) for name, t in (*model.named_parameters(), *model.named_buffers())
+             if t.is_floating_point() and t.numel()]
+    finite = torch.stack([torch.isfinite(t).all() for _, t in named]) if named else None
     ok = bool(finite.all()) if finite is not None else True
     if context.distributed:  # buffers may differ between the processes: all stop, or none
         ok = context.mean(float(ok)) == 1.0
     if ok:
         return None
-    first = next((n for n, f in zip(broken, finite.tolist()) if not f), "a buffer on another process")
+    first = next((name for (name, _), f in zip(named, finite.tolist()) if not f), "a buffer on another process")
     return f"{first} is not finite after it; the mean training loss was {mean_loss:.4g}"
 
 

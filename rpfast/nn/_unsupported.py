@@ -1,5 +1,5 @@
-"""What rpfast's layers do not support, refused with one clear error each (README: "What is not
-supported").
+"""What rpfast's layers do not support, refused with one clear error each
+(docs/guide/unsupported.md).
 
 * ``torch.jit.script``: every public rpfast module inherits :class:`NotScriptable`, whose
   ``__prepare_scriptable__`` (which ``torch.jit.script`` calls on a module and on each of its
