@@ -20,7 +20,7 @@ exclude_patterns = ["_build", "experiments/results"]
 root_doc = "index"
 
 autodoc_member_order = "bysource"
-autodoc_default_options = {"members": True, "show-inheritance": False}
+autodoc_default_options = {}
 autodoc_typehints = "signature"
 autodoc_preserve_defaults = True  # show `generator=None`, not the evaluated object
 napoleon_google_docstring = True

@@ -52,8 +52,9 @@ def csl_table(record: Dict) -> List[str]:
                                                                                           "sd"))
                      + f" | {row['runs']} | {'-' if paper is None else paper} |")
     lines.append("")
-    lines.append(_made(record, f"Validation accuracy (%) of `rpfast csl`: {config['folds']} folds x "
-                               f"{config['seeds']} initialisations, {config['epochs']} epochs, batches of "
+    seeds = f"{config['seeds']} initialisation" + ("s" if config["seeds"] != 1 else "")
+    lines.append(_made(record, f"Validation accuracy (%) of `rpfast csl`: {config['folds']} folds x {seeds}, "
+                               f"{config['epochs']} epochs, batches of "
                                f"{config['batch_size'] or 'all'}; {record['seconds']:.0f} s of training"))
     return lines
 

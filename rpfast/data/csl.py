@@ -15,6 +15,7 @@ from rpfast.data.batch import GraphBatch
 
 __all__ = ["csl_graph", "csl_dataset", "csl_batch", "PAPER_SKIPS"]
 
+#: The paper's ten skip lengths R of CSL(41, R), one class each.
 PAPER_SKIPS = (2, 3, 4, 5, 6, 9, 11, 12, 13, 16)
 
 

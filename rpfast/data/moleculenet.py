@@ -33,6 +33,7 @@ __all__ = ["MoleculeDataset", "read_moleculenet_csv", "load_tox21", "TOX21_TASKS
            "random_split", "scaffold_split", "balanced_scaffold_split"]
 
 DATASETS = Path(__file__).resolve().parent / "datasets"
+#: Tox21's twelve binary toxicity tasks, in the file's column order.
 TOX21_TASKS = ("NR-AR", "NR-AR-LBD", "NR-AhR", "NR-Aromatase", "NR-ER", "NR-ER-LBD", "NR-PPAR-gamma",
                "SR-ARE", "SR-ATAD5", "SR-HSE", "SR-MMP", "SR-p53")
 

@@ -193,6 +193,7 @@ ELEMENTS = ("C", "N", "O", "S", "F", "Si", "P", "Cl", "Br", "Mg", "Na", "Ca", "F
             "Cd", "In", "Mn", "Zr", "Cr", "Pt", "Hg", "Pb", "Unknown")
 #: Widths of the one-hot blocks of the 75 atom features, in order (``ATOM_FEATURES`` names them).
 _DEGREES, _VALENCES, _HYBRIDS, _HCOUNTS = 11, 7, 5, 5
+#: The width of the atom features (DeepChem's ConvMol: element, degree, valence, charge, ...).
 ATOM_FEATURES = 75
 #: bond type (single, double, triple, aromatic), conjugated, in ring, stereo (none, any, Z, E)
 BOND_FEATURES = 10

@@ -345,6 +345,7 @@ def cfi_pair(base):
 _GENERATORS: Dict[str, Tuple[Callable[[int, int], List[GraphPair]], Optional[int]]] = {
     "basic": (_basic, 20), "regular": (_regular, 20), "srg": (_srg, 20), "4vtx": (_four_vertex, None),
     "csl": (_csl, None), "cfi": (_cfi, None)}
+#: The built-in families' names (``all``: every family, each under its own category).
 FAMILIES = tuple(_GENERATORS) + ("all",)
 
 

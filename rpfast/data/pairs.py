@@ -31,8 +31,9 @@ __all__ = ["GraphPair", "read_pairs", "write_pairs", "check_pair", "check_catego
            "networkx_graph", "networkx_edge_index", "local_invariants", "isomorphic_within", "KNOWN_CATEGORIES",
            "ISOMORPHISM_CHECK_MAX", "ISOMORPHISM_CHECK_SECONDS"]
 
-#: Pairs of at most this many vertices are checked for isomorphism, for at most this many seconds each.
+#: Pairs of at most this many vertices are checked for isomorphism ...
 ISOMORPHISM_CHECK_MAX = 64
+#: ... for at most this many seconds each.
 ISOMORPHISM_CHECK_SECONDS = 1.0
 
 #: The categories with a published reference: rpfast's families (:mod:`rpfast.data.pair_families`)
@@ -65,6 +66,7 @@ def networkx_edge_index(graph) -> Tensor:
 
 
 def networkx_graph(edge_index: Tensor, n: int):
+    """The networkx graph on nodes ``0..n-1`` with the edges of ``edge_index [2, E]``."""
     import networkx as nx
 
     graph = nx.Graph()

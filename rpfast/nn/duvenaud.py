@@ -254,7 +254,8 @@ class RPDuvenaud(RPGNN):
     ``element [N]`` (as :meth:`MoleculeGraphs.batch` sets it).
 
     Args:
-        in_dim, num_tasks, **duvenaud_kwargs: as for :class:`Duvenaud` (``in_dim`` without IDs).
+        in_dim, num_tasks: as for :class:`Duvenaud` (``in_dim`` without IDs).
+        **duvenaud_kwargs: as for :class:`Duvenaud`.
         id_dim: the ID width.
         strategy: a PiSGD; its counts per mode belong to it.
         generator: CPU ``torch.Generator`` for reproducible orders.

@@ -98,15 +98,15 @@ def bfs_order(graph: GraphBatch, start: StartSpec = "random", tiebreak: Optional
 
 
 class WLOrder(NamedTuple):
-    """Result of :func:`wl_order`.
+    """Result of :func:`wl_order`:
 
-    order: ``[B, P, n_max]`` vertices sorted by stable colour, ties by tiebreak rank.
-    colours: ``[N]`` stable 1-WL colour of every node (canonical per graph).
-    log_num_orders: ``[B]`` float64, log of the number of orders consistent with the
-        refinement, ``sum over colour classes of log(|class|!)``.
-    num_orders: exact counts as Python ints (products of factorials), a sequence computed
-        per graph on first access: the exact count of a graph with a million equivalent
-        vertices has millions of digits and takes seconds.
+    * ``order``: ``[B, P, n_max]`` vertices sorted by stable colour, ties by tiebreak rank.
+    * ``colours``: ``[N]`` stable 1-WL colour of every node (canonical per graph).
+    * ``log_num_orders``: ``[B]`` float64, log of the number of orders consistent with the
+      refinement, ``sum over colour classes of log(|class|!)``.
+    * ``num_orders``: exact counts as Python ints (products of factorials), a sequence computed
+      per graph on first access: the exact count of a graph with a million equivalent vertices
+      has millions of digits and takes seconds.
     """
 
     order: Tensor

@@ -165,8 +165,8 @@ def k_subsets(graph: GraphLike, k: int, prune: Union[Prune, str] = Prune.NONE, n
         ``subsets[ptr[b]:ptr[b+1]]``, local vertex ids ascending, rows lexicographic.
 
     Raises:
-        ValueError if the output would exceed the budget (the message gives the count and
-        points to :func:`iter_k_subsets` / :func:`count_k_subsets`).
+        ValueError: if the output would exceed the budget (the message gives the count and
+            points to :func:`iter_k_subsets` / :func:`count_k_subsets`).
     """
     batch = _as_batch(graph, num_nodes)
     k = check_int(k, "k", minimum=1)

@@ -39,10 +39,13 @@ class GINLayer(NotScriptable, nn.Module):
     one node).
 
     Args:
-        in_dim: node feature width (0 for none), id_dim: one-hot ID width (0 for none),
-        hidden: output width, mlp_layers: linear maps in the MLP (>= 1), train_eps: learn eps,
-        edge_dim: edge feature width (0: plain GIN; > 0: GINE messages, ``graph.edge_attr``
-        ``[E, edge_dim]`` required).
+        in_dim: node feature width (0 for none).
+        hidden: output width.
+        mlp_layers: linear maps in the MLP (>= 1).
+        train_eps: learn eps.
+        id_dim: one-hot ID width (0 for none).
+        edge_dim: edge feature width (0: plain GIN; > 0: GINE messages, ``graph.edge_attr
+            [E, edge_dim]`` required).
 
     Shapes: ``h [R, N, in_dim]`` or None, ``ids [R, N]`` or None -> ``[R, N, hidden]``.
     """

@@ -27,8 +27,9 @@ class RPGIN(RPGNN):
     materialised (see :class:`~rpfast.nn.GINLayer`).
 
     Args:
-        in_dim, hidden, num_layers, out_dim, **gin_kwargs: as for :class:`~rpfast.nn.GIN`
-            (``edge_dim=`` makes every layer GINE-style, reading ``edge_attr``).
+        in_dim, hidden, num_layers, out_dim: as for :class:`~rpfast.nn.GIN`.
+        **gin_kwargs: as for :class:`~rpfast.nn.GIN` (``edge_dim=`` makes every layer
+            GINE-style, reading ``edge_attr``).
         id_dim: m, the one-hot ID width.
         strategy: the relabelings (:class:`~rpfast.nn.rp.Strategy` placing every vertex, see
             :class:`~rpfast.nn.rp.RPGNN`); their counts per mode belong to it.
