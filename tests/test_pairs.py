@@ -349,6 +349,11 @@ def test_pairs_command_exports_a_family_as_a_pair_file(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == f"wrote 6 pairs to {path}"
     assert [p.category for p in read_pairs(path)] == ["basic", "regular", "srg", "4vtx", "csl", "cfi"]
     assert "exists: use --force" in cli_fails(["pairs", "--family", "srg", "--export", str(path)], capsys)
+    assert cli_fails(["pairs", "--family", "srg", "--export", str(tmp_path), "--force"], capsys) == \
+        f"rpfast pairs: error: --export {tmp_path} is a directory; name a pair file\n"
+    missing = tmp_path / "no" / "such" / "x.txt"
+    assert cli_fails(["pairs", "--family", "srg", "--export", str(missing)], capsys) == \
+        f"rpfast pairs: error: the directory of --export {missing} does not exist\n"
 
 
 @pytest.mark.parametrize("argv, message", [

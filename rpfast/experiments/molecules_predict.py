@@ -90,7 +90,7 @@ def main(config: PredictConfig, progress: bool = True) -> Predictions:
                                        or config.threads < 1):
         raise ValueError(f"threads must be a positive integer, got {config.threads!r}")
     files = checkpoint_files(config.checkpoint)
-    smiles = read_smiles_file(config.data, config.smiles_column)
+    smiles = read_smiles_file(config.data, config.smiles_column, keep_blank=True)  # one output row per line
     models = [load_checkpoint(path) for path in files]
     threads = config.threads or models[0].info.get("threads")
     if threads:

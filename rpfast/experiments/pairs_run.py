@@ -157,6 +157,10 @@ def main(config: PairsConfig, progress: bool = True) -> Dict:
         torch.set_num_threads(config.threads)
     pairs = load_pairs(config)
     if config.export is not None:
+        if Path(config.export).is_dir():
+            raise IsADirectoryError(f"--export {config.export} is a directory; name a pair file")
+        if not Path(config.export).parent.is_dir():
+            raise FileNotFoundError(f"the directory of --export {config.export} does not exist")
         if Path(config.export).exists() and not config.force:
             raise FileExistsError(f"{config.export} exists: use --force to replace it")
         write_pairs(pairs, config.export)

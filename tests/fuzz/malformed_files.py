@@ -142,13 +142,15 @@ def pairs_csv_case(draw):
 
 @st.composite
 def smiles_file_case(draw):
-    """A molecule file to predict: one entry per data line (blank lines included), or refused."""
+    """A molecule file to enumerate (blank lines skipped) or to predict (``keep_blank``: one entry
+    per line after the header): its entries, or refused naming the file."""
     from rpfast.data.molecule_files import read_smiles_file
 
     suffix = draw(st.sampled_from([".csv", ".smi"]))
     cells = st.sampled_from(["CCO", "c1ccccc1", "", "  ", "not-a-smiles", '"C,C"', '"unclosed', "# comment",
                              "smiles", "C\tname", "é"])
     lines = [draw(cells) for _ in range(draw(st.integers(0, 6)))]
+    keep_blank = draw(st.booleans())
     text = ("smiles,y\n" if suffix == ".csv" and draw(st.booleans()) else "") + "\n".join(
         line + (",1" if suffix == ".csv" and draw(st.booleans()) else "") for line in lines)
 
@@ -157,13 +159,15 @@ def smiles_file_case(draw):
             path = Path(tmp) / f"molecules{suffix}"
             path.write_text(text, encoding="utf-8")
             try:
-                smiles = read_smiles_file(path)
+                smiles = read_smiles_file(path, keep_blank=keep_blank)
             except ValueError as error:
                 assert str(path) in str(error), f"the error names no file: {error}"
                 raise
-            assert any(smiles) and all(isinstance(s, str) and s == s.strip() for s in smiles)
+            assert smiles and all(isinstance(s, str) and s == s.strip() for s in smiles)
+            assert any(smiles) or not keep_blank
 
-    return Case(f"read_smiles_file({suffix}, text={text!r})", run, (text,), after=lambda _: None)
+    return Case(f"read_smiles_file({suffix}, text={text!r}, keep_blank={keep_blank})", run, (text,),
+                after=lambda _: None)
 
 
 JSON_VALUES = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-3, 40), st.floats(allow_nan=False),
