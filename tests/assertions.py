@@ -1,9 +1,24 @@
 """Assertions shared by the test files (references live in reference.py)."""
-from typing import Callable, Iterable, Sequence, TypeVar
+import contextlib
+from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 import torch
 
 T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def backend(name: str) -> Iterator[None]:
+    """Within the block, ``rpfast.set_backend(name)`` ("auto": the C++ kernels; "torch": every op
+    on its composed path); the previous backend afterwards."""
+    import rpfast
+
+    before = rpfast.backend()
+    rpfast.set_backend(name)
+    try:
+        yield
+    finally:
+        rpfast.set_backend(before)
 
 
 def bitwise_equal(a, b) -> bool:

@@ -6,7 +6,6 @@
   forward and backward, and every layer under ``rpfast.set_backend("torch")`` against the kernels;
 * the ``meta`` device and float64 for ops, batches and models.
 """
-import contextlib
 import copy
 
 import pytest
@@ -14,22 +13,13 @@ import torch
 
 import rpfast
 from rpfast import ops
+from assertions import backend
 from layer_cases import layer_cases, small_batch
 from rpfast.nn import GIN, GINConv
 from rpfast.ops import _registry
 from rpfast.ops.gin import graph_csr
 
 META = torch.device("meta")
-
-
-@contextlib.contextmanager
-def backend(name: str):
-    before = rpfast.backend()
-    rpfast.set_backend(name)
-    try:
-        yield
-    finally:
-        rpfast.set_backend(before)
 
 
 def _samples():

@@ -9,8 +9,6 @@ random ops (``sample_ids``, ``pisgd_relabel``: their draws are the kernel's own)
 tests/test_random_permutations.py instead. Both CI runs (C++ kernels, then
 ``RPFAST_BACKEND=torch``) run this file: it calls each form explicitly.
 """
-import contextlib
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -18,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import fuzzing
+from assertions import backend
 import rpfast
 from fuzzing import fuzz_settings
 from rpfast.data import GraphBatch
@@ -27,16 +26,6 @@ from rpfast.ops.gin import graph_csr
 RANDOM_OPS = {"sample_ids", "pisgd_relabel"}
 MODES = ("finite", "few", "many", "column")
 NON_FINITE = (float("nan"), float("inf"), float("-inf"))
-
-
-@contextlib.contextmanager
-def backend(name: str):
-    before = rpfast.backend()
-    rpfast.set_backend(name)
-    try:
-        yield
-    finally:
-        rpfast.set_backend(before)
 
 
 class Draw:
