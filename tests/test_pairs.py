@@ -442,6 +442,8 @@ def test_resume_repairs_a_missing_header_and_runs_a_pair_cut_short(tmp_path, cap
     (lambda text: text.replace(",True,", ",maybe,", 1).replace(",False,", ",maybe,", 1),
      r"pairs.csv:2: distinguished 'maybe' is not True or False"),
     (lambda text: text + "regular,1,10\n", r"pairs.csv:4: expected 12 fields"),
+    (lambda text: text.split("\n", 1)[1].replace(",True,", ",maybe,", 1).replace(",False,", ",maybe,", 1),
+     r"pairs.csv:2: distinguished 'maybe' is not True or False"),  # no header either: nothing repaired
     (lambda text: text + text.splitlines(keepends=True)[1], r"has a row for regular pair \d seed 0 twice"),
     (lambda text: text + text.splitlines(keepends=True)[1].replace("regular,", "basic,", 1),
      r"has a row for basic pair \d seed 0 but this run has no such pair"),

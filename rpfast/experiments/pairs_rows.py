@@ -34,10 +34,11 @@ def read_rows(path: Path) -> List[Dict]:
     """The complete rows of the ``pairs.csv`` at ``path`` (an empty list, and a new file with
     its header, when there is none), with their values typed.
 
-    Repaired in place (atomically) before they are read: a last line without its newline (the
-    run was killed while writing it; that pair runs again) and a missing header (the first line
-    is a row). Refused with a ``ValueError`` naming the file and the line: another header, a
-    row with the wrong number of fields, a value that is not of its column's type.
+    Repaired in place (atomically), once every row has been read: a last line without its
+    newline (the run was killed while writing it; that pair runs again) and a missing header
+    (the first line is a row). Refused with a ``ValueError`` naming the file and the line, the
+    file untouched: another header, a row with the wrong number of fields, a value that is not
+    of its column's type.
     """
     if not path.is_file():
         create_rows_file(path)
@@ -56,10 +57,11 @@ def read_rows(path: Path) -> List[Dict]:
             raise ValueError(f"--resume: {path}:1: not the header of rpfast pairs' pairs.csv ({_HEADER}); move the "
                              "file away to run those pairs again")
         lines, repaired = [_HEADER + "\n"] + lines, True
+    rows = [_typed(row, path, number) for number, row in enumerate(csv.DictReader(lines, restval=None), start=2)]
     if repaired:
         with atomic_path(path) as tmp:
             tmp.write_text("".join(lines))
-    return [_typed(row, path, number) for number, row in enumerate(csv.DictReader(lines, restval=None), start=2)]
+    return rows
 
 
 def _looks_like_a_row(line: str) -> bool:
