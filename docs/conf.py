@@ -4,7 +4,7 @@ read by MyST) and the API reference, generated from the docstrings (autodoc; Goo
 
 Build it (warnings are errors; CI builds it in tests/test_docs.py)::
 
-    pip install -e ".[docs]"
+    pip install torch==2.13.0 -e ".[docs]"
     python -m sphinx -W --keep-going -b html docs docs/_build/html
 """
 import rpfast

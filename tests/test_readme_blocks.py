@@ -16,7 +16,7 @@ What the test changes, and why (so that the whole run takes well under a minute)
   --eval-samples 8 --no-progress``.
 * Files a block reads without making them come from :data:`FIXTURES` (``my.csv.gz``: the first
   500 molecules of the shipped Tox21).
-* ``RPFAST_CACHE`` points into the temporary directory; a console block's commands are its
+* ``RPFAST_CACHE`` is one temporary directory for every page; a console block's commands are its
   ``$ `` lines (the rest is output); a comment after a command is dropped.
 """
 import gzip
@@ -109,11 +109,17 @@ def test_the_readme_has_shell_blocks_and_the_rules_apply():
     assert _drop_comment("printf '# x\\n' > g.txt  # made here") == "printf '# x\\n' > g.txt  "
 
 
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    """One featurisation cache for every page (content-keyed: Tox21 is featurised once)."""
+    return tmp_path_factory.mktemp("cache")
+
+
 @pytest.mark.parametrize("page", [p for p in PAGES if readme_blocks(p)], ids=lambda p: str(p.relative_to(ROOT)))
-def test_shell_blocks_run_top_to_bottom(page, tmp_path):
+def test_shell_blocks_run_top_to_bottom(page, tmp_path, cache):
     for name, make in FIXTURES.items():
         make(tmp_path / name)
-    env = dict(os.environ, RPFAST_CACHE=str(tmp_path / ".cache"), MPLBACKEND="Agg",
+    env = dict(os.environ, RPFAST_CACHE=str(cache), MPLBACKEND="Agg",
                PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
     for index, (language, text) in enumerate(readme_blocks(page)):
         commands = script(language, text)
