@@ -7,6 +7,19 @@ import torch
 T = TypeVar("T")
 
 
+def op_gradients(op, args) -> tuple:
+    """Gradients of ``sum(w * out)`` over a registered op's float outputs (fixed weights
+    ``w = linspace(-1, 1)``) for every float tensor in ``args`` (cloned), through the op's
+    autograd; None for an input the outputs do not reach."""
+    inputs = [a.clone().requires_grad_(a.is_floating_point()) if isinstance(a, torch.Tensor) else a for a in args]
+    out = op(*inputs)
+    outs = [o for o in (out if isinstance(out, (tuple, list)) else [out]) if o.is_floating_point()]
+    weights = [torch.linspace(-1, 1, o.numel(), dtype=o.dtype).reshape(o.shape) for o in outs]
+    loss = sum((o * w).sum() for o, w in zip(outs, weights))
+    leaves = [a for a in inputs if isinstance(a, torch.Tensor) and a.requires_grad]
+    return torch.autograd.grad(loss, leaves, allow_unused=True)
+
+
 @contextlib.contextmanager
 def backend(name: str) -> Iterator[None]:
     """Within the block, ``rpfast.set_backend(name)`` ("auto": the C++ kernels; "torch": every op

@@ -13,7 +13,7 @@ import torch
 
 import rpfast
 from rpfast import ops
-from assertions import backend
+from assertions import backend, op_gradients
 from layer_cases import layer_cases, small_batch
 from rpfast.nn import GIN, GINConv
 from rpfast.ops import _registry
@@ -105,20 +105,10 @@ def test_composed_gradients_match_the_kernels(name):
     op = _registry.registered()[name]
     args, _ = SAMPLES[name]
 
-    def gradients():
-        inputs = [a.clone().requires_grad_(a.is_floating_point()) if isinstance(a, torch.Tensor) else a
-                  for a in args]
-        out = op(*inputs)
-        outs = [o for o in (out if isinstance(out, (tuple, list)) else [out]) if o.is_floating_point()]
-        weights = [torch.linspace(-1, 1, o.numel(), dtype=o.dtype).reshape(o.shape) for o in outs]
-        loss = sum((o * w).sum() for o, w in zip(outs, weights))
-        leaves = [a for a in inputs if isinstance(a, torch.Tensor) and a.requires_grad]
-        return torch.autograd.grad(loss, leaves, allow_unused=True)
-
     with backend("auto"):
-        expected = gradients()
+        expected = op_gradients(op, args)
     with backend("torch"):
-        got = gradients()
+        got = op_gradients(op, args)
     for g, e in zip(got, expected):
         if e is None or g is None:
             assert (e is None or not e.abs().sum()) and (g is None or not g.abs().sum())

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import fuzzing
-from assertions import backend
+from assertions import backend, op_gradients
 import rpfast
 from fuzzing import fuzz_settings
 from rpfast.data import GraphBatch
@@ -165,17 +165,6 @@ def _clone(args):
     return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
 
 
-def _gradients(op, args):
-    """Gradients of ``sum(w * out)`` (fixed weights) for every float input, through the op's autograd."""
-    inputs = [a.clone().requires_grad_(a.is_floating_point()) if isinstance(a, torch.Tensor) else a for a in args]
-    out = op(*inputs)
-    outs = [o for o in (out if isinstance(out, (tuple, list)) else [out]) if o.is_floating_point()]
-    weights = [torch.linspace(-1, 1, o.numel(), dtype=o.dtype).reshape(o.shape) for o in outs]
-    loss = sum((o * w).sum() for o, w in zip(outs, weights))
-    leaves = [a for a in inputs if isinstance(a, torch.Tensor) and a.requires_grad]
-    return torch.autograd.grad(loss, leaves, allow_unused=True)
-
-
 def test_every_deterministic_op_has_random_arguments():
     draw = Draw(0, "finite", torch.float64)
     for name in DETERMINISTIC:
@@ -194,9 +183,9 @@ def test_kernel_and_composed_agree_on_finite_and_non_finite_inputs(name, seed, m
     if op.backward is None:
         return
     with backend("auto"):
-        expected = _gradients(op, args)
+        expected = op_gradients(op, args)
     with backend("torch"):
-        got = _gradients(op, args)
+        got = op_gradients(op, args)
     _close(got, expected, dtype, f"{name} ({mode}) gradient of input")
 
 
