@@ -63,8 +63,8 @@ def molecules_table(record: Dict) -> List[str]:
     config, metric = record["config"], record["metric"]
     data = "Tox21" if config["data"] == "tox21" else Path(config["data"]).name
     paper = PAPER_TOX21 if config["data"] == "tox21" and metric == "roc-auc" else {}
-    lines = [f"| model | test {metric} (sd) | validation | s / epoch | splits |" + (" paper (Table 2) |" if paper else ""),
-             "|---|---:|---:|---:|---:|" + ("---:|" if paper else "")]
+    lines = [f"| model | test {metric} (sd) | validation | s / epoch | splits |" + (" paper (Table 2) |" * bool(paper)),
+             "|---|---:|---:|---:|---:|" + ("---:|" * bool(paper))]
     for row in record["summary"]:
         sd = "" if row["test_sd"] is None else f" ({row['test_sd']:.3f})"
         cells = [row["model"], _number(row["test_score"], 3) + sd, _number(row["valid_score"], 3),

@@ -176,6 +176,24 @@ def test_run_in_workers_reports_a_killed_worker_instead_of_waiting_for_it():
         run_in_workers(_call_that_kills_its_worker, [(i,) for i in range(3)], 2, 1, _Bar())
 
 
+def _tensor_sum(tensor, report):
+    return float(tensor.sum())
+
+
+def test_run_in_workers_sends_tensors_by_value():
+    """Tasks and results cross the pipes as plain pickles: multiprocessing's pickler would share a
+    tensor's storage through a file descriptor that a background thread of the sender hands over
+    on request, and a worker stopped (SIGTERM) during that hand-over made the thread print a
+    traceback after the command's one line."""
+    code = ("import sys, torch; sys.path.insert(0, sys.argv[1]); from multiprocessing import resource_sharer; "
+            "from test_distributed import _Bar, _tensor_sum; from rpfast.experiments.workers import run_in_workers; "
+            "print(run_in_workers(_tensor_sum, [(torch.ones(3),), (torch.ones(4),)], 2, 1, _Bar()), "
+            "resource_sharer._resource_sharer._listener is None)")
+    result = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["[3.0,", "4.0]", "True"]
+
+
 def test_run_in_workers_raises_a_workers_exception_and_keeps_the_order_of_results():
     with pytest.raises(KeyError):
         run_in_workers(_call_that_raises, [(i,) for i in range(4)], 2, 1, _Bar())

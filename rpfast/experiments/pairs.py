@@ -24,7 +24,7 @@ from rpfast.data.batch import GraphBatch
 from rpfast.data.pairs import GraphPair
 from rpfast.experiments.pair_models import MODELS, build_model, check_model_settings
 from rpfast.experiments.pair_statistics import verdict
-from rpfast.experiments.training import check_learning_rate
+from rpfast.experiments.training import Snapshot, check_learning_rate
 
 __all__ = ["PairsSettings", "MODELS", "run_pair", "score", "relabeled", "batch_of", "differences_arrays"]
 
@@ -111,6 +111,7 @@ def run_pair(pair: GraphPair, seed: int, settings: PairsSettings) -> Dict:
     loss_fn = torch.nn.CosineEmbeddingLoss()
     target = -torch.ones(q)
     best, stale, epochs, loss_value = math.inf, 0, 0, math.nan
+    finite = Snapshot(model)  # the weights of the last finite loss
     model.train()
     for step in range(1, settings.epochs + 1):
         out = _embed(model, train)
@@ -118,9 +119,9 @@ def run_pair(pair: GraphPair, seed: int, settings: PairsSettings) -> Dict:
         value = float(loss.detach())
         if not math.isfinite(value):  # diverged: keep the weights of the last finite loss
             if epochs:
-                model.load_state_dict(finite_state)
+                finite.restore()
             break
-        finite_state = {key: tensor.clone() for key, tensor in model.state_dict().items()}
+        finite.take()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

@@ -14,8 +14,8 @@ from torch import Tensor, nn
 from rpfast.experiments.batches import Batches
 from rpfast.experiments.distributed import Context, current, prepare
 
-__all__ = ["Batches", "Epoch", "FitResult", "TrainingDiverged", "adam", "check_learning_rate", "diverged_warning",
-           "fit"]
+__all__ = ["Batches", "Epoch", "FitResult", "Snapshot", "TrainingDiverged", "adam", "check_learning_rate",
+           "diverged_warning", "fit"]
 
 #: The largest learning rate the optimizers take: float32's largest value (torch's Adam cannot
 #: convert a larger step size to a float32 parameter's type).
@@ -133,7 +133,7 @@ def fit(model: nn.Module, batches: Batches, loss: LossFn, *, epochs: int,
     model, trained = prepare(model, context, sync_bn=sync_bn, find_unused_parameters=find_unused_parameters)
     optimizer = optimizer(list(model.parameters()))
     schedule = schedule(optimizer) if schedule is not None else None
-    result, best = FitResult(model), _Snapshot(model)
+    result, best = FitResult(model), Snapshot(model)
     for index in range(epochs):
         start = time.perf_counter()
         mean_loss = _train_epoch(trained, batches, loss, optimizer, index, context)
@@ -167,9 +167,10 @@ def fit(model: nn.Module, batches: Batches, loss: LossFn, *, epochs: int,
     return result
 
 
-class _Snapshot:
-    """A copy of a model's parameters and buffers, taken into buffers allocated once (an epoch's
-    copy costs one pass over the weights, not a ``state_dict`` walk of the module tree)."""
+class Snapshot:
+    """A copy of a model's parameters and buffers: :meth:`take` copies them into tensors
+    allocated at the first call (one pass over the weights, not a ``state_dict`` walk of the
+    module tree), :meth:`restore` copies them back."""
 
     def __init__(self, model: nn.Module):
         self.tensors = list(model.parameters()) + list(model.buffers())

@@ -107,6 +107,17 @@ def stop(processes) -> None:
             process.join()
 
 
+def _send(connection, message) -> None:
+    """Send ``message`` by value (plain pickle). multiprocessing's own pickler would share
+    tensors through file descriptors, which a background thread of the sender hands over on
+    request; a process stopped during that hand-over makes the thread print a traceback."""
+    connection.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _receive(connection):
+    return pickle.loads(connection.recv_bytes())
+
+
 def _serve(connection, threads: int, parent: int) -> None:
     """A worker: run the calls the parent sends (``None``: stop) and send back progress, then
     the result or the exception."""
@@ -114,11 +125,11 @@ def _serve(connection, threads: int, parent: int) -> None:
     torch.set_num_threads(threads)
 
     def report(count: int) -> None:
-        connection.send(("progress", count))
+        _send(connection, ("progress", count))
 
     try:
         while True:
-            task = connection.recv()
+            task = _receive(connection)
             if task is None:
                 return
             index, function, args = task
@@ -127,9 +138,9 @@ def _serve(connection, threads: int, parent: int) -> None:
             except KeyboardInterrupt:
                 raise
             except BaseException as error:  # noqa: BLE001 - every failure goes to the parent
-                connection.send(("error", index, portable(error, f"worker process {os.getpid()}")))
+                _send(connection, ("error", index, portable(error, f"worker process {os.getpid()}")))
                 return
-            connection.send(("result", index, value))
+            _send(connection, ("result", index, value))
     except KeyboardInterrupt:
         end_by_sigint()
     except (EOFError, BrokenPipeError):  # the parent is gone
@@ -171,7 +182,7 @@ def run_in_workers(function: Callable, calls: Sequence[tuple], jobs: int, thread
             if todo:
                 index, args = todo.pop()
                 try:
-                    connections[slot].send((index, function, args))
+                    _send(connections[slot], (index, function, args))
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # it died: its sentinel says how
 
@@ -190,7 +201,7 @@ def run_in_workers(function: Callable, calls: Sequence[tuple], jobs: int, thread
                     raise ProcessFailed(f"worker process {processes[slot].pid} "
                                         f"{exit_description(processes[slot].exitcode)}")
                 try:
-                    message = item.recv()
+                    message = _receive(item)
                 except (EOFError, ConnectionResetError):  # a killed worker's socket resets
                     ended.add(slots.pop(item))
                     continue  # it exited: its sentinel says how
@@ -204,7 +215,7 @@ def run_in_workers(function: Callable, calls: Sequence[tuple], jobs: int, thread
                         on_result(message[1], message[2])
                     give(slots[item])
         for connection in connections:
-            connection.send(None)
+            _send(connection, None)
         for process in processes:
             process.join(STOP_GRACE_S)
         return [results[i] for i in range(len(calls))]
