@@ -8,9 +8,9 @@ CUDA device. Every timing synchronises the device.
 import pytest
 import torch
 
-from rpfast import _cuda
+from rpfast import _backend
 
-if not (_cuda.build_info()["built"] and torch.cuda.is_available()):
+if not (_backend.cuda_build_info()["built"] and torch.cuda.is_available()):
     pytest.skip("needs rpfast._C_cuda and a CUDA device (scripts/gpu_check.sh)", allow_module_level=True)
 
 from rpfast.data import csl_batch, csl_dataset  # noqa: E402
@@ -47,7 +47,7 @@ def test_permutation_kernels(benchmark, op, impl):
                 "permute_nodes": permute_nodes_op}[op]
     args = {"permute_adjacency": (adj, perms), "permute_adjacency_backward": (grad, perms, adj.shape[1]),
             "permute_nodes": (x, perms)}[op]
-    function = declared.cuda if impl == "rpfast" else declared.composed
+    function = declared.kernels["cuda"] if impl == "rpfast" else declared.composed
     benchmark.group = f"CUDA {op}: 256 graphs of 32 vertices, 8 relabelings"
     benchmark.extra_info["impl"] = impl
     _timed(benchmark, lambda: function(*args))
@@ -72,7 +72,7 @@ def test_gin_aggregation(benchmark, impl):
         flat = x.reshape(-1, x.shape[-1])[: graph.total_nodes]
         _timed(benchmark, lambda: conv(flat, graph.edge_index))
         return
-    function = gin_aggregate_op.cuda if impl == "rpfast" else gin_aggregate_op.composed
+    function = gin_aggregate_op.kernels["cuda"] if impl == "rpfast" else gin_aggregate_op.composed
     _timed(benchmark, lambda: function(x, *csr, eps))
 
 
@@ -86,7 +86,7 @@ def test_segment_sum(benchmark, impl):
         flat = x[0]
         _timed(benchmark, lambda: pool(flat, graph.batch))
         return
-    function = segment_sum_op.cuda if impl == "rpfast" else segment_sum_op.composed
+    function = segment_sum_op.kernels["cuda"] if impl == "rpfast" else segment_sum_op.composed
     _timed(benchmark, lambda: function(x, graph.ptr))
 
 
@@ -96,7 +96,7 @@ def test_rpgin_training_epoch_on_the_gpu(benchmark, impl, batch_size, monkeypatc
     """An RP-GIN epoch on CSL (120 graphs) on the GPU, with rpfast's CUDA kernels and with the
     torch-composed ops CUDA tensors run without them; and the same epoch on this machine's CPU
     (the C++ kernels), which answers whether such small graphs belong on a GPU at all."""
-    monkeypatch.setattr(_cuda, "_ENABLED", impl == "rpfast")
+    monkeypatch.setattr(_backend, "_CUDA_SWITCHED_ON", impl == "rpfast")
     from rpfast.experiments.csl import classification_loss
     from rpfast.experiments.training import Batches, fit
     from rpfast.nn import RPGIN

@@ -63,6 +63,18 @@ def render(data, groups, ours="rpfast"):
         for group, info in paired_rows:
             lines.append(f"| {group} | {info['paired_median'] * 1e3:.3f} | {info['paired_baseline']} | "
                          f"{info['paired_baseline_median'] * 1e3:.3f} | {info['paired_speedup']:.1f}x |")
+    boundary = sorted((b["extra_info"] for b in data["benchmarks"] if "boundary_op" in b["extra_info"]),
+                      key=lambda info: info["boundary_op"])
+    if boundary:
+        lines += ["", "The boundary: every op on one CSL graph, alternating rounds (bench_op_boundary.py; us per call):",
+                  "", "| op | bare kernel | op | op - bare | composed | composed / op | step: op | step: composed "
+                  "| composed / op |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for info in boundary:
+            step = (f"{info['op_step_us']:.1f} | {info['composed_step_us']:.1f} | "
+                    f"{info['composed_step_over_op_step']:.2f}x" if "op_step_us" in info else "- | - | -")
+            lines.append(f"| {info['boundary_op']} | {info['bare_us']:.1f} | {info['op_us']:.1f} | "
+                         f"{info['above_bare_us']:.1f} | {info['composed_us']:.1f} | {info['composed_over_op']:.2f}x | "
+                         f"{step} |")
     return "\n".join(lines)
 
 

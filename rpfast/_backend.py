@@ -1,29 +1,26 @@
-"""The one boundary between rpfast's Python code and its compiled kernels (``rpfast._C``,
-or its AVX2 twin ``rpfast._C_avx2``).
+"""The one boundary between rpfast's Python code and its compiled kernels: ``rpfast._C`` (or its
+AVX2 twin ``rpfast._C_avx2``) for CPU tensors and ``rpfast._C_cuda`` for CUDA tensors, where
+it is built.
 
-An op's declared C++ implementation (:mod:`rpfast.ops._registry`) allocates its outputs and
-hands tensors to :func:`call`. This module alone imports the extension; it sits below
+An op's declared kernel (:mod:`rpfast.ops._registry`, one per device) allocates its outputs
+and hands tensors to :func:`call`. This module alone imports the extensions; it sits below
 ``rpfast.data`` (whose GraphBatch builds its CSR and selects graphs with kernels) and imports
 only ``rpfast._validation``. It
 
-* says whether an op runs its kernels or its torch-composed implementation
-  (:func:`runs_kernels`: the backend, ``RPFAST_BACKEND=auto|torch``, and the tensor's device),
-* answers :func:`compiling`, the one call of ``torch.compiler.is_compiling()``,
-
-* checks that every tensor argument lives on a device that has kernels
-  (:func:`check_device`; one error message for every op),
-* turns tensors into the buffers the bindings take (zero-copy NumPy views of CPU tensors;
-  outputs are written in place through them),
-* passes the thread count (:func:`num_threads`, i.e. ``torch.get_num_threads()``) to every
-  kernel that parallelises.
-
-rpfast's CUDA kernels (``rpfast._C_cuda``) take device pointers, not NumPy buffers: they live in
-:mod:`rpfast._cuda`, and an op declares its CUDA form beside its C++ kernel
-(``declare(..., cuda=...)``, :mod:`rpfast.ops._registry`).
+* says which kernels an op on a tensor runs (:func:`kernels_for`: the backend,
+  ``RPFAST_BACKEND=auto|torch``, the CUDA switch ``RPFAST_CUDA_KERNELS`` and the tensor's
+  device), and whether the CPU's C++ kernels serve a tensor (:func:`runs_kernels`);
+* answers :func:`compiling`, the one call of ``torch.compiler.is_compiling()``;
+* hands every tensor over as a DLPack capsule (zero-copy; outputs are written in place), the
+  one array type both modules take: their bindings check dtype, shape, layout and device in
+  C++ (``csrc/bindings/arrays.hpp``);
+* appends the launch context: the thread count (:func:`num_threads`, i.e.
+  ``torch.get_num_threads()``) for a CPU kernel that parallelises, torch's current stream for a
+  CUDA kernel.
 """
 import importlib.machinery
 import os
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import torch
 
@@ -31,7 +28,8 @@ from rpfast import _validation
 
 __all__ = ["call", "create", "prepare", "Buffers", "check_device", "num_threads", "build_info", "kernel_devices",
            "testing_hooks", "set_threads_policy", "threads_policy", "THREADS_POLICIES", "BACKENDS", "set_backend",
-           "backend", "runs_kernels", "kernels_enabled", "compiling"]
+           "backend", "runs_kernels", "kernels_for", "kernels_enabled", "compiling", "cuda_kernels_enabled",
+           "cuda_build_info", "require_cuda"]
 
 
 def _cpu_has_avx2() -> bool:
@@ -111,15 +109,16 @@ def compiling() -> bool:
 
 
 BACKENDS = ("auto", "torch")
-_kernels_enabled = True  # "auto": C++ kernels on the devices that have them
+_kernels_enabled = True  # "auto": the kernels on the devices that have them
 
 
 def set_backend(name: str) -> None:
-    """Which implementation rpfast's ops run: ``"auto"`` (the default) runs the C++ kernels on
-    the devices that have them (the CPU) and the torch-composed implementation elsewhere;
-    ``"torch"`` runs the composed implementation everywhere (to compare, or to test it without
-    a GPU). Data-dependent algorithms (subset enumeration, DFS/BFS/WL orders, CSR building,
-    random relabelings) run their CPU code in both. ``RPFAST_BACKEND`` sets it at import."""
+    """Which implementation rpfast's ops run: ``"auto"`` (the default) runs the kernels on the
+    devices that have them (the CPU's C++ kernels; the CUDA kernels where ``rpfast._C_cuda`` is
+    built and a device is present) and the torch-composed implementation elsewhere; ``"torch"``
+    runs the composed implementation everywhere, CUDA included (to compare, or to test it
+    without a GPU). Data-dependent algorithms (subset enumeration, DFS/BFS/WL orders, CSR
+    building) run their CPU code in both. ``RPFAST_BACKEND`` sets it at import."""
     global _kernels_enabled
     if name not in BACKENDS:
         raise ValueError(f"the backend must be 'auto' or 'torch', got {name!r}")
@@ -132,14 +131,28 @@ def backend() -> str:
 
 
 def kernels_enabled() -> bool:
-    """Whether the backend runs C++ kernels at all (``"auto"``)."""
+    """Whether the backend runs kernels at all (``"auto"``)."""
     return _kernels_enabled
 
 
 def runs_kernels(t: torch.Tensor) -> bool:
-    """Whether ops on ``t`` run the C++ kernels: the backend is ``"auto"`` and ``t``'s device has
-    kernels. Otherwise they run their torch-composed implementation."""
-    return _kernels_enabled and t.device.type in _IMPLEMENTATIONS
+    """Whether the CPU's C++ kernels serve ``t``: the backend is ``"auto"`` and ``t`` is on the
+    CPU. (Code with a CPU-only fast path asks this; an op asks :func:`kernels_for`.)"""
+    return _kernels_enabled and t.is_cpu
+
+
+def kernels_for(t: torch.Tensor) -> Optional[str]:
+    """The device whose kernels an op on ``t`` runs: ``"cpu"``, ``"cuda"``, or None for the
+    torch-composed implementation. The one reader of both switches: the backend
+    (:func:`set_backend`) and the CUDA kernels' availability (:func:`cuda_kernels_enabled`:
+    built, a device present, not switched off by ``RPFAST_CUDA_KERNELS=0``)."""
+    if not _kernels_enabled:
+        return None
+    if t.is_cpu:
+        return "cpu"
+    if t.is_cuda and cuda_kernels_enabled():
+        return "cuda"
+    return None
 
 
 _choice = os.environ.get("RPFAST_BACKEND", "auto")
@@ -147,10 +160,70 @@ if _choice not in BACKENDS:
     raise ImportError(f"RPFAST_BACKEND must be 'auto' or 'torch', got {_choice!r}")
 set_backend(_choice)
 
+
+# ---------------------------------------------------------------- the CUDA kernels (rpfast._C_cuda)
+def _import_cuda():
+    """``(module or None, why not)``: the CPU wheel has no CUDA build."""
+    try:
+        from rpfast import _C_cuda
+        return _C_cuda, None
+    except ImportError as error:
+        return None, str(error)
+
+
+_C_cuda, _CUDA_IMPORT_ERROR = _import_cuda()
+_CUDA_SWITCHED_ON = os.environ.get("RPFAST_CUDA_KERNELS", "1") != "0"
+_cuda_devices: Optional[int] = None  # the CUDA runtime's device count, asked once
+
+
+def cuda_kernels_enabled() -> bool:
+    """Whether CUDA tensors may run rpfast's CUDA kernels: ``rpfast._C_cuda`` built, a device
+    present, not switched off by ``RPFAST_CUDA_KERNELS=0`` (:func:`set_backend` is read by
+    :func:`kernels_for`, not here)."""
+    global _cuda_devices
+    if not _CUDA_SWITCHED_ON or _C_cuda is None:
+        return False
+    if _cuda_devices is None:
+        _cuda_devices = _C_cuda.device_count()[0]
+    return _cuda_devices > 0
+
+
+def cuda_build_info() -> dict:
+    """``built`` (whether ``rpfast._C_cuda`` imports), its ``architectures``, ``devices`` (the CUDA
+    runtime's count; 0 with ``device_error`` saying why) and whether CUDA tensors run the
+    kernels (``kernels_enabled``)."""
+    if _C_cuda is None:
+        return {"built": False, "architectures": None, "devices": 0, "device_error": "not built with RPFAST_CUDA",
+                "kernels_enabled": False}
+    count, error = _C_cuda.device_count()
+    return {"built": True, "architectures": _C_cuda.architectures, "devices": count, "device_error": error or None,
+            "kernels_enabled": cuda_kernels_enabled()}
+
+
+def require_cuda() -> None:
+    """RuntimeError, in one line, unless the CUDA kernels can run here."""
+    if _C_cuda is None:
+        raise RuntimeError("rpfast was built without CUDA kernels: reinstall with "
+                           "`pip install -Ccmake.define.RPFAST_CUDA=ON .` on a machine with nvcc")
+    count, error = _C_cuda.device_count()
+    if count == 0:
+        raise RuntimeError(f"rpfast's CUDA kernels are built but no CUDA device is usable here ({error})")
+
+
+def _call_cuda(kernel: str, converted: list, device: torch.device):
+    """A CUDA kernel on ``device``: launched on torch's current stream there, which the binding
+    takes where the CPU's takes its thread count."""
+    function = getattr(_C_cuda, kernel, None) if cuda_kernels_enabled() else None
+    if function is None:
+        raise ValueError(f"{kernel} has no CUDA kernel in this build; its input is on {device}")
+    with torch.cuda.device(device):
+        return function(*converted, torch.cuda.current_stream(device).cuda_stream)
+
+
 # device type -> module with the kernels for tensors on that device
 _IMPLEMENTATIONS: Dict[str, Any] = {"cpu": _C}
-# The argument checks (rpfast._validation.require_kernel_device, below this module) name the
-# devices from their own constant: a device added here must be added there.
+# The argument checks of the CPU-only algorithms (rpfast._validation.require_kernel_device, below
+# this module) name the devices from their own constant: a device added here must be added there.
 assert tuple(_IMPLEMENTATIONS) == _validation.KERNEL_DEVICES, "keep _validation.KERNEL_DEVICES in step"
 
 # kernels that run on one thread (every other kernel takes ``threads=``); for the classes
@@ -176,74 +249,78 @@ def num_threads() -> int:
     return max(1, torch.get_num_threads())
 
 
-def _buffer(t: torch.Tensor):
-    """A zero-copy view the bindings can read and write (the tensor must be contiguous)."""
-    return t.detach().numpy() if t.requires_grad else t.numpy()
+_to_dlpack = torch._C._to_dlpack  # torch.utils.dlpack.to_dlpack: ~0.2 us, a third of Tensor.numpy()
+
+
+def _array(t: torch.Tensor, what: str):
+    """What crosses into C++ for a tensor: a DLPack capsule (pointer, shape, strides, dtype, device;
+    zero-copy, so kernels write outputs in place). The bindings check dtype, layout and device
+    in C++ (csrc/bindings/arrays.hpp); a device without kernels is refused here, by name."""
+    if not (t.is_cpu or (t.is_cuda and cuda_kernels_enabled())):
+        check_device(t, f"{what}'s input")
+    return _to_dlpack(t)
 
 
 def call(kernel: str, *args):
-    """Run kernel ``kernel`` on ``args``; tensors become buffers, other values pass through.
+    """Run kernel ``kernel`` on ``args``: tensors become DLPack capsules, other values pass through
+    (nested lists and tuples are converted too); the thread count is appended for kernels
+    that parallelise.
 
-    All tensor arguments must be on one device with kernels. Returns what the kernel returns
-    (outputs are usually tensors the caller allocated and passed in).
+    Returns what the kernel returns (outputs are usually tensors the caller allocated and passed
+    in). The kernels check every array in C++: its dtype, shape, layout and device (the CPU
+    module refuses memory of any other device, naming the argument).
     """
-    device, buffers, _ = _prepare_args(kernel, args)
-    return _invoke(kernel, getattr(_IMPLEMENTATIONS[device or "cpu"], kernel), buffers)
-
-
-def _prepare_args(what: str, args) -> tuple:
-    """``(device type or None without tensors, converted args, [first tensor])`` in one pass:
-    tensors (also in nested lists and tuples) become buffers, after the first one's device is
-    checked for kernels and every other one's compared with it.
-
-    The common arguments (numbers, tensors, prepared Buffers) are handled inline: this runs for
-    every kernel call, several times per training step."""
-    seen: list = []  # the first tensor or Buffers met
     converted = []
     append = converted.append
-    for value in args:
-        if type(value) in _PLAIN:
+    cuda_device = None
+    for value in args:  # the common arguments inline: this runs for every kernel call
+        kind = type(value)
+        if kind in _PLAIN:
             append(value)
-        elif isinstance(value, torch.Tensor):
-            _check_same_device(value, what, seen)
-            append(value.detach().numpy() if value.requires_grad else value.numpy())
-        elif isinstance(value, Buffers):  # checked when prepared
-            _check_same_device(value, what, seen)
-            append(value.value)
+        elif kind in _TENSOR_TYPES and value.is_cpu:
+            append(_to_dlpack(value))
         else:
-            append(_convert_checked(value, what, seen))
-    return (seen[0].device.type if seen else None), converted, seen
+            if cuda_device is None and isinstance(value, torch.Tensor) and value.is_cuda:
+                cuda_device = value.device
+            append(_convert(value, kernel))
+    if cuda_device is not None:
+        return _call_cuda(kernel, converted, cuda_device)
+    function = _CPU_FUNCTIONS.get(kernel) or _cpu_function(kernel)
+    if function is _SINGLE:
+        return getattr(_C, kernel)(*converted)
+    return function(*converted, _get_num_threads() or 1)
 
 
-def _convert_checked(value, what: str, seen: list):
-    """One argument of :func:`_prepare_args`, which also recurses into lists and tuples."""
+_get_num_threads = torch.get_num_threads
+_SINGLE = object()  # _CPU_FUNCTIONS' mark of a single-threaded kernel
+_CPU_FUNCTIONS: Dict[str, Any] = {}  # kernel name -> its CPU function (or _SINGLE), looked up once
+
+
+def _cpu_function(kernel: str):
+    function = getattr(_C, kernel)  # AttributeError for a kernel the module does not have
+    _CPU_FUNCTIONS[kernel] = _SINGLE if kernel in _SINGLE_THREADED else function
+    return _CPU_FUNCTIONS[kernel]
+
+
+def _convert(value, what: str):
+    """One argument of :func:`call` or :func:`prepare` that is not a plain value or CPU tensor
+    (``what`` names the kernel in errors)."""
     if type(value) in _PLAIN:
         return value
     if isinstance(value, torch.Tensor):
-        _check_same_device(value, what, seen)
-        return _buffer(value)
+        return _array(value, what)
     if isinstance(value, Buffers):
-        _check_same_device(value, what, seen)
         return value.value
     if isinstance(value, KernelObject):
         return value._instance
     if isinstance(value, (list, tuple)):
-        items = [_convert_checked(v, what, seen) for v in value]
+        items = [_convert(v, what) for v in value]
         return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)  # namedtuples
     return value
 
 
-def _check_same_device(value, what: str, seen: list) -> None:
-    if not seen:
-        if isinstance(value, torch.Tensor):
-            check_device(value, f"{what}'s input")
-        seen.append(value)
-    elif not (value.is_cpu and seen[0].is_cpu) and value.device != seen[0].device:
-        raise ValueError(f"{what}: arguments are on {seen[0].device} and {value.device}; put them on one device")
-
-
 class Buffers:
-    """Arguments converted once by :func:`prepare` (devices checked), for several kernel calls."""
+    """Arguments converted once by :func:`prepare`, for several kernel calls."""
 
     __slots__ = ("value", "device", "is_cpu")
 
@@ -252,22 +329,28 @@ class Buffers:
 
 
 def prepare(value, what: str) -> Buffers:
-    """Check and convert the tensors in ``value`` (nested lists and tuples) in one pass, so the
-    kernel calls that pass the result skip the per-call scan (a network's dozens of parameter
-    tensors, say). All tensors must be on one device with kernels."""
-    _, (converted,), seen = _prepare_args(what, (value,))
-    return Buffers(converted, seen[0].device if seen else torch.device("cpu"))
+    """Convert the tensors in ``value`` (nested lists and tuples) once, so the kernel calls that
+    pass the result skip the per-call conversion (a network's dozens of parameter tensors, say).
+    All tensors must be on one device with kernels."""
+    devices = set()
+    _collect_devices(value, devices)
+    if len(devices) > 1:
+        first, second = sorted(devices, key=str)[:2]
+        raise ValueError(f"{what}: arguments are on {first} and {second}; put them on one device")
+    return Buffers(_convert(value, what), devices.pop() if devices else torch.device("cpu"))
+
+
+def _collect_devices(value, devices: set) -> None:
+    if isinstance(value, torch.Tensor):
+        devices.add(value.device)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _collect_devices(v, devices)
 
 
 # argument types that pass to the bindings unchanged (checked first: most arguments are these)
 _PLAIN = frozenset({int, float, bool, str, bytes, type(None)})
-
-
-def _invoke(name: str, function, buffers: list):
-    """``function(*buffers)``, plus ``threads=`` unless ``name`` is single-threaded."""
-    if name in _SINGLE_THREADED:
-        return function(*buffers)
-    return function(*buffers, threads=num_threads())
+_TENSOR_TYPES = frozenset({torch.Tensor, torch.nn.Parameter})
 
 
 class KernelObject:
@@ -291,11 +374,10 @@ class KernelObject:
         kernel = f"{name}.{attr}"
 
         def method(*args):  # refers to locals only: caching it on self must not make a reference cycle
-            device, buffers, _ = _prepare_args(kernel, args)
-            if device is not None and device != created_on:
-                raise ValueError(f"{kernel}: arguments are on {device}, but the {name} was created on "
-                                 f"{created_on}; put them on one device")
-            return _invoke(kernel, value, buffers)
+            converted = [_convert(a, kernel) for a in args]
+            if kernel in _SINGLE_THREADED:
+                return value(*converted)
+            return value(*converted, num_threads())
 
         method.__name__ = attr
         self.__dict__[attr] = method  # later look-ups find it without __getattr__
@@ -312,9 +394,13 @@ def create(name: str, *args) -> KernelObject:
     the constructor gets ``threads=`` unless ``name`` is in ``_SINGLE_THREADED``. The
     returned :class:`KernelObject`'s methods take tensors the same way.
     """
-    device, buffers, _ = _prepare_args(name, args)
-    device = device or "cpu"
-    return KernelObject(name, device, _invoke(name, getattr(_IMPLEMENTATIONS[device], name), buffers))
+    devices = set()
+    _collect_devices(args, devices)
+    device = devices.pop().type if len(devices) == 1 else "cpu"
+    converted = [_convert(a, name) for a in args]
+    constructor = getattr(_C, name)
+    instance = constructor(*converted) if name in _SINGLE_THREADED else constructor(*converted, num_threads())
+    return KernelObject(name, device, instance)
 
 
 def build_info() -> dict:

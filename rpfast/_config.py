@@ -3,9 +3,8 @@ import platform
 
 import torch
 
-from rpfast import _cuda
 from rpfast._backend import build_info as extension_build_info
-from rpfast._backend import backend, num_threads, set_backend, set_threads_policy, threads_policy
+from rpfast._backend import backend, cuda_build_info, num_threads, set_backend, set_threads_policy, threads_policy
 
 __all__ = ["build_config", "show_config", "set_threads_policy", "threads_policy", "set_backend", "backend"]
 
@@ -16,7 +15,7 @@ def build_config() -> dict:
     info["torch_threads"] = num_threads()
     info["threads_policy"] = threads_policy()
     info["backend"] = backend()
-    info["cuda_kernels"] = _cuda.build_info()
+    info["cuda_kernels"] = cuda_build_info()
     info["torch"] = torch.__version__
     info["python"] = platform.python_version()
     return info
@@ -35,8 +34,8 @@ def show_config() -> None:
         f"  OpenMP         : {info['openmp']} (max threads {info['omp_max_threads']})",
         f"  kernel threads : {info['torch_threads']} (torch.get_num_threads())",
         f"  threads policy : {info['threads_policy']} (RPFAST_THREADS_POLICY=adaptive|fixed)",
-        f"  backend        : {info['backend']} (RPFAST_BACKEND=auto|torch; auto: C++ kernels on the CPU, "
-        f"torch-composed ops elsewhere)",
+        f"  backend        : {info['backend']} (RPFAST_BACKEND=auto|torch; auto: the kernels on the CPU and, "
+        f"where built, CUDA; torch-composed ops elsewhere)",
         f"  CUDA kernels   : {_cuda_line(info['cuda_kernels'])}",
         f"  torch          : {info['torch']}",
         f"  python         : {info['python']}",
@@ -49,7 +48,9 @@ def _cuda_line(cuda: dict) -> str:
     if not cuda["built"]:
         return "not built (pip install -Ccmake.define.RPFAST_CUDA=ON . on a machine with nvcc)"
     devices = f"{cuda['devices']} device(s)" if cuda["devices"] else f"no device ({cuda['device_error']})"
-    if cuda["kernels_enabled"]:
+    if cuda["kernels_enabled"] and backend() == "torch":
+        state = "off (the torch backend)"
+    elif cuda["kernels_enabled"]:
         state = "on"
     elif cuda["devices"]:
         state = "off (RPFAST_CUDA_KERNELS=0)"

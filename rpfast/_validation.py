@@ -278,6 +278,17 @@ def check_output_size(numel: int, element_size: int, name: str) -> None:
     check_memory(numel * element_size, name, "reduce the batch, the samples or k")
 
 
+def check_layout(shape: tuple, name: str) -> None:
+    """ValueError unless torch can lay out a tensor of ``shape``: its strides multiply the sizes
+    (a zero counted as one), so even an empty batch of 2^62 samples overflows them."""
+    entries = 1
+    for size in shape:
+        entries *= max(int(size), 1)
+    if entries > INT64_MAX:
+        raise ValueError(f"{name} of shape {list(shape)} cannot be laid out (its strides exceed 2^63); "
+                         "use fewer samples or positions")
+
+
 def eps_tensor(eps, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """GIN's epsilon as a one-element tensor of ``dtype`` on ``device`` (keeps autograd) from a
     Python/NumPy number (0-d) or a one-element floating-point tensor on ``device`` (kept as it

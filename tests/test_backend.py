@@ -39,8 +39,22 @@ def test_call_converts_tensors_and_passes_threads():
 def test_call_rejects_mixed_devices_and_unknown_devices():
     with pytest.raises(ValueError, match="segment_sum's input is on meta"):
         _backend.call("segment_sum", torch.zeros(1, 3, 2, device=META), torch.tensor([0, 3]), torch.empty(1, 1, 2))
-    with pytest.raises(ValueError, match="arguments are on cpu and meta"):
+    with pytest.raises(ValueError, match="segment_sum's input is on meta"):
         _backend.call("segment_sum", torch.zeros(1, 3, 2), torch.tensor([0, 3], device=META), torch.empty(1, 1, 2))
+
+
+def test_the_bindings_check_every_array_in_cpp():
+    """Tensors cross as DLPack capsules, checked in C++ by name: dtype, layout, rank, shape."""
+    x, ptr = torch.arange(6.0).reshape(1, 3, 2), torch.tensor([0, 1, 3])
+    with pytest.raises(TypeError, match="out: expected dtype float32, got float64"):
+        _backend.call("segment_sum", x, ptr, torch.empty(1, 2, 2, dtype=torch.float64))
+    with pytest.raises(ValueError, match="src: array must be C-contiguous"):
+        _backend.call("segment_sum", x.transpose(1, 2).contiguous().transpose(1, 2), ptr, torch.empty(1, 2, 2))
+    with pytest.raises(TypeError, match="ptr: expected dtype int64, got int32"):
+        _backend.call("segment_sum", x, ptr.int(), torch.empty(1, 2, 2))
+    out = torch.empty(1, 2, 2)
+    _backend.call("segment_sum", x.numpy(), ptr.numpy(), out.numpy())  # NumPy arrays cross too
+    torch.testing.assert_close(out[0], torch.tensor([[0.0, 1.0], [6.0, 8.0]]))
 
 
 def test_threads_follow_torch():
@@ -138,8 +152,9 @@ def test_prepare_converts_nested_lists_tuples_and_namedtuples():
     prepared = _backend.prepare([Pair(a, (b, 1.5)), [a]], "nested")
     pair, (inner,) = prepared.value
     assert isinstance(pair, Pair) and pair.b[1] == 1.5
-    assert pair.a.ctypes.data == a.data_ptr() and pair.b[0].ctypes.data == b.data_ptr()
-    assert inner.ctypes.data == a.data_ptr() and prepared.device == torch.device("cpu")
+    for capsule, tensor in ((pair.a, a), (pair.b[0], b), (inner, a)):  # zero-copy DLPack capsules
+        assert torch.from_dlpack(capsule).data_ptr() == tensor.data_ptr()
+    assert prepared.device == torch.device("cpu")
     with pytest.raises(ValueError, match="arguments are on cpu and meta"):
         _backend.prepare([a, (torch.zeros(1, device=META),)], "nested")
 

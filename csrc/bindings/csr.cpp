@@ -7,8 +7,8 @@ namespace rpfast_bindings {
 namespace {
 
 // rows, cols [E] int64 -> rowptr [N + 1], col [E], order [E] (outputs the caller allocated).
-void build_csr(const py::array& rows, const py::array& cols, int64_t N, py::array& rowptr, py::array& col,
-               py::array& order) {
+void build_csr(const Array& rows, const Array& cols, int64_t N, Array& rowptr, Array& col,
+               Array& order) {
   const int64_t* r = in_ptr<int64_t>(rows, "rows", 1);
   const int64_t* c = in_ptr<int64_t>(cols, "cols", 1);
   const int64_t E = rows.shape(0);
@@ -25,7 +25,7 @@ void build_csr(const py::array& rows, const py::array& cols, int64_t N, py::arra
 
 // graphs [G] of a batch (ptr, edge_ptr [B + 1]) -> (new node count, new edge count), writing the
 // new ptr [G + 1]; checks the range.
-py::tuple select_sizes(const py::array& ptr, const py::array& edge_ptr, const py::array& graphs, py::array& new_ptr) {
+py::tuple select_sizes(const Array& ptr, const Array& edge_ptr, const Array& graphs, Array& new_ptr) {
   const int64_t B = ptr.shape(0) - 1;
   if (B < 0) throw std::invalid_argument("select_sizes: empty ptr");
   expect_dim(edge_ptr, "edge_ptr", 0, B + 1);
@@ -38,9 +38,9 @@ py::tuple select_sizes(const py::array& ptr, const py::array& edge_ptr, const py
 
 // One CSR's slices for graphs [G] (see rpfast/csr.hpp). edge_index [2, E'], old_edge [E'] and
 // nodes [N'] are None for the transpose CSR; outputs are the caller's, sized by select_sizes.
-void select_csr(const py::array& ptr, const py::array& edge_ptr, const py::array& edge_rank, const py::array& graphs,
-                const py::array& rowptr, const py::array& col, const py::array& order, py::array& new_rowptr,
-                py::array& new_col, py::array& new_order, const py::object& edge_index, const py::object& old_edge,
+void select_csr(const Array& ptr, const Array& edge_ptr, const Array& edge_rank, const Array& graphs,
+                const Array& rowptr, const Array& col, const Array& order, Array& new_rowptr,
+                Array& new_col, Array& new_order, const py::object& edge_index, const py::object& old_edge,
                 const py::object& nodes) {
   const int64_t B = ptr.shape(0) - 1, N = rowptr.shape(0) - 1, E = col.shape(0), G = graphs.shape(0);
   if (B < 0 || N < 0) throw std::invalid_argument("select_csr: empty ptr or rowptr");
@@ -58,7 +58,7 @@ void select_csr(const py::array& ptr, const py::array& edge_ptr, const py::array
   expect_dim(new_order, "new_order", 0, sizes.second);
   int64_t *sources = nullptr, *targets = nullptr, *old = nullptr, *node_ids = nullptr;
   if (!edge_index.is_none()) {
-    py::array ei = edge_index, oe = old_edge, nd = nodes;
+    const Array ei = edge_index.cast<Array>(), oe = old_edge.cast<Array>(), nd = nodes.cast<Array>();
     expect_leading(ei, "edge_index", {2, sizes.second});
     expect_dim(oe, "old_edge", 0, sizes.second);
     expect_dim(nd, "nodes", 0, sizes.first);

@@ -7,7 +7,7 @@ namespace rpfast_bindings {
 namespace {
 
 // out [H1, H2] = a^T b for a [M, H1], b [M, H2].
-void matmul_tn(const py::array& a, const py::array& b, py::array& out, int threads) {
+void matmul_tn(const Array& a, const Array& b, Array& out, int threads) {
   if (a.ndim() != 2 || b.ndim() != 2) throw std::invalid_argument("matmul_tn: a and b must be 2-D");
   const int64_t M = a.shape(0), H1 = a.shape(1), H2 = b.shape(1);
   expect_dim(b, "b", 0, M);
@@ -23,7 +23,7 @@ void matmul_tn(const py::array& a, const py::array& b, py::array& out, int threa
 }
 
 // out [M, C] = a [M, K] b [K, C].
-void matmul(const py::array& a, const py::array& b, py::array& out, int threads) {
+void matmul(const Array& a, const Array& b, Array& out, int threads) {
   if (a.ndim() != 2 || b.ndim() != 2) throw std::invalid_argument("matmul: a and b must be 2-D");
   const int64_t M = a.shape(0), K = a.shape(1), C = b.shape(1);
   expect_dim(b, "b", 0, K);
@@ -39,7 +39,7 @@ void matmul(const py::array& a, const py::array& b, py::array& out, int threads)
 }
 
 // out [V, H]: out[v] = sum of g[m] over index[m] = v.
-void scatter_rows_sum(const py::array& index, const py::array& g, py::array& out, int threads) {
+void scatter_rows_sum(const Array& index, const Array& g, Array& out, int threads) {
   const int64_t* idx = in_ptr<int64_t>(index, "index", 1);
   if (g.ndim() != 2 || out.ndim() != 2) throw std::invalid_argument("scatter_rows_sum: g and out must be 2-D");
   const int64_t M = index.shape(0), V = out.shape(0), H = g.shape(1);

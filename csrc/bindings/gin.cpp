@@ -14,22 +14,22 @@ struct NodeShape {
   py::ssize_t ndim;
 };
 
-NodeShape node_shape(const py::array& x, const char* name) {
+NodeShape node_shape(const Array& x, const char* name) {
   if (x.ndim() == 2) return {1, x.shape(0), x.shape(1), 2};
   if (x.ndim() == 3) return {x.shape(0), x.shape(1), x.shape(2), 3};
   throw std::invalid_argument(std::string(name) + ": expected [N, F] or [R, N, F]");
 }
 
 // a must have the shape of `like` (named like_name in the message)
-void expect_same_shape(const py::array& a, const char* name, const py::array& like, const char* like_name) {
+void expect_same_shape(const Array& a, const char* name, const Array& like, const char* like_name) {
   if (a.ndim() != like.ndim())
     throw std::invalid_argument(std::string(name) + ": differs in rank from " + like_name);
   for (py::ssize_t d = 0; d < like.ndim(); ++d) expect_dim(a, name, d, like.shape(d));
 }
 
 // x, out: [N, F] or [R, N, F]; rowptr [N + 1]; col [E]. out = (1 + eps) x + A x over the CSR.
-void gin_aggregate(const py::array& x, const py::array& rowptr, const py::array& col, double eps,
-                   py::array& out, int threads) {
+void gin_aggregate(const Array& x, const Array& rowptr, const Array& col, double eps,
+                   Array& out, int threads) {
   const NodeShape s = node_shape(x, "x");
   expect_same_shape(out, "out", x, "x");
   const int64_t* cl = nullptr;
@@ -45,8 +45,8 @@ void gin_aggregate(const py::array& x, const py::array& rowptr, const py::array&
 
 // The aggregation's backward in one pass: grad_z = (1 + eps) g + A^T g over the outgoing CSR
 // (rowptr, col); returns sum(g * z). g, z, grad_z: [N, F] or [R, N, F].
-double gin_aggregate_adjoint(const py::array& g, const py::array& rowptr, const py::array& col, double eps,
-                             const py::array& z, py::array& grad_z, int threads) {
+double gin_aggregate_adjoint(const Array& g, const Array& rowptr, const Array& col, double eps,
+                             const Array& z, Array& grad_z, int threads) {
   const NodeShape s = node_shape(g, "g");
   expect_same_shape(z, "z", g, "g");
   expect_same_shape(grad_z, "grad_z", g, "g");
@@ -64,7 +64,7 @@ double gin_aggregate_adjoint(const py::array& g, const py::array& rowptr, const 
   return dispatch_float(g, run);
 }
 
-double sum_product(const py::array& a, const py::array& b, int threads) {
+double sum_product(const Array& a, const Array& b, int threads) {
   if (a.ndim() != b.ndim()) throw std::invalid_argument("sum_product: a and b differ in shape");
   for (py::ssize_t d = 0; d < a.ndim(); ++d) expect_dim(b, "b", d, a.shape(d));
   auto run = [&](auto tag) {

@@ -28,28 +28,28 @@ std::vector<rpfast::GINLayerWeights<T>> layer_weights(const py::list& layers, in
     if (S < 1 || betas.size() != gammas.size() || means.size() != gammas.size() || vars.size() != gammas.size() ||
         bn_eps.size() != gammas.size() || static_cast<int64_t>(weights.size()) != S - 1)
       throw std::invalid_argument("GINNetwork: a layer needs S >= 1 stages of BatchNorm tensors and S - 1 weights");
-    w.hidden = py::cast<py::array>(gammas[0]).shape(0);
+    w.hidden = py::cast<Array>(gammas[0]).shape(0);
     const int64_t H = w.hidden;
     if (!first_field.is_none()) {
-      const py::array first = first_field;
+      const Array first = py::cast<Array>(first_field);
       expect_leading(first, "first", {H, F});
       w.first = in_ptr<T>(first, "first", 2);
       w.in_dim = F;
     }
     if (!id_field.is_none()) {
-      const py::array ids = id_field;
+      const Array ids = py::cast<Array>(id_field);
       expect_dim(ids, "id_weight", 1, H);
       w.id_weight = in_ptr<T>(ids, "id_weight", 2);
       w.id_rows = ids.shape(0);
     }
     if (w.first == nullptr && w.id_weight == nullptr)
       throw std::invalid_argument("GINNetwork: a layer needs input features or IDs");
-    const py::array eps = layer.attr("eps");
+    const Array eps = py::cast<Array>(layer.attr("eps"));
     expect_dim(eps, "eps", 0, 1);
     w.eps = in_ptr<T>(eps, "eps", 1);
     for (int64_t s = 0; s < S; ++s) {
-      py::array gm = gammas[s], bt = betas[s], rm = means[s], rv = vars[s];
-      for (const py::array* a : {&gm, &bt, &rm, &rv}) expect_dim(*a, "BatchNorm tensor", 0, H);
+      Array gm = py::cast<Array>(gammas[s]), bt = py::cast<Array>(betas[s]), rm = py::cast<Array>(means[s]), rv = py::cast<Array>(vars[s]);
+      for (const Array* a : {&gm, &bt, &rm, &rv}) expect_dim(*a, "BatchNorm tensor", 0, H);
       w.gammas.push_back(in_ptr<T>(gm, "gamma", 1));
       w.betas.push_back(in_ptr<T>(bt, "beta", 1));
       w.running_means.push_back(out_ptr<T>(rm, "running_mean", 1));
@@ -57,7 +57,7 @@ std::vector<rpfast::GINLayerWeights<T>> layer_weights(const py::list& layers, in
       w.momenta.push_back(0.0);
       w.bn_eps.push_back(py::cast<double>(bn_eps[s]));
       if (s) {
-        py::array wt = weights[s - 1];
+        Array wt = py::cast<Array>(weights[s - 1]);
         expect_leading(wt, "weight", {H, H});
         w.weights.push_back(in_ptr<T>(wt, "weight", 2));
       }
@@ -98,14 +98,14 @@ class Weights {
     }
     if (!cls_weight.is_none()) {
       const int64_t D = rpfast::GINNetwork<T>::embedding_width(layers_, head_);
-      const py::array weight = cls_weight;
+      const Array weight = py::cast<Array>(cls_weight);
       expect_dim(weight, "classifier weight", 1, D);
       head_.cls_weight = in_ptr<T>(weight, "classifier weight", 2);
       head_.classes = weight.shape(0);
       slots_.push_back(head_.classes * D);
       slots_.push_back(0);
       if (!cls_bias.is_none()) {
-        const py::array bias = cls_bias;
+        const Array bias = py::cast<Array>(cls_bias);
         expect_dim(bias, "classifier bias", 0, head_.classes);
         head_.cls_bias = in_ptr<T>(bias, "classifier bias", 1);
         slots_.back() = head_.classes;
@@ -126,7 +126,7 @@ class Weights {
   // Points the BatchNorm statistics into one flat array: per stage, layer by layer, the running
   // mean then the running variance [H] each (a functional caller hands over fresh statistics
   // every call).
-  void set_statistics(py::array& running) {
+  void set_statistics(Array& running) {
     int64_t total = 0;
     for (const auto& w : layers_) total += 2 * w.hidden * static_cast<int64_t>(w.gammas.size());
     expect_dim(running, "running statistics", 0, total);
@@ -148,7 +148,7 @@ class Weights {
   }
 
   // Gradient pointers into flat (the slots in order); nullptr where needs (one byte per slot) is 0.
-  void gradients(const std::string& needs, py::array& flat, std::vector<rpfast::GINLayerGrads<T>>& grads,
+  void gradients(const std::string& needs, Array& flat, std::vector<rpfast::GINLayerGrads<T>>& grads,
                  rpfast::GINHeadGrads<T>& head) const {
     if (needs.size() != slots_.size()) throw std::invalid_argument("GINNetwork: one needs flag per gradient slot");
     int64_t total = 0;
@@ -183,11 +183,11 @@ class Weights {
   rpfast::GINHead<T> head_;
   std::vector<int64_t> slots_;
   py::tuple keep_;
-  py::object statistics_;  // keeps set_statistics' array alive
+  Array statistics_;  // keeps set_statistics' array alive
 };
 
-rpfast::GINGraph graph_view(const py::array& in_rowptr, const py::array& in_col, const py::array& out_rowptr,
-                            const py::array& out_col, const py::array& ptr) {
+rpfast::GINGraph graph_view(const Array& in_rowptr, const Array& in_col, const Array& out_rowptr,
+                            const Array& out_col, const Array& ptr) {
   rpfast::GINGraph g{};
   g.N = in_rowptr.shape(0) - 1;
   g.B = ptr.shape(0) - 1;
@@ -212,16 +212,16 @@ template <class T>
 class Network {
  public:
   // x: [Rx, N, F0] or None; ids: [R, N] int64 or None; out: [R, B, output width].
-  void forward(const py::object& x, const py::object& ids, int64_t replicas, const py::array& in_rowptr,
-               const py::array& in_col, const py::array& out_rowptr, const py::array& out_col,
-               const py::array& ptr, const Weights<T>& weights, bool training, bool save, py::array& out,
+  void forward(const py::object& x, const py::object& ids, int64_t replicas, const Array& in_rowptr,
+               const Array& in_col, const Array& out_rowptr, const Array& out_col,
+               const Array& ptr, const Weights<T>& weights, bool training, bool save, Array& out,
                int threads) {
     const rpfast::GINGraph g = graph_view(in_rowptr, in_col, out_rowptr, out_col, ptr);
     const auto& layers = weights.layers();
     const T* xs = nullptr;
     int64_t x_replicas = 0, F0 = 0;
     if (!x.is_none()) {
-      const py::array xa = x;
+      const Array xa = py::cast<Array>(x);
       if (xa.ndim() != 3 || xa.shape(1) != g.N || (xa.shape(0) != 1 && xa.shape(0) != replicas)) {
         std::string shape;
         for (py::ssize_t d = 0; d < xa.ndim(); ++d) shape += (d ? ", " : "") + std::to_string(xa.shape(d));
@@ -237,7 +237,7 @@ class Network {
     const int64_t* id = nullptr;
     const int64_t id_rows = layers[0].id_weight != nullptr ? layers[0].id_rows : weights.head().id_dim;
     if (!ids.is_none()) {
-      const py::array ia = ids;
+      const Array ia = py::cast<Array>(ids);
       expect_leading(ia, "ids", {replicas, g.N});
       id = in_ptr<int64_t>(ia, "ids", 2);
       for (int64_t k = 0; k < replicas * g.N; ++k)
@@ -254,9 +254,9 @@ class Network {
   }
 
   // Writes the gradients into flat (see Weights) and grad_x unless None; needs: bytes, one per slot.
-  void backward(const py::array& grad, const py::array& in_rowptr, const py::array& in_col,
-                const py::array& out_rowptr, const py::array& out_col, const py::array& ptr,
-                const Weights<T>& weights, bool training, const std::string& needs, py::array& flat,
+  void backward(const Array& grad, const Array& in_rowptr, const Array& in_col,
+                const Array& out_rowptr, const Array& out_col, const Array& ptr,
+                const Weights<T>& weights, bool training, const std::string& needs, Array& flat,
                 const py::object& grad_x, int threads) {
     const rpfast::GINGraph g = graph_view(in_rowptr, in_col, out_rowptr, out_col, ptr);
     std::vector<rpfast::GINLayerGrads<T>> out;
@@ -269,7 +269,7 @@ class Network {
     expect_leading(grad, "grad", {shape_[0], shape_[2], shape_[3]});
     T* gx = nullptr;
     if (!grad_x.is_none()) {
-      py::array a = grad_x;
+      Array a = py::cast<Array>(grad_x);
       expect_leading(a, "grad_x", {shape_[4], shape_[1], shape_[5]});
       gx = out_ptr<T>(a, "grad_x", 3);
     }

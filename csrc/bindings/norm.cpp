@@ -7,13 +7,13 @@ namespace rpfast_bindings {
 namespace {
 
 // x, y, xhat: [M, H]; gamma, beta, running_mean, running_var, invstd: [H].
-void forward(const py::array& x, const py::array& gamma, const py::array& beta, py::array& running_mean,
-             py::array& running_var, bool training, double momentum, double eps, py::array& y,
-             py::array& xhat, py::array& invstd, int threads) {
+void forward(const Array& x, const Array& gamma, const Array& beta, Array& running_mean,
+             Array& running_var, bool training, double momentum, double eps, Array& y,
+             Array& xhat, Array& invstd, int threads) {
   if (x.ndim() != 2) throw std::invalid_argument("x: expected [M, H]");
   const int64_t M = x.shape(0), H = x.shape(1);
   if (training && M < 1) throw std::invalid_argument("batch_norm_relu: training needs at least one row");
-  for (const py::array* a : std::initializer_list<const py::array*>{&gamma, &beta, &running_mean, &running_var, &invstd})
+  for (const Array* a : std::initializer_list<const Array*>{&gamma, &beta, &running_mean, &running_var, &invstd})
     expect_dim(*a, "parameter", 0, H);
   expect_leading(y, "y", {M, H});
   expect_leading(xhat, "xhat", {M, H});
@@ -31,13 +31,13 @@ void forward(const py::array& x, const py::array& gamma, const py::array& beta, 
   dispatch_float(x, run);
 }
 
-void backward(const py::array& g, const py::array& y, const py::array& xhat, const py::array& gamma,
-              const py::array& invstd, bool training, py::array& grad_x, py::array& grad_gamma,
-              py::array& grad_beta, int threads) {
+void backward(const Array& g, const Array& y, const Array& xhat, const Array& gamma,
+              const Array& invstd, bool training, Array& grad_x, Array& grad_gamma,
+              Array& grad_beta, int threads) {
   if (g.ndim() != 2) throw std::invalid_argument("g: expected [M, H]");
   const int64_t M = g.shape(0), H = g.shape(1);
-  for (const py::array* a : std::initializer_list<const py::array*>{&y, &xhat, &grad_x}) expect_leading(*a, "activation", {M, H});
-  for (const py::array* a : std::initializer_list<const py::array*>{&gamma, &invstd, &grad_gamma, &grad_beta}) expect_dim(*a, "parameter", 0, H);
+  for (const Array* a : std::initializer_list<const Array*>{&y, &xhat, &grad_x}) expect_leading(*a, "activation", {M, H});
+  for (const Array* a : std::initializer_list<const Array*>{&gamma, &invstd, &grad_gamma, &grad_beta}) expect_dim(*a, "parameter", 0, H);
   auto run = [&](auto tag) {
     using T = decltype(tag);
     const T* gs = in_ptr<T>(g, "g", 2);

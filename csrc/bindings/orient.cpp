@@ -8,8 +8,8 @@
 namespace rpfast_bindings {
 namespace {
 
-void orders(const py::array& ptr, const py::array& rowptr, const py::array& col, const py::array& start,
-            const py::object& tiebreak, bool depth_first, py::array& out, int threads) {
+void orders(const Array& ptr, const Array& rowptr, const Array& col, const Array& start,
+            const py::object& tiebreak, bool depth_first, Array& out, int threads) {
   const auto batch = batch_view(ptr, rowptr, col);
   const int64_t* s = in_ptr<int64_t>(start, "start", 2);
   expect_dim(start, "start", 0, batch.B);
@@ -18,9 +18,9 @@ void orders(const py::array& ptr, const py::array& rowptr, const py::array& col,
   expect_leading(out, "out", {batch.B, P});
   const int64_t K = out.shape(2);
   const int64_t* t = nullptr;
-  py::array tie;
+  Array tie;
   if (!tiebreak.is_none()) {
-    tie = tiebreak.cast<py::array>();
+    tie = tiebreak.cast<Array>();
     t = in_ptr<int64_t>(tie, "tiebreak", 3);
     expect_leading(tie, "tiebreak", {batch.B, P});
   }
@@ -29,7 +29,7 @@ void orders(const py::array& ptr, const py::array& rowptr, const py::array& col,
   run_kernel([&] { rpfast::traversal_orders(batch, s, t, P, stride, K, depth_first, o, threads); });
 }
 
-void wl(const py::array& ptr, const py::array& rowptr, const py::array& col, py::array& colours, int threads) {
+void wl(const Array& ptr, const Array& rowptr, const Array& col, Array& colours, int threads) {
   const auto batch = batch_view(ptr, rowptr, col);
   int64_t* c = out_ptr<int64_t>(colours, "colours", 1);
   expect_dim(colours, "colours", 0, batch.total_nodes());

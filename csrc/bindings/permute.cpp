@@ -8,12 +8,12 @@ namespace rpfast_bindings {
 namespace {
 
 // Validates perms [B, P, K] against graphs of n_max nodes (num_nodes optional [B]).
-void check_perms(const py::array& perms, int64_t B, int64_t n_max, const py::object& num_nodes) {
+void check_perms(const Array& perms, int64_t B, int64_t n_max, const py::object& num_nodes) {
   const int64_t* p = in_ptr<int64_t>(perms, "perms", 3);
   expect_dim(perms, "perms", 0, B);
   const int64_t* nn = nullptr;
   if (!num_nodes.is_none()) {
-    py::array nn_arr = num_nodes.cast<py::array>();
+    Array nn_arr = num_nodes.cast<Array>();
     nn = in_ptr<int64_t>(nn_arr, "num_nodes", 1);
     expect_dim(nn_arr, "num_nodes", 0, B);
     run_kernel([&] { rpfast::check_permutations(p, B, perms.shape(1), perms.shape(2), n_max, nn); });
@@ -23,7 +23,7 @@ void check_perms(const py::array& perms, int64_t B, int64_t n_max, const py::obj
 }
 
 // Checks perms and returns their inverse [B, P, n_max].
-py::array_t<int64_t> checked_inverse(const py::array& perms, int64_t B, int64_t n_max,
+py::array_t<int64_t> checked_inverse(const Array& perms, int64_t B, int64_t n_max,
                                      int threads) {
   check_perms(perms, B, n_max, py::none());
   const int64_t P = perms.shape(1), K = perms.shape(2);
@@ -41,7 +41,7 @@ py::array_t<int64_t> checked_inverse(const py::array& perms, int64_t B, int64_t 
 // feature_ndim = 4 for adjacency [B, N, N, C] (out [B, P, K, K, C]),
 //                3 for node features [B, N, F] (out [B, P, K, F]).
 template <int FeatureNdim>
-void forward(const py::array& src, const py::array& perms, py::array& out, int threads) {
+void forward(const Array& src, const Array& perms, Array& out, int threads) {
   const int64_t B = src.shape(0), N = src.shape(1), C = src.shape(FeatureNdim - 1);
   if (FeatureNdim == 4) expect_dim(src, "adj", 2, N);
   check_perms(perms, B, N, py::none());
@@ -66,7 +66,7 @@ void forward(const py::array& src, const py::array& perms, py::array& out, int t
 }
 
 template <int FeatureNdim>
-void backward(const py::array& grad, const py::array& perms, py::array& grad_src, int threads) {
+void backward(const Array& grad, const Array& perms, Array& grad_src, int threads) {
   const int64_t B = grad_src.shape(0), N = grad_src.shape(1), C = grad_src.shape(FeatureNdim - 1);
   const py::array_t<int64_t> inv = checked_inverse(perms, B, N, threads);
   const rpfast::PermuteDims d{B, N, C, perms.shape(1), perms.shape(2)};

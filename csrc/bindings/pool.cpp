@@ -7,7 +7,7 @@
 namespace rpfast_bindings {
 namespace {
 
-void check_graph(const py::array& rowptr, const py::array& col, int64_t N, const char* name) {
+void check_graph(const Array& rowptr, const Array& col, int64_t N, const char* name) {
   const int64_t* rp = in_ptr<int64_t>(rowptr, name, 1);
   const int64_t* cl = in_ptr<int64_t>(col, name, 1);
   expect_dim(rowptr, name, 0, N + 1);
@@ -26,15 +26,15 @@ struct BackwardArrays {
 };
 
 template <class T>
-BackwardArrays<T> backward_arrays(const py::array& x, const py::array& out, const py::array& ties,
-                                  const py::array& g, py::array& grad_x) {
+BackwardArrays<T> backward_arrays(const Array& x, const Array& out, const Array& ties,
+                                  const Array& g, Array& grad_x) {
   return {in_ptr<T>(x, "x", 2), in_ptr<T>(out, "out", 2), in_ptr<T>(ties, "ties", 2), in_ptr<T>(g, "g", 2),
           out_ptr<T>(grad_x, "grad_x", 2)};
 }
 
 // x, out, ties: [N, F]; (rowptr, col): the incoming-edge CSR.
-void neighbour_max(const py::array& x, const py::array& rowptr, const py::array& col, py::array& out,
-                   py::array& ties, int threads) {
+void neighbour_max(const Array& x, const Array& rowptr, const Array& col, Array& out,
+                   Array& ties, int threads) {
   if (x.ndim() != 2) throw std::invalid_argument("x: expected [N, F]");
   const int64_t N = x.shape(0), F = x.shape(1);
   expect_leading(out, "out", {N, F});
@@ -53,11 +53,11 @@ void neighbour_max(const py::array& x, const py::array& rowptr, const py::array&
 }
 
 // x, out, ties, g, grad_x: [N, F]; (out_rowptr, out_col): the outgoing-edge CSR.
-void neighbour_max_backward(const py::array& x, const py::array& out, const py::array& ties, const py::array& g,
-                            const py::array& out_rowptr, const py::array& out_col, py::array& grad_x, int threads) {
+void neighbour_max_backward(const Array& x, const Array& out, const Array& ties, const Array& g,
+                            const Array& out_rowptr, const Array& out_col, Array& grad_x, int threads) {
   if (x.ndim() != 2) throw std::invalid_argument("x: expected [N, F]");
   const int64_t N = x.shape(0), F = x.shape(1);
-  for (const py::array* a : {&out, &ties, &g, static_cast<const py::array*>(&grad_x)})
+  for (const Array* a : {&out, &ties, &g, static_cast<const Array*>(&grad_x)})
     expect_leading(*a, "neighbour_max_backward array", {N, F});
   check_graph(out_rowptr, out_col, N, "outgoing-edge CSR");
   auto run = [&](auto tag) {
@@ -71,7 +71,7 @@ void neighbour_max_backward(const py::array& x, const py::array& out, const py::
 }
 
 // x [N, F], ptr [B + 1] -> out, ties [B, F].
-void segment_max(const py::array& x, const py::array& ptr, py::array& out, py::array& ties, int threads) {
+void segment_max(const Array& x, const Array& ptr, Array& out, Array& ties, int threads) {
   if (x.ndim() != 2) throw std::invalid_argument("x: expected [N, F]");
   const int64_t N = x.shape(0), F = x.shape(1);
   int64_t B = 0;
@@ -89,13 +89,13 @@ void segment_max(const py::array& x, const py::array& ptr, py::array& out, py::a
 }
 
 // x, grad_x [N, F]; out, ties, g [B, F].
-void segment_max_backward(const py::array& x, const py::array& ptr, const py::array& out, const py::array& ties,
-                          const py::array& g, py::array& grad_x, int threads) {
+void segment_max_backward(const Array& x, const Array& ptr, const Array& out, const Array& ties,
+                          const Array& g, Array& grad_x, int threads) {
   if (x.ndim() != 2) throw std::invalid_argument("x: expected [N, F]");
   const int64_t N = x.shape(0), F = x.shape(1);
   int64_t B = 0;
   const int64_t* p = checked_ptr(ptr, N, &B);
-  for (const py::array* a : {&out, &ties, &g}) expect_leading(*a, "segment_max_backward array", {B, F});
+  for (const Array* a : {&out, &ties, &g}) expect_leading(*a, "segment_max_backward array", {B, F});
   expect_leading(grad_x, "grad_x", {N, F});
   auto run = [&](auto tag) {
     using T = decltype(tag);

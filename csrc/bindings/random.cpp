@@ -6,7 +6,7 @@
 namespace rpfast_bindings {
 namespace {
 
-void random_permutations(const py::array& num_nodes, uint64_t seed, py::array& out, int threads) {
+void random_permutations(const Array& num_nodes, uint64_t seed, Array& out, int threads) {
   const int64_t* nn = in_ptr<int64_t>(num_nodes, "num_nodes", 1);
   int64_t* o = out_ptr<int64_t>(out, "out", 3);
   const int64_t B = num_nodes.shape(0);
@@ -19,7 +19,7 @@ void random_permutations(const py::array& num_nodes, uint64_t seed, py::array& o
 }
 
 // out [P, N]: every node's position mod `modulus` under P uniform relabelings of its graph.
-void random_positions(const py::array& ptr, int64_t modulus, uint64_t seed, py::array& out, int threads) {
+void random_positions(const Array& ptr, int64_t modulus, uint64_t seed, Array& out, int threads) {
   const int64_t* pp = in_ptr<int64_t>(ptr, "ptr", 1);
   int64_t* o = out_ptr<int64_t>(out, "out", 2);
   const int64_t B = ptr.shape(0) - 1;

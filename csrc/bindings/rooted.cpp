@@ -8,11 +8,11 @@ namespace rpfast_bindings {
 namespace {
 
 // h, p, z: [D, N, R]; own [D, D]; bias [D]; scale [N]; rowptr [N + 1]; col [E].
-void rooted_round(const py::array& h, const py::array& p, const py::array& own, const py::array& bias,
-                  const py::array& scale, const py::array& rowptr, const py::array& col, py::array& z, int threads) {
+void rooted_round(const Array& h, const Array& p, const Array& own, const Array& bias,
+                  const Array& scale, const Array& rowptr, const Array& col, Array& z, int threads) {
   if (h.ndim() != 3) throw std::invalid_argument("h: expected [D, N, R]");
   const int64_t D = h.shape(0), N = h.shape(1), R = h.shape(2);
-  auto like_h = [&](const py::array& a, const char* name) {
+  auto like_h = [&](const Array& a, const char* name) {
     if (a.ndim() != 3) throw std::invalid_argument(std::string(name) + ": expected [D, N, R]");
     for (py::ssize_t d = 0; d < 3; ++d) expect_dim(a, name, d, h.shape(d));
   };

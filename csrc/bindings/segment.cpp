@@ -9,9 +9,9 @@ namespace {
 
 // reduce=true: x [R, N, F] -> out [R, B, F] (segment sum); false: g [R, B, F] -> out [R, N, F].
 template <bool Reduce>
-void segment(const py::array& src, const py::array& ptr, py::array& out, int threads) {
+void segment(const Array& src, const Array& ptr, Array& out, int threads) {
   if (src.ndim() != 3 || out.ndim() != 3) throw std::invalid_argument("segment: expected 3-D arrays");
-  const py::array& nodes = Reduce ? src : out;
+  const Array& nodes = Reduce ? src : out;
   const int64_t R = src.shape(0), N = nodes.shape(1), F = src.shape(2);
   int64_t B = 0;
   const int64_t* p = checked_ptr(ptr, N, &B);

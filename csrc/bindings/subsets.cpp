@@ -17,7 +17,7 @@ namespace rpfast_bindings {
 namespace {
 
 // A copy of a 1-D int64 buffer (for objects that outlive the call).
-std::vector<int64_t> copy_of(const py::array& a, const char* name) {
+std::vector<int64_t> copy_of(const Array& a, const char* name) {
   const int64_t* p = in_ptr<int64_t>(a, name, 1);
   return std::vector<int64_t>(p, p + a.shape(0));
 }
@@ -25,7 +25,7 @@ std::vector<int64_t> copy_of(const py::array& a, const char* name) {
 // Subsets per (graph, root) task. Counting stops as soon as a graph's total passes
 // graph_limit or the batch total passes total_limit; returns (counts [N] uint64,
 // exceeded, graph that exceeded or -1 for the total). Counts are partial when exceeded.
-py::tuple count(const py::array& ptr, const py::array& rowptr, const py::array& col, int64_t k, int64_t prune,
+py::tuple count(const Array& ptr, const Array& rowptr, const Array& col, int64_t k, int64_t prune,
                 uint64_t graph_limit, uint64_t total_limit, int threads) {
   rpfast::check_subset_size(k);
   const auto batch = batch_view(ptr, rowptr, col);
@@ -39,7 +39,7 @@ py::tuple count(const py::array& ptr, const py::array& rowptr, const py::array& 
 
 // Per graph, bounded counting (subsets_batch.hpp, count_graphs_bounded): returns
 // (task_counts [N] uint64, graph_counts [B] uint64, graph_steps [B] uint64, status [B] int64).
-py::tuple count_bounded(const py::array& ptr, const py::array& rowptr, const py::array& col, int64_t k,
+py::tuple count_bounded(const Array& ptr, const Array& rowptr, const Array& col, int64_t k,
                         int64_t prune, uint64_t step_limit, uint64_t count_limit, int threads) {
   rpfast::check_subset_size(k);
   const auto batch = batch_view(ptr, rowptr, col);
@@ -54,7 +54,7 @@ py::tuple count_bounded(const py::array& ptr, const py::array& rowptr, const py:
 
 // comp [N] int64: every vertex's connected component within its graph, numbered from 0 in
 // the order of the components' smallest vertices.
-void components(const py::array& ptr, const py::array& rowptr, const py::array& col, py::array& out, int threads) {
+void components(const Array& ptr, const Array& rowptr, const Array& col, Array& out, int threads) {
   const auto batch = batch_view(ptr, rowptr, col);
   int64_t* o = out_ptr<int64_t>(out, "out", 1);
   expect_dim(out, "out", 0, batch.total_nodes());
@@ -65,7 +65,7 @@ void components(const py::array& ptr, const py::array& rowptr, const py::array& 
 // sets (a = j_lo, b = j_hi), mode 1 connected sets (b = k). Returns (sizes [H] int64,
 // others [H] int64, counts [H] uint64, steps, exceeded), sorted by (size, other); empty
 // when exceeded. One thread (threads is accepted for the common kernel signature).
-py::tuple complement_histogram(const py::array& ptr, const py::array& rowptr, const py::array& col, int64_t graph,
+py::tuple complement_histogram(const Array& ptr, const Array& rowptr, const Array& col, int64_t graph,
                                int64_t mode, int64_t a, int64_t b, uint64_t step_limit, int /*threads*/) {
   const auto batch = batch_view(ptr, rowptr, col);
   if (graph < 0 || graph >= batch.B) throw std::out_of_range("graph " + std::to_string(graph) + " out of range");
@@ -93,8 +93,8 @@ py::tuple complement_histogram(const py::array& ptr, const py::array& rowptr, co
 
 // out [S, k]: uniform kept k-subsets of graph `graph` by rejection (subsets_rejection.hpp);
 // returns (work, exceeded).
-py::tuple sample_rejection(const py::array& ptr, const py::array& rowptr, const py::array& col, int64_t graph,
-                           int64_t k, int64_t prune, uint64_t seed, uint64_t work_limit, py::array& out,
+py::tuple sample_rejection(const Array& ptr, const Array& rowptr, const Array& col, int64_t graph,
+                           int64_t k, int64_t prune, uint64_t seed, uint64_t work_limit, Array& out,
                            int threads) {
   rpfast::check_subset_size(k);
   const auto batch = batch_view(ptr, rowptr, col);
@@ -112,8 +112,8 @@ py::tuple sample_rejection(const py::array& ptr, const py::array& rowptr, const 
 
 // Writes the rows of tasks [t_begin, t_end) into out [offsets[t_end] - offsets[t_begin], k].
 // offsets must be the prefix sums of complete subsets_count results.
-void fill(const py::array& ptr, const py::array& rowptr, const py::array& col, int64_t k, int64_t prune,
-          const py::array& offsets, int64_t t_begin, int64_t t_end, py::array& out, int threads) {
+void fill(const Array& ptr, const Array& rowptr, const Array& col, int64_t k, int64_t prune,
+          const Array& offsets, int64_t t_begin, int64_t t_end, Array& out, int threads) {
   rpfast::check_subset_size(k);
   const auto batch = batch_view(ptr, rowptr, col);
   const auto p = rpfast::prune_from_code(prune);
@@ -128,8 +128,8 @@ void fill(const py::array& ptr, const py::array& rowptr, const py::array& col, i
 
 // Rows at task-local indices: pick_ptr [N + 1] groups `picks` (ascending within a task,
 // each below its task's count) by task; out [pick_ptr[N], k].
-void pick(const py::array& ptr, const py::array& rowptr, const py::array& col, int64_t k, int64_t prune,
-          const py::array& pick_ptr, const py::array& picks, py::array& out, int threads) {
+void pick(const Array& ptr, const Array& rowptr, const Array& col, int64_t k, int64_t prune,
+          const Array& pick_ptr, const Array& picks, Array& out, int threads) {
   rpfast::check_subset_size(k);
   const auto batch = batch_view(ptr, rowptr, col);
   const auto p = rpfast::prune_from_code(prune);
@@ -141,8 +141,8 @@ void pick(const py::array& ptr, const py::array& rowptr, const py::array& col, i
   run_kernel([&] { rpfast::pick_tasks(batch, k, p, pp, pk, o, threads); });
 }
 
-void sample_grown(const py::array& ptr, const py::array& rowptr, const py::array& col, int64_t k,
-                  bool depth_first, uint64_t seed, py::array& out, int threads) {
+void sample_grown(const Array& ptr, const Array& rowptr, const Array& col, int64_t k,
+                  bool depth_first, uint64_t seed, Array& out, int threads) {
   rpfast::check_subset_size(k);
   const auto batch = batch_view(ptr, rowptr, col);
   int64_t* o = out_ptr<int64_t>(out, "out", 3);
@@ -153,16 +153,16 @@ void sample_grown(const py::array& ptr, const py::array& rowptr, const py::array
 }
 
 // SubsetEnumerator from buffers: copies of the batch's arrays and offsets, checked once.
-std::unique_ptr<rpfast::SubsetEnumerator> make_enumerator(const py::array& ptr, const py::array& rowptr,
-                                                          const py::array& col, int64_t k, int64_t prune,
-                                                          const py::array& offsets, int64_t chunk_size) {
+std::unique_ptr<rpfast::SubsetEnumerator> make_enumerator(const Array& ptr, const Array& rowptr,
+                                                          const Array& col, int64_t k, int64_t prune,
+                                                          const Array& offsets, int64_t chunk_size) {
   const auto p = rpfast::prune_from_code(prune);
   return std::make_unique<rpfast::SubsetEnumerator>(copy_of(ptr, "ptr"), copy_of(rowptr, "rowptr"),
                                                     copy_of(col, "col"), k, p, copy_of(offsets, "offsets"),
                                                     chunk_size);
 }
 
-int64_t enumerator_fill(rpfast::SubsetEnumerator& self, py::array& out, py::array& graph, int threads) {
+int64_t enumerator_fill(rpfast::SubsetEnumerator& self, Array& out, Array& graph, int threads) {
   int64_t* o = out_ptr<int64_t>(out, "out", 2);
   expect_dim(out, "out", 1, self.k());
   int64_t* g = out_ptr<int64_t>(graph, "graph", 1);

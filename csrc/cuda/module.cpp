@@ -1,29 +1,166 @@
-// rpfast._C_cuda: the CUDA kernels (launch.hpp) for Python, torch-free like rpfast._C. Every
-// function takes device pointers as integers (torch's Tensor.data_ptr()) and the stream to
-// launch on (torch.cuda.current_stream().cuda_stream); rpfast/_cuda.py checks the tensors
-// (device, dtype, contiguity, shapes) before it calls. float64 where `double_precision`.
+// rpfast._C_cuda: the CUDA kernels (launch.hpp) for Python, torch-free like rpfast._C, and called
+// the same way: rpfast/_backend.py hands over DLPack capsules (csrc/bindings/arrays.hpp's Array,
+// built here with RPFAST_CUDA_BINDINGS, so in_ptr and out_ptr refuse memory that is not a CUDA
+// device's) and appends the stream to launch on (torch's current stream) where the CPU module
+// gets its thread count. Each function has the name and the arguments of its CPU binding; one
+// that needs device scratch memory takes it as one more array, allocated by the caller through
+// torch's allocator. Every shape and the device index are checked here before any launch.
 #include <pybind11/pybind11.h>
 
+#include <initializer_list>
 #include <string>
 
+#include "bindings/arrays.hpp"
 #include "cuda/launch.hpp"
 
 namespace py = pybind11;
+using rpfast_bindings::Array;
+using rpfast_bindings::dispatch_float;
+using rpfast_bindings::expect_dim;
+using rpfast_bindings::expect_leading;
+using rpfast_bindings::in_ptr;
+using rpfast_bindings::out_ptr;
 
 namespace {
 
-template <class T>
-T* as(uintptr_t address) {
-  return reinterpret_cast<T*>(address);
+// Every array on the first one's CUDA device (a launch reads one device's memory).
+void same_device(std::initializer_list<const Array*> arrays) {
+  const int index = (*arrays.begin())->device_index();
+  for (const Array* a : arrays)
+    if (a->device_index() != index)
+      throw std::invalid_argument("the arrays are on cuda:" + std::to_string(index) + " and cuda:" +
+                                  std::to_string(a->device_index()) + "; put them on one device");
 }
 
-// Runs `body` with T = double or float.
-template <class Body>
-void by_precision(bool double_precision, Body&& body) {
-  if (double_precision)
-    body(double{});
-  else
-    body(float{});
+void random_permutations(const Array& num_nodes, uint64_t seed, const Array& workspace, const Array& out,
+                         uintptr_t stream) {
+  same_device({&num_nodes, &workspace, &out});
+  const int64_t B = num_nodes.shape(0);
+  expect_dim(out, "out", 0, B);
+  const int64_t P = out.ndim() == 3 ? out.shape(1) : 0, K = out.ndim() == 3 ? out.shape(2) : 0;
+  expect_dim(workspace, "workspace", 0, B * P);
+  rpfast_cuda::random_permutations(in_ptr<int64_t>(num_nodes, "num_nodes", 1), B, P, K, workspace.shape(1), seed,
+                                   out_ptr<int64_t>(workspace, "workspace", 2), out_ptr<int64_t>(out, "out", 3),
+                                   stream);
+}
+
+void random_positions(const Array& ptr, int64_t modulus, uint64_t seed, const Array& workspace, const Array& out,
+                      uintptr_t stream) {
+  same_device({&ptr, &workspace, &out});
+  const int64_t B = ptr.shape(0) - 1;
+  if (B < 0) throw std::invalid_argument("ptr must have B + 1 >= 1 entries");
+  const int64_t P = out.ndim() == 2 ? out.shape(0) : 0, N = out.ndim() == 2 ? out.shape(1) : 0;
+  expect_dim(workspace, "workspace", 0, B * P);
+  rpfast_cuda::random_positions(in_ptr<int64_t>(ptr, "ptr", 1), B, P, N, workspace.shape(1), modulus, seed,
+                                out_ptr<int64_t>(workspace, "workspace", 2), out_ptr<int64_t>(out, "out", 2), stream);
+}
+
+// FeatureNdim = 4: adjacency [B, N, N, C] -> out [B, P, K, K, C]; 3: nodes [B, N, F] -> out [B, P, K, F].
+template <int FeatureNdim>
+void permute_forward(const Array& src, const Array& perms, const Array& out, uintptr_t stream) {
+  same_device({&src, &perms, &out});
+  const int64_t B = src.shape(0), N = src.shape(1), C = src.shape(FeatureNdim - 1);
+  const int64_t* p = in_ptr<int64_t>(perms, "perms", 3);
+  expect_dim(perms, "perms", 0, B);
+  const int64_t P = perms.shape(1), K = perms.shape(2);
+  expect_leading(out, "out", {B, P, K});
+  expect_dim(out, "out", FeatureNdim, C);
+  if (FeatureNdim == 4) {
+    expect_dim(src, "adj", 2, N);
+    expect_dim(out, "out", 3, K);
+  }
+  dispatch_float(src, [&](auto tag) {
+    using T = decltype(tag);
+    const T* s = in_ptr<T>(src, "src", FeatureNdim);
+    T* o = out_ptr<T>(out, "out", FeatureNdim + 1);
+    if constexpr (FeatureNdim == 4)
+      rpfast_cuda::permute_adjacency_forward<T>(s, p, o, B, N, C, P, K, stream);
+    else
+      rpfast_cuda::permute_nodes_forward<T>(s, p, o, B, N, C, P, K, stream);
+  });
+}
+
+// The adjoint gather by the inverse permutations (written into `inverse` [B, P, N] first),
+// summed over the samples in increasing order (no atomics).
+template <int FeatureNdim>
+void permute_backward(const Array& grad, const Array& perms, const Array& grad_src, const Array& inverse,
+                      uintptr_t stream) {
+  same_device({&grad, &perms, &grad_src, &inverse});
+  const int64_t B = grad_src.shape(0), N = grad_src.shape(1), C = grad_src.shape(FeatureNdim - 1);
+  const int64_t* p = in_ptr<int64_t>(perms, "perms", 3);
+  expect_dim(perms, "perms", 0, B);
+  const int64_t P = perms.shape(1), K = perms.shape(2);
+  expect_leading(grad, "grad", {B, P, K});
+  expect_dim(grad, "grad", FeatureNdim, C);
+  if (FeatureNdim == 4) expect_dim(grad, "grad", 3, K);
+  expect_leading(inverse, "inverse", {B, P, N});
+  int64_t* inv = out_ptr<int64_t>(inverse, "inverse", 3);
+  rpfast_cuda::invert_permutations(p, B * P, K, N, inv, stream);
+  dispatch_float(grad_src, [&](auto tag) {
+    using T = decltype(tag);
+    const T* g = in_ptr<T>(grad, "grad", FeatureNdim + 1);
+    T* o = out_ptr<T>(grad_src, "grad_src", FeatureNdim);
+    if constexpr (FeatureNdim == 4)
+      rpfast_cuda::permute_adjacency_backward<T>(g, inv, o, B, N, C, P, K, stream);
+    else
+      rpfast_cuda::permute_nodes_backward<T>(g, inv, o, B, N, C, P, K, stream);
+  });
+}
+
+void segment_sum(const Array& x, const Array& ptr, const Array& out, uintptr_t stream) {
+  same_device({&x, &ptr, &out});
+  const int64_t R = x.shape(0), N = x.shape(1), F = x.shape(2), B = ptr.shape(0) - 1;
+  expect_leading(out, "out", {R, B, F});
+  const int64_t* p = in_ptr<int64_t>(ptr, "ptr", 1);
+  dispatch_float(x, [&](auto tag) {
+    using T = decltype(tag);
+    rpfast_cuda::segment_sum<T>(in_ptr<T>(x, "x", 3), p, out_ptr<T>(out, "out", 3), R, N, B, F, stream);
+  });
+}
+
+void segment_max(const Array& x, const Array& ptr, const Array& out, const Array& ties, uintptr_t stream) {
+  same_device({&x, &ptr, &out, &ties});
+  const int64_t B = ptr.shape(0) - 1, F = x.shape(1);
+  expect_leading(out, "out", {B, F});
+  expect_leading(ties, "ties", {B, F});
+  const int64_t* p = in_ptr<int64_t>(ptr, "ptr", 1);
+  dispatch_float(x, [&](auto tag) {
+    using T = decltype(tag);
+    rpfast_cuda::segment_max<T>(in_ptr<T>(x, "x", 2), p, out_ptr<T>(out, "out", 2), out_ptr<T>(ties, "ties", 2), B,
+                                F, stream);
+  });
+}
+
+void segment_max_backward(const Array& x, const Array& ptr, const Array& out, const Array& ties, const Array& g,
+                          const Array& grad_x, uintptr_t stream) {
+  same_device({&x, &ptr, &out, &ties, &g, &grad_x});
+  const int64_t B = ptr.shape(0) - 1, F = x.shape(1);
+  for (const Array* a : {&out, &ties, &g}) expect_leading(*a, "segment_max_backward array", {B, F});
+  expect_leading(grad_x, "grad_x", {x.shape(0), F});
+  const int64_t* p = in_ptr<int64_t>(ptr, "ptr", 1);
+  dispatch_float(x, [&](auto tag) {
+    using T = decltype(tag);
+    rpfast_cuda::segment_max_backward<T>(in_ptr<T>(x, "x", 2), p, in_ptr<T>(out, "out", 2),
+                                         in_ptr<T>(ties, "ties", 2), in_ptr<T>(g, "g", 2),
+                                         out_ptr<T>(grad_x, "grad_x", 2), B, F, stream);
+  });
+}
+
+// x, out: [N, F] or [R, N, F]; rowptr [N + 1]; col [E].
+void gin_aggregate(const Array& x, const Array& rowptr, const Array& col, double eps, const Array& out,
+                   uintptr_t stream) {
+  same_device({&x, &rowptr, &col, &out});
+  if (x.ndim() != 2 && x.ndim() != 3) throw std::invalid_argument("x: expected [N, F] or [R, N, F]");
+  const int64_t R = x.ndim() == 3 ? x.shape(0) : 1, N = x.shape(x.ndim() - 2), F = x.shape(x.ndim() - 1);
+  for (int64_t d = 0; d < x.ndim(); ++d) expect_dim(out, "out", d, x.shape(d));
+  expect_dim(rowptr, "rowptr", 0, N + 1);
+  const int64_t* rp = in_ptr<int64_t>(rowptr, "rowptr", 1);
+  const int64_t* cl = in_ptr<int64_t>(col, "col", 1);
+  dispatch_float(x, [&](auto tag) {
+    using T = decltype(tag);
+    rpfast_cuda::gin_aggregate<T>(in_ptr<T>(x, "x", x.ndim()), rp, cl, eps, out_ptr<T>(out, "out", x.ndim()), R, N,
+                                  F, stream);
+  });
 }
 
 }  // namespace
@@ -33,87 +170,29 @@ void by_precision(bool double_precision, Body&& body) {
 #endif
 
 PYBIND11_MODULE(_C_cuda, m) {
-  m.doc() = "rpfast's CUDA kernels (device pointers in, launches on the given stream)";
+  m.doc() = "rpfast's CUDA kernels: the CPU bindings' names and arguments, DLPack capsules in, the stream last";
   m.attr("architectures") = RPFAST_CUDA_ARCHITECTURES;
   m.def("device_count", [] {
     std::string error;
     const int count = rpfast_cuda::device_count(error);
     return py::make_tuple(count, error);
   }, "(number of CUDA devices, the runtime's reason when there is none)");
-  m.def("random_permutations", [](uintptr_t num_nodes, int64_t B, int64_t P, int64_t K, int64_t n_max,
-                                  uint64_t seed, uintptr_t workspace, uintptr_t out, uintptr_t stream) {
-    rpfast_cuda::random_permutations(as<const int64_t>(num_nodes), B, P, K, n_max, seed, as<int64_t>(workspace),
-                                     as<int64_t>(out), stream);
-  });
-  m.def("random_positions", [](uintptr_t ptr, int64_t B, int64_t P, int64_t N, int64_t n_max, int64_t modulus,
-                               uint64_t seed, uintptr_t workspace, uintptr_t out, uintptr_t stream) {
-    rpfast_cuda::random_positions(as<const int64_t>(ptr), B, P, N, n_max, modulus, seed, as<int64_t>(workspace),
-                                  as<int64_t>(out), stream);
-  });
-  m.def("invert_permutations", [](uintptr_t perms, int64_t rows, int64_t K, int64_t N, uintptr_t inv,
-                                  uintptr_t stream) {
-    rpfast_cuda::invert_permutations(as<const int64_t>(perms), rows, K, N, as<int64_t>(inv), stream);
-  });
-  m.def("permute_adjacency_forward", [](bool double_precision, uintptr_t adj, uintptr_t perms, uintptr_t out,
-                                        int64_t B, int64_t N, int64_t C, int64_t P, int64_t K, uintptr_t stream) {
-    by_precision(double_precision, [&](auto tag) {
-      using T = decltype(tag);
-      rpfast_cuda::permute_adjacency_forward<T>(as<const T>(adj), as<const int64_t>(perms), as<T>(out), B, N, C, P,
-                                                K, stream);
-    });
-  });
-  m.def("permute_adjacency_backward", [](bool double_precision, uintptr_t grad, uintptr_t inv, uintptr_t grad_adj,
-                                         int64_t B, int64_t N, int64_t C, int64_t P, int64_t K, uintptr_t stream) {
-    by_precision(double_precision, [&](auto tag) {
-      using T = decltype(tag);
-      rpfast_cuda::permute_adjacency_backward<T>(as<const T>(grad), as<const int64_t>(inv), as<T>(grad_adj), B, N,
-                                                 C, P, K, stream);
-    });
-  });
-  m.def("permute_nodes_forward", [](bool double_precision, uintptr_t x, uintptr_t perms, uintptr_t out, int64_t B,
-                                    int64_t N, int64_t F, int64_t P, int64_t K, uintptr_t stream) {
-    by_precision(double_precision, [&](auto tag) {
-      using T = decltype(tag);
-      rpfast_cuda::permute_nodes_forward<T>(as<const T>(x), as<const int64_t>(perms), as<T>(out), B, N, F, P, K,
-                                            stream);
-    });
-  });
-  m.def("permute_nodes_backward", [](bool double_precision, uintptr_t grad, uintptr_t inv, uintptr_t grad_x,
-                                     int64_t B, int64_t N, int64_t F, int64_t P, int64_t K, uintptr_t stream) {
-    by_precision(double_precision, [&](auto tag) {
-      using T = decltype(tag);
-      rpfast_cuda::permute_nodes_backward<T>(as<const T>(grad), as<const int64_t>(inv), as<T>(grad_x), B, N, F, P,
-                                             K, stream);
-    });
-  });
-  m.def("segment_sum", [](bool double_precision, uintptr_t x, uintptr_t ptr, uintptr_t out, int64_t R, int64_t N,
-                          int64_t B, int64_t F, uintptr_t stream) {
-    by_precision(double_precision, [&](auto tag) {
-      using T = decltype(tag);
-      rpfast_cuda::segment_sum<T>(as<const T>(x), as<const int64_t>(ptr), as<T>(out), R, N, B, F, stream);
-    });
-  });
-  m.def("segment_max", [](bool double_precision, uintptr_t x, uintptr_t ptr, uintptr_t out, uintptr_t ties,
-                          int64_t B, int64_t F, uintptr_t stream) {
-    by_precision(double_precision, [&](auto tag) {
-      using T = decltype(tag);
-      rpfast_cuda::segment_max<T>(as<const T>(x), as<const int64_t>(ptr), as<T>(out), as<T>(ties), B, F, stream);
-    });
-  });
-  m.def("segment_max_backward", [](bool double_precision, uintptr_t x, uintptr_t ptr, uintptr_t out, uintptr_t ties,
-                                   uintptr_t g, uintptr_t grad_x, int64_t B, int64_t F, uintptr_t stream) {
-    by_precision(double_precision, [&](auto tag) {
-      using T = decltype(tag);
-      rpfast_cuda::segment_max_backward<T>(as<const T>(x), as<const int64_t>(ptr), as<const T>(out),
-                                           as<const T>(ties), as<const T>(g), as<T>(grad_x), B, F, stream);
-    });
-  });
-  m.def("gin_aggregate", [](bool double_precision, uintptr_t x, uintptr_t rowptr, uintptr_t col, double eps,
-                            uintptr_t out, int64_t R, int64_t N, int64_t F, uintptr_t stream) {
-    by_precision(double_precision, [&](auto tag) {
-      using T = decltype(tag);
-      rpfast_cuda::gin_aggregate<T>(as<const T>(x), as<const int64_t>(rowptr), as<const int64_t>(col), eps, as<T>(out),
-                                    R, N, F, stream);
-    });
-  });
+  m.def("random_permutations", &random_permutations, py::arg("num_nodes"), py::arg("seed"), py::arg("workspace"),
+        py::arg("out"), py::arg("stream"));
+  m.def("random_positions", &random_positions, py::arg("ptr"), py::arg("modulus"), py::arg("seed"),
+        py::arg("workspace"), py::arg("out"), py::arg("stream"));
+  m.def("permute_adjacency_forward", &permute_forward<4>, py::arg("adj"), py::arg("perms"), py::arg("out"),
+        py::arg("stream"));
+  m.def("permute_adjacency_backward", &permute_backward<4>, py::arg("grad"), py::arg("perms"), py::arg("grad_adj"),
+        py::arg("inverse"), py::arg("stream"));
+  m.def("permute_nodes_forward", &permute_forward<3>, py::arg("x"), py::arg("perms"), py::arg("out"),
+        py::arg("stream"));
+  m.def("permute_nodes_backward", &permute_backward<3>, py::arg("grad"), py::arg("perms"), py::arg("grad_x"),
+        py::arg("inverse"), py::arg("stream"));
+  m.def("segment_sum", &segment_sum, py::arg("x"), py::arg("ptr"), py::arg("out"), py::arg("stream"));
+  m.def("segment_max", &segment_max, py::arg("x"), py::arg("ptr"), py::arg("out"), py::arg("ties"), py::arg("stream"));
+  m.def("segment_max_backward", &segment_max_backward, py::arg("x"), py::arg("ptr"), py::arg("out"), py::arg("ties"),
+        py::arg("g"), py::arg("grad_x"), py::arg("stream"));
+  m.def("gin_aggregate", &gin_aggregate, py::arg("x"), py::arg("rowptr"), py::arg("col"), py::arg("eps"),
+        py::arg("out"), py::arg("stream"));
 }

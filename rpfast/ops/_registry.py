@@ -4,13 +4,20 @@ the ``torch.library`` custom op ``torch.ops.rpfast.<name>`` that ``torch.compile
 A declaration gives
 
 * ``schema``: the op's ``torch.library`` schema (``"(Tensor x, Tensor ptr) -> Tensor"``);
-* ``kernel``: the C++ kernel call (tensors on a device with kernels, see
-  :func:`rpfast._backend.runs_kernels`), and ``composed``: the same op from torch operations,
-  which runs on any device (CUDA, MPS, ``meta``) and, with ``RPFAST_BACKEND=torch``, on the CPU;
+* ``kernels``: the kernel call per device type, ``{"cpu": ..., "cuda": ...}`` (each allocates
+  the outputs and hands them to :func:`rpfast._backend.call`, which picks the device's compiled
+  module; often one function serves both), and ``composed``: the same op from torch
+  operations, which runs on any device (MPS, ``meta``, CUDA without rpfast's CUDA build) and,
+  with ``RPFAST_BACKEND=torch``, everywhere;
 * ``fake``: output shapes from input shapes (for ``torch.compile`` and the ``meta`` device);
 * for a differentiable op, ``setup(ctx, inputs, output)`` (what to save) and
   ``backward(ctx, *grads)`` (one gradient or None per input), written in terms of registered
   ops, so the gradient runs on every device and is itself differentiable where those are.
+
+The custom op's default implementation is the composed form, and each device's kernel is
+registered with ``torch.library``'s ``register_kernel(device, ...)``; which of them runs for a
+tensor is :func:`rpfast._backend.kernels_for`'s answer (the backend and the CUDA switch), read
+at every call, so ``set_backend("torch")`` reaches compiled code too.
 
 Calling the op (:meth:`Op.__call__`) picks the form:
 
@@ -37,11 +44,12 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from rpfast import _backend, _cuda
+from rpfast import _backend
 
 __all__ = ["Op", "declare", "registered", "compiling", "eager_kernels", "runs_kernels", "refuse_unsupported"]
 
 _OPS: Dict[str, "Op"] = {}
+KERNEL_DEVICE_TYPES = ("cpu", "cuda")  # the device types an op may declare kernels for
 
 
 compiling = _backend.compiling  # whether torch.compile is tracing the caller
@@ -83,18 +91,24 @@ def eager_kernels(t: Optional[Tensor]) -> bool:
 class Op:
     """One registered op (see the module docstring); call it like a function."""
 
-    def __init__(self, name: str, schema: str, kernel: Callable, composed: Callable, fake: Callable,
+    def __init__(self, name: str, schema: str, kernels: Dict[str, Callable], composed: Callable, fake: Callable,
                  setup: Optional[Callable] = None, backward: Optional[Callable] = None,
-                 double_backward: bool = True, device_arg: int = 0, cuda: Optional[Callable] = None):
+                 double_backward: bool = True, device_arg: int = 0):
         if name in _OPS:
             raise ValueError(f"the op rpfast::{name} is declared twice")
         if (setup is None) != (backward is None):
             raise ValueError(f"rpfast::{name}: give both setup and backward, or neither")
+        unknown = set(kernels) - set(KERNEL_DEVICE_TYPES)
+        if unknown or "cpu" not in kernels:
+            raise ValueError(f"rpfast::{name}: kernels must map 'cpu' (and optionally 'cuda') to a function, "
+                             f"got {sorted(kernels)}")
         self.name, self.schema = name, schema
-        self.kernel, self.composed, self.fake, self.cuda = kernel, composed, fake, cuda
+        self.kernels, self.composed, self.fake = dict(kernels), composed, fake
         self.setup, self.backward = setup, backward
         self.device_arg = device_arg
-        self.library_op = torch.library.custom_op(f"rpfast::{name}", self.run, mutates_args=(), schema=schema)
+        self.library_op = torch.library.custom_op(f"rpfast::{name}", composed, mutates_args=(), schema=schema)
+        for device in self.kernels:
+            self.library_op.register_kernel(device, self.run)
         self.library_op.register_fake(fake)
         self.function = None
         if backward is not None:
@@ -103,15 +117,17 @@ class Op:
                                             backward if double_backward else once_differentiable(backward))
         _OPS[name] = self
 
+    @property
+    def kernel(self) -> Callable:
+        """The CPU kernel call (``kernels["cpu"]``)."""
+        return self.kernels["cpu"]
+
     def run(self, *args):
-        """The forward without autograd: the C++ kernel where it runs, the CUDA kernel for a CUDA
-        tensor where those are enabled (:func:`rpfast._cuda.kernels_enabled`), else the composed one."""
-        t = args[self.device_arg]
-        if _backend.runs_kernels(t):
-            return self.kernel(*args)
-        if self.cuda is not None and t.device.type == "cuda" and _cuda.kernels_enabled():
-            return self.cuda(*args)
-        return self.composed(*args)
+        """The forward without autograd: the kernel of the device :func:`rpfast._backend.kernels_for`
+        names for the deciding argument, else the composed form."""
+        device = _backend.kernels_for(args[self.device_arg])
+        kernel = self.kernels.get(device) if device is not None else None
+        return kernel(*args) if kernel is not None else self.composed(*args)
 
     def __call__(self, *args):
         if compiling() or type(args[self.device_arg]) not in _PLAIN_TENSORS:
@@ -153,18 +169,18 @@ def _eager_function(name: str, run: Callable, setup: Callable, backward: Callabl
                 {"forward": staticmethod(forward), "backward": staticmethod(backward)})
 
 
-def declare(name: str, schema: str, *, kernel: Callable, composed: Callable, fake: Callable,
+def declare(name: str, schema: str, *, kernels: Dict[str, Callable], composed: Callable, fake: Callable,
             setup: Optional[Callable] = None, backward: Optional[Callable] = None, double_backward: bool = True,
-            device_arg: int = 0, cuda: Optional[Callable] = None) -> Op:
+            device_arg: int = 0) -> Op:
     """Register the op ``rpfast::name`` (see the module docstring) and return it.
 
     ``double_backward=False``: the backward is not itself differentiable (a second derivative
     raises a clear ``RuntimeError``). Ops are functional (an op that updates state, such as
     BatchNorm's running statistics, returns the new values for its caller to copy).
-    ``device_arg``: the argument whose device picks kernel or composed form. ``cuda``: the
-    implementation on rpfast's CUDA kernels (same arguments and results), used for CUDA tensors
-    when they are enabled (:mod:`rpfast._cuda`)."""
-    return Op(name, schema, kernel, composed, fake, setup, backward, double_backward, device_arg, cuda)
+    ``device_arg``: the argument whose device picks kernel or composed form. ``kernels``: the
+    kernel call per device type (``"cpu"`` required, ``"cuda"`` where rpfast has a CUDA kernel;
+    same arguments and results as the composed form)."""
+    return Op(name, schema, kernels, composed, fake, setup, backward, double_backward, device_arg)
 
 
 def registered() -> Dict[str, Op]:

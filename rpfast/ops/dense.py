@@ -32,7 +32,7 @@ def rows_of(t: Tensor) -> Tensor:
 # ------------------------------------------------------------------ products
 def _product_kernel(a: Tensor, b: Tensor) -> Tensor:
     out = a.new_empty((*a.shape[:-1], b.shape[1]))
-    _backend.call("matmul", rows_of(a.detach()), b.detach().contiguous(), rows_of(out))
+    _backend.call("matmul", rows_of(a), b.contiguous(), rows_of(out))
     return out
 
 
@@ -49,7 +49,7 @@ def _product_backward(ctx, grad):
 
 def _tn_kernel(a: Tensor, b: Tensor) -> Tensor:
     out = a.new_empty((a.shape[1], b.shape[1]))
-    _backend.call("matmul_tn", a.detach().contiguous(), b.detach().contiguous(), out)
+    _backend.call("matmul_tn", a.contiguous(), b.contiguous(), out)
     return out
 
 
@@ -62,7 +62,7 @@ def _tn_backward(ctx, grad):
 
 rows_product = declare(
     "rows_product", "(Tensor a, Tensor b) -> Tensor",
-    kernel=_product_kernel, composed=lambda a, b: a @ b,
+    kernels={"cpu": _product_kernel}, composed=lambda a, b: a @ b,
     fake=lambda a, b: a.new_empty((*a.shape[:-1], b.shape[1])), setup=_product_setup, backward=_product_backward)
 rows_product.__doc__ = """``a @ b`` for ``a [..., K]`` and ``b [K, C]``, each output row computed whole by one
 thread in C++ on the CPU: bitwise the same for any thread count (torch's BLAS is not: for some
@@ -70,7 +70,7 @@ shapes its result changes in the last bits with ``torch.set_num_threads``). As f
 widths of ~128; about 1.7x slower at 300."""
 matmul_tn_op = declare(
     "matmul_tn", "(Tensor a, Tensor b) -> Tensor",
-    kernel=_tn_kernel, composed=lambda a, b: a.t() @ b,
+    kernels={"cpu": _tn_kernel}, composed=lambda a, b: a.t() @ b,
     fake=lambda a, b: a.new_empty((a.shape[1], b.shape[1])), setup=_product_setup, backward=_tn_backward)
 
 
@@ -100,7 +100,7 @@ def _linear_backward(ctx, grad):
 
 linear_op = declare(
     "linear", "(Tensor x, Tensor weight, Tensor? bias) -> Tensor",
-    kernel=_linear_kernel, composed=F.linear,
+    kernels={"cpu": _linear_kernel}, composed=F.linear,
     fake=lambda x, weight, bias: x.new_empty((*x.shape[:-1], weight.shape[0])),
     setup=_linear_setup, backward=_linear_backward)
 
@@ -170,12 +170,12 @@ def _scatter_backward(ctx, grad):
 
 embedding_op = declare(
     "embedding", "(Tensor weight, Tensor index) -> Tensor",
-    kernel=_checked_gather, composed=lambda weight, index: weight[index],
+    kernels={"cpu": _checked_gather}, composed=lambda weight, index: weight[index],
     fake=lambda weight, index: weight.new_empty((*index.shape, weight.shape[1])),
     setup=_embedding_setup, backward=_embedding_backward)
 scatter_rows_sum_op = declare(
     "scatter_rows_sum", "(Tensor index, Tensor grad, SymInt num_rows) -> Tensor",
-    kernel=_scatter_kernel, composed=_scatter_composed,
+    kernels={"cpu": _scatter_kernel}, composed=_scatter_composed,
     fake=lambda index, grad, num_rows: grad.new_empty((num_rows, grad.shape[-1])),
     setup=_scatter_setup, backward=_scatter_backward, device_arg=1)
 

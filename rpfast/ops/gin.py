@@ -14,12 +14,13 @@ Registered ops (:mod:`rpfast.ops._registry`):
 C++ kernels on the CPU; elsewhere a gather of the source rows and ``torch.segment_reduce`` over
 the CSR rows (deterministic: no atomics).
 """
+import functools
 from typing import List, Tuple, Union
 
 import torch
 from torch import Tensor
 
-from rpfast import _backend, _cuda
+from rpfast import _backend
 from rpfast.data import GraphBatch
 from rpfast.data.cache import graph_for_edge_index
 from rpfast.ops._registry import compiling, declare
@@ -47,7 +48,8 @@ def _neighbour_sum(x: Tensor, rowptr: Tensor, col: Tensor) -> Tensor:
 
 def _aggregate_composed(x: Tensor, rowptr: Tensor, col: Tensor, other_rowptr: Tensor, other_col: Tensor,
                         eps: Tensor) -> Tensor:
-    return ((1 + eps) * x + _neighbour_sum(x, rowptr, col)).contiguous()
+    x3 = x.unsqueeze(0) if x.dim() == 2 else x
+    return ((1 + eps) * x + _neighbour_sum(x3, rowptr, col).view(x.shape)).contiguous()
 
 
 def _aggregate_fake(x, rowptr, col, other_rowptr, other_col, eps):
@@ -89,7 +91,8 @@ def _backward_composed(grad: Tensor, x: Tensor, rowptr: Tensor, col: Tensor, eps
 
 def _backward_cuda(grad: Tensor, x: Tensor, rowptr: Tensor, col: Tensor, eps: Tensor, with_eps: bool):
     """The aggregation over the transpose CSR; ``grad_eps = sum(grad * x)`` by torch's (deterministic) sum."""
-    grad_x = _cuda.gin_aggregate(grad.contiguous(), rowptr, col, float(eps))
+    grad_x = torch.empty_like(grad)
+    _backend.call("gin_aggregate", grad, rowptr, col, float(eps), grad_x)
     return grad_x, ((grad * x).sum().reshape(eps.shape).to(eps.dtype) if with_eps else torch.zeros_like(eps))
 
 
@@ -113,17 +116,16 @@ def _sum_product_backward(ctx, grad):
 gin_aggregate_op = declare(
     "gin_aggregate", "(Tensor x, Tensor in_rowptr, Tensor in_col, Tensor out_rowptr, Tensor out_col, Tensor eps) "
                      "-> Tensor",
-    kernel=_aggregate_kernel, composed=_aggregate_composed, fake=_aggregate_fake, setup=_aggregate_setup,
-    cuda=lambda x, rowptr, col, other_rowptr, other_col, eps: _cuda.gin_aggregate(x.contiguous(), rowptr, col,
-                                                                                  float(eps)),
+    kernels={"cpu": _aggregate_kernel, "cuda": _aggregate_kernel}, composed=_aggregate_composed,
+    fake=_aggregate_fake, setup=_aggregate_setup,
     backward=_aggregate_backward)
 gin_aggregate_backward_op = declare(
     "gin_aggregate_backward", "(Tensor grad, Tensor x, Tensor rowptr, Tensor col, Tensor eps, bool with_eps) "
                               "-> (Tensor, Tensor)",
-    kernel=_backward_kernel, composed=_backward_composed, fake=_backward_fake, cuda=_backward_cuda)
+    kernels={"cpu": _backward_kernel, "cuda": _backward_cuda}, composed=_backward_composed, fake=_backward_fake)
 sum_product_op = declare(
     "sum_product", "(Tensor a, Tensor b) -> Tensor",
-    kernel=_sum_product_kernel, composed=lambda a, b: (a * b).sum(), fake=lambda a, b: a.new_empty(()),
+    kernels={"cpu": _sum_product_kernel}, composed=lambda a, b: (a * b).sum(), fake=lambda a, b: a.new_empty(()),
     setup=_sum_product_setup, backward=_sum_product_backward)
 
 
@@ -140,7 +142,7 @@ def _csr_fake(edge_index, num_nodes):
 
 
 csr_op = declare("csr", "(Tensor edge_index, SymInt num_nodes) -> Tensor[]",
-                 kernel=_csr_impl, composed=_csr_impl, fake=_csr_fake)
+                 kernels={"cpu": _csr_impl}, composed=_csr_impl, fake=_csr_fake)
 
 
 def graph_csr(graph: GraphBatch) -> tuple:
@@ -172,8 +174,13 @@ def gin_aggregate(x: Tensor, graph: GraphBatch, eps: Union[float, Tensor] = 0.0)
         Tensor shaped like ``x``.
     """
     check_node_tensor(x, graph)
-    eps_t = eps_tensor(eps, x.dtype, x.device)
-    squeeze = x.dim() == 2
-    x3 = (x.unsqueeze(0) if squeeze else x).contiguous()
-    out = gin_aggregate_op(x3, *graph_csr(graph), eps_t)
-    return out.squeeze(0) if squeeze else out
+    eps_t = _eps_constant(eps, x.dtype, x.device) if type(eps) in (float, int) and not compiling() else \
+        eps_tensor(eps, x.dtype, x.device)
+    return gin_aggregate_op(x.contiguous(), *graph_csr(graph), eps_t)
+
+
+@functools.lru_cache(maxsize=64)
+def _eps_constant(eps, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """A number's eps as a 0-d tensor, made once per (value, dtype, device): ``torch.tensor``
+    costs more than the aggregation itself on a small graph. Ops never write their inputs."""
+    return eps_tensor(eps, dtype, device)

@@ -87,12 +87,12 @@ def _backward(ctx, grad, *unused):
 bn_relu_forward_op = declare(
     "batch_norm_relu", "(Tensor x, Tensor weight, Tensor bias, Tensor running_mean, Tensor running_var, "
                        "bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor, Tensor)",
-    kernel=_forward_kernel, composed=_forward_composed, fake=_forward_fake, setup=_setup, backward=_backward,
+    kernels={"cpu": _forward_kernel}, composed=_forward_composed, fake=_forward_fake, setup=_setup, backward=_backward,
     double_backward=False)
 bn_relu_backward_op = declare(
     "batch_norm_relu_backward", "(Tensor grad, Tensor y, Tensor xhat, Tensor weight, Tensor invstd, bool training) "
                                 "-> (Tensor, Tensor, Tensor)",
-    kernel=_backward_kernel, composed=_backward_composed, fake=_backward_fake)
+    kernels={"cpu": _backward_kernel}, composed=_backward_composed, fake=_backward_fake)
 
 
 def bn_relu_forward(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,

@@ -16,10 +16,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from rpfast import _backend, _cuda
+from rpfast import _backend
 from rpfast.ops._registry import declare
 from rpfast._validation import (
-    INT64_MAX,
+    check_layout,
     check_output_size,
     index_tensor,
     require_float,
@@ -103,25 +103,35 @@ def _nodes_backward_kernel(grad: Tensor, perms: Tensor, n_max: int) -> Tensor:
     return grad_x
 
 
-# The CUDA kernels (rpfast/_cuda.py): the same checks as the composed path, then one launch.
+# The CUDA kernels: the composed path's check of the permutations (the device's memory is not
+# read on the host), then the same binding call; the adjoints write the inverse permutations
+# into a scratch tensor first.
 def _adjacency_cuda(adj: Tensor, perms: Tensor) -> Tensor:
     _check(perms, adj.shape[1])
-    return _cuda.permute_adjacency(adj.contiguous(), perms.contiguous())
+    return _adjacency_kernel(adj, perms)
+
+
+def _inverse_scratch(perms: Tensor, n_max: int) -> Tensor:
+    return torch.empty((perms.shape[0], perms.shape[1], n_max), dtype=torch.int64, device=perms.device)
 
 
 def _adjacency_backward_cuda(grad: Tensor, perms: Tensor, n_max: int) -> Tensor:
     _check(perms, n_max)
-    return _cuda.permute_adjacency_backward(grad.contiguous(), perms.contiguous(), n_max)
+    grad_adj = grad.new_empty((grad.shape[0], n_max, n_max, grad.shape[-1]))
+    _backend.call("permute_adjacency_backward", grad, perms, grad_adj, _inverse_scratch(perms, n_max))
+    return grad_adj
 
 
 def _nodes_cuda(x: Tensor, perms: Tensor) -> Tensor:
     _check(perms, x.shape[1])
-    return _cuda.permute_nodes(x.contiguous(), perms.contiguous())
+    return _nodes_kernel(x, perms)
 
 
 def _nodes_backward_cuda(grad: Tensor, perms: Tensor, n_max: int) -> Tensor:
     _check(perms, n_max)
-    return _cuda.permute_nodes_backward(grad.contiguous(), perms.contiguous(), n_max)
+    grad_x = grad.new_empty((grad.shape[0], n_max, grad.shape[-1]))
+    _backend.call("permute_nodes_backward", grad, perms, grad_x, _inverse_scratch(perms, n_max))
+    return grad_x
 
 
 # ----------------------------------------------------------------------------- autograd
@@ -158,23 +168,23 @@ def _nodes_double_backward(ctx, grad):
 
 permute_adjacency_op = declare(
     "permute_adjacency", "(Tensor adj, Tensor perms) -> Tensor",
-    kernel=_adjacency_kernel, composed=_adjacency_composed, cuda=_adjacency_cuda,
+    kernels={"cpu": _adjacency_kernel, "cuda": _adjacency_cuda}, composed=_adjacency_composed,
     fake=lambda adj, perms: adj.new_empty((adj.shape[0], perms.shape[1], perms.shape[2], perms.shape[2],
                                            adj.shape[3])),
     setup=_setup, backward=_adjacency_backward)
 permute_adjacency_backward_op = declare(
     "permute_adjacency_backward", "(Tensor grad, Tensor perms, SymInt n_max) -> Tensor",
-    kernel=_adjacency_backward_kernel, composed=_adjacency_backward_composed, cuda=_adjacency_backward_cuda,
+    kernels={"cpu": _adjacency_backward_kernel, "cuda": _adjacency_backward_cuda}, composed=_adjacency_backward_composed,
     fake=lambda grad, perms, n_max: grad.new_empty((grad.shape[0], n_max, n_max, grad.shape[-1])),
     setup=_adjoint_setup, backward=_adjacency_double_backward)
 permute_nodes_op = declare(
     "permute_nodes", "(Tensor x, Tensor perms) -> Tensor",
-    kernel=_nodes_kernel, composed=_nodes_composed, cuda=_nodes_cuda,
+    kernels={"cpu": _nodes_kernel, "cuda": _nodes_cuda}, composed=_nodes_composed,
     fake=lambda x, perms: x.new_empty((x.shape[0], perms.shape[1], perms.shape[2], x.shape[2])),
     setup=_setup, backward=_nodes_backward)
 permute_nodes_backward_op = declare(
     "permute_nodes_backward", "(Tensor grad, Tensor perms, SymInt n_max) -> Tensor",
-    kernel=_nodes_backward_kernel, composed=_nodes_backward_composed, cuda=_nodes_backward_cuda,
+    kernels={"cpu": _nodes_backward_kernel, "cuda": _nodes_backward_cuda}, composed=_nodes_backward_composed,
     fake=lambda grad, perms, n_max: grad.new_empty((grad.shape[0], n_max, grad.shape[-1])),
     setup=_adjoint_setup, backward=_nodes_double_backward)
 
@@ -232,9 +242,7 @@ def permute_adjacency(adj: Tensor, perms: Tensor, num_nodes: Optional[Tensor] = 
     perms = _check_perms(perms, adj4.shape[0], adj4.shape[1], num_nodes, adj.device)
     B, _, _, C = adj4.shape
     K = perms.shape[2]
-    if K * K * C > INT64_MAX:  # even with no sample, torch cannot lay out a [K, K, C] block
-        raise ValueError(f"perms has K = {K} positions: a relabeled [K, K, C={C}] adjacency would hold more than "
-                         f"2^63 entries")
+    check_layout((B, perms.shape[1], K, K, C), "the permute_adjacency output")
     check_output_size(B * perms.shape[1] * K * K * C, adj.element_size(), "permute_adjacency output")
     out = permute_adjacency_op(adj4.contiguous(), perms)
     return out.squeeze(-1) if squeeze else out
@@ -259,6 +267,7 @@ def permute_nodes(x: Tensor, perms: Tensor, num_nodes: Optional[Tensor] = None) 
     squeeze = x.dim() == 2
     x3 = x.unsqueeze(-1) if squeeze else x
     perms = _check_perms(perms, x3.shape[0], x3.shape[1], num_nodes, x.device)
+    check_layout((x3.shape[0], perms.shape[1], perms.shape[2], x3.shape[2]), "the permute_nodes output")
     check_output_size(perms.numel() * x3.shape[2], x.element_size(), "permute_nodes output")
     out = permute_nodes_op(x3.contiguous(), perms)
     return out.squeeze(-1) if squeeze else out

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from rpfast.data import GraphBatch
-from rpfast import _backend, _cuda
+from rpfast import _backend
 from rpfast.ops._registry import declare
 from rpfast.ops.gin import graph_csr
 from rpfast.ops.segment import check_node_tensor, graph_of_rows
@@ -84,13 +84,13 @@ def _adjoint_backward(ctx, v):
 neighbour_max_op = declare(
     "neighbour_max", "(Tensor x, Tensor in_rowptr, Tensor in_col, Tensor out_rowptr, Tensor out_col) "
                      "-> (Tensor, Tensor)",
-    kernel=_neighbour_kernel, composed=_neighbour_composed,
+    kernels={"cpu": _neighbour_kernel}, composed=_neighbour_composed,
     fake=lambda x, *graph: (torch.empty_like(x), torch.empty_like(x)),
     setup=_neighbour_setup, backward=_neighbour_backward)
 neighbour_max_adjoint_op = declare(
     "neighbour_max_adjoint", "(Tensor grad, Tensor x, Tensor out, Tensor ties, Tensor in_rowptr, Tensor in_col, "
                              "Tensor out_rowptr, Tensor out_col) -> Tensor",
-    kernel=_adjoint_kernel, composed=_adjoint_composed, fake=lambda grad, x, *rest: torch.empty_like(x),
+    kernels={"cpu": _adjoint_kernel}, composed=_adjoint_composed, fake=lambda grad, x, *rest: torch.empty_like(x),
     setup=_adjoint_setup, backward=_adjoint_backward)
 def neighbour_max(x: Tensor, graph: GraphBatch) -> Tensor:
     r"""Every atom's channel-wise maximum over itself and the atoms with an edge into it:
@@ -158,14 +158,13 @@ def _graph_adjoint_backward(ctx, v):
 
 graph_max_op = declare(
     "graph_max", "(Tensor x, Tensor ptr) -> (Tensor, Tensor)",
-    kernel=_graph_kernel, composed=_graph_composed,
-    cuda=lambda x, ptr: _cuda.segment_max(x.contiguous(), ptr.contiguous()),
+    kernels={"cpu": _graph_kernel, "cuda": _graph_kernel}, composed=_graph_composed,
     fake=lambda x, ptr: (x.new_empty((ptr.shape[0] - 1, x.shape[1])), x.new_empty((ptr.shape[0] - 1, x.shape[1]))),
     setup=_graph_setup, backward=_graph_backward)
 graph_max_adjoint_op = declare(
     "graph_max_adjoint", "(Tensor grad, Tensor x, Tensor ptr, Tensor out, Tensor ties) -> Tensor",
-    kernel=_graph_adjoint_kernel, composed=_graph_adjoint_composed, fake=lambda grad, x, *rest: torch.empty_like(x),
-    cuda=lambda grad, x, ptr, out, ties: _cuda.segment_max_backward(grad.contiguous(), x.contiguous(), ptr, out, ties),
+    kernels={"cpu": _graph_adjoint_kernel, "cuda": _graph_adjoint_kernel}, composed=_graph_adjoint_composed,
+    fake=lambda grad, x, *rest: torch.empty_like(x),
     setup=_graph_adjoint_setup, backward=_graph_adjoint_backward)
 
 

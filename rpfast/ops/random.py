@@ -4,9 +4,9 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from rpfast import _backend, _cuda
+from rpfast import _backend
 from rpfast.ops._registry import declare
-from rpfast._validation import check_int, check_output_size, index_tensor
+from rpfast._validation import check_int, check_layout, check_output_size, index_tensor
 
 __all__ = ["random_permutations", "random_positions", "seed_from_generator"]
 
@@ -24,6 +24,70 @@ def seed_from_generator(generator: Optional[torch.Generator]) -> int:
     return (int(draw[0]) << 2) ^ int(draw[1])
 
 
+# ------------------------------------------------------------------ the draws, one op each
+# A 64-bit kernel seed crosses the op schema (int64) as its two's-complement value.
+def _signed(seed: int) -> int:
+    return seed - 2**64 if seed >= 2**63 else seed
+
+
+def _unsigned(seed: int) -> int:
+    return seed % 2**64
+
+
+def _permutations_cpu(num_nodes: Tensor, seed: int, samples: int, k: int) -> Tensor:
+    out = torch.empty((num_nodes.shape[0], samples, k), dtype=torch.int64)
+    _backend.call("random_permutations", num_nodes, _unsigned(seed), out)
+    return out
+
+
+def _permutations_cuda(num_nodes: Tensor, seed: int, samples: int, k: int) -> Tensor:
+    """The same counter-based streams as the CPU, one row per thread; each row's Fisher-Yates pool
+    is a row of ``workspace [B * P, n_max]``."""
+    B = num_nodes.shape[0]
+    n_max = int(num_nodes.max()) if B else 0
+    out = torch.empty((B, samples, k), dtype=torch.int64, device=num_nodes.device)
+    workspace = torch.empty((B * samples, max(n_max, 1)), dtype=torch.int64, device=num_nodes.device)
+    _backend.call("random_permutations", num_nodes, _unsigned(seed), workspace, out)
+    return out
+
+
+def _permutations_elsewhere(num_nodes: Tensor, seed: int, samples: int, k: int) -> Tensor:
+    """Drawn by the CPU kernel and moved: the same permutations on every device and backend."""
+    return _permutations_cpu(num_nodes.cpu(), seed, samples, k).to(num_nodes.device)
+
+
+permutations_op = declare(
+    "random_permutations", "(Tensor num_nodes, int seed, int samples, int k) -> Tensor",
+    kernels={"cpu": _permutations_cpu, "cuda": _permutations_cuda}, composed=_permutations_elsewhere,
+    fake=lambda num_nodes, seed, samples, k: num_nodes.new_empty((num_nodes.shape[0], samples, k)))
+
+
+def _positions_cpu(ptr: Tensor, seed: int, samples: int, modulus: int, total_nodes: int) -> Tensor:
+    out = torch.empty((samples, total_nodes), dtype=torch.int64)
+    _backend.call("random_positions", ptr, modulus, _unsigned(seed), out)
+    return out
+
+
+def _positions_cuda(ptr: Tensor, seed: int, samples: int, modulus: int, total_nodes: int) -> Tensor:
+    B = ptr.shape[0] - 1
+    n_max = int(ptr.diff().max()) if B else 0
+    out = torch.empty((samples, total_nodes), dtype=torch.int64, device=ptr.device)
+    workspace = torch.empty((B * samples, max(n_max, 1)), dtype=torch.int64, device=ptr.device)
+    _backend.call("random_positions", ptr, modulus, _unsigned(seed), workspace, out)
+    return out
+
+
+def _positions_elsewhere(ptr: Tensor, seed: int, samples: int, modulus: int, total_nodes: int) -> Tensor:
+    return _positions_cpu(ptr.cpu(), seed, samples, modulus, total_nodes).to(ptr.device)
+
+
+positions_op = declare(
+    "random_positions", "(Tensor ptr, int seed, int samples, int modulus, SymInt total_nodes) -> Tensor",
+    kernels={"cpu": _positions_cpu, "cuda": _positions_cuda}, composed=_positions_elsewhere,
+    fake=lambda ptr, seed, samples, modulus, total_nodes: ptr.new_empty((samples, total_nodes)))
+
+
+# ------------------------------------------------------------------ public API
 def random_permutations(
     num_nodes,
     num_samples: int = 1,
@@ -57,13 +121,9 @@ def random_permutations(
     n_max = int(num_nodes.max()) if num_nodes.numel() else 0
     K = n_max if k is None else check_int(k, "k", minimum=0)
     B = num_nodes.numel()
+    check_layout((B, samples, K), "the random_permutations output")
     check_output_size(B * samples * K, 8, "random_permutations output")
-    seed = seed_from_generator(generator)
-    if num_nodes.device.type == "cuda" and _cuda.kernels_enabled():  # the same streams, drawn on the device
-        return _cuda.random_permutations(num_nodes, samples, K, seed)
-    out = torch.empty((B, samples, K), dtype=torch.int64)
-    _backend.call("random_permutations", num_nodes.cpu(), seed, out)
-    return out.to(num_nodes.device)
+    return permutations_op(num_nodes.contiguous(), _signed(seed_from_generator(generator)), samples, K)
 
 
 def random_positions(ptr: Tensor, num_samples: int, modulus: int, generator: Optional[torch.Generator] = None) -> Tensor:
@@ -89,12 +149,7 @@ def random_positions(ptr: Tensor, num_samples: int, modulus: int, generator: Opt
         raise ValueError("ptr must hold at least one offset (0)")
     N = int(ptr[-1])
     check_output_size(samples * N, 8, "random_positions output")
-    seed = seed_from_generator(generator)
-    if ptr.device.type == "cuda" and _cuda.kernels_enabled():  # the same streams, drawn on the device
-        return _cuda.random_positions(ptr, samples, modulus, seed)
-    out = torch.empty((samples, N), dtype=torch.int64)
-    _backend.call("random_positions", ptr.cpu(), modulus, seed, out)
-    return out.to(ptr.device)
+    return positions_op(ptr.contiguous(), _signed(seed_from_generator(generator)), samples, modulus, N)
 
 
 def _sample_ids(ptr: Tensor, total_nodes: int, samples: int, id_dim: int) -> Tensor:
@@ -103,7 +158,7 @@ def _sample_ids(ptr: Tensor, total_nodes: int, samples: int, id_dim: int) -> Ten
 
 sample_ids_op = declare(
     "sample_ids", "(Tensor ptr, SymInt total_nodes, int samples, int id_dim) -> Tensor",
-    kernel=_sample_ids, composed=_sample_ids,
+    kernels={"cpu": _sample_ids}, composed=_sample_ids,
     fake=lambda ptr, total_nodes, samples, id_dim: ptr.new_empty((samples, total_nodes)))
 sample_ids_op.__doc__ = """``[samples, N]`` RP-GIN IDs for compiled code: each node's position under a uniform
 order of its graph, mod ``id_dim`` (:func:`random_positions` with torch's default generator)."""

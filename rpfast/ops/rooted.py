@@ -68,7 +68,7 @@ def _backward(ctx, grad):
 rooted_round_op = declare(
     "rooted_round", "(Tensor h, Tensor p, Tensor own, Tensor bias, Tensor scale, Tensor rowptr, Tensor col, "
                     "Tensor out_rowptr, Tensor out_col) -> Tensor",
-    kernel=_kernel, composed=_composed, fake=_fake, setup=_setup, backward=_backward)
+    kernels={"cpu": _kernel}, composed=_composed, fake=_fake, setup=_setup, backward=_backward)
 
 
 def rooted_round(h: Tensor, p: Tensor, own: Tensor, bias: Tensor, scale: Tensor, graph: GraphBatch) -> Tensor:

@@ -8,7 +8,7 @@ ranges and an ``index_select`` (both deterministic: no atomics).
 import torch
 from torch import Tensor
 
-from rpfast import _backend, _cuda
+from rpfast import _backend
 from rpfast.data import GraphBatch
 from rpfast.ops._registry import declare
 from rpfast._validation import index_tensor, is_pyg_data, require_float, require_ndim, require_tensor
@@ -76,11 +76,11 @@ def _broadcast_backward(ctx, grad):
 
 segment_sum_op = declare(
     "segment_sum", "(Tensor x, Tensor ptr) -> Tensor",
-    kernel=_sum_kernel, composed=_sum_composed, fake=_sum_fake, setup=_sum_setup, backward=_sum_backward,
-    cuda=lambda x, ptr: _cuda.segment_sum(x.contiguous(), ptr.contiguous()))
+    kernels={"cpu": _sum_kernel, "cuda": _sum_kernel}, composed=_sum_composed, fake=_sum_fake, setup=_sum_setup,
+    backward=_sum_backward)
 segment_broadcast_op = declare(
     "segment_broadcast", "(Tensor grad, Tensor ptr, SymInt num_nodes) -> Tensor",
-    kernel=_broadcast_kernel, composed=_broadcast_composed, fake=_broadcast_fake, setup=_broadcast_setup,
+    kernels={"cpu": _broadcast_kernel}, composed=_broadcast_composed, fake=_broadcast_fake, setup=_broadcast_setup,
     backward=_broadcast_backward)
 
 

@@ -5,8 +5,9 @@ them (``equal_nan``), and the fused BatchNorm + ReLU against torch's autograd th
 
 Inputs: small random graphs (empty graphs, isolated vertices, self-loops, multi-edges), float32
 and float64 values with no, a few, many or a whole column of NaN / +inf / -inf entries. The
-random ops (``sample_ids``, ``pisgd_relabel``: their draws are the kernel's own) are compared in
-tests/test_random_permutations.py instead. Both CI runs (C++ kernels, then
+random ops (``sample_ids``, ``pisgd_relabel``, and the draws ``random_permutations`` and
+``random_positions``, whose composed form is the CPU kernel's draw moved to the device) are
+compared in tests/test_random_permutations.py and tests/test_cuda.py instead. Both CI runs (C++ kernels, then
 ``RPFAST_BACKEND=torch``) run this file: it calls each form explicitly.
 """
 import pytest
@@ -23,7 +24,7 @@ from rpfast.data import GraphBatch
 from rpfast.ops import _registry
 from rpfast.ops.gin import graph_csr
 
-RANDOM_OPS = {"sample_ids", "pisgd_relabel"}
+RANDOM_OPS = {"sample_ids", "pisgd_relabel", "random_permutations", "random_positions"}
 MODES = ("finite", "few", "many", "column")
 NON_FINITE = (float("nan"), float("inf"), float("-inf"))
 

@@ -128,7 +128,7 @@ def _pisgd_relabel_fake(adj, x, num_nodes, samples, k):
 
 pisgd_relabel_op = declare(
     "pisgd_relabel", "(Tensor adj, Tensor x, Tensor num_nodes, int samples, int k) -> Tensor[]",
-    kernel=_pisgd_relabel, composed=_pisgd_relabel, fake=_pisgd_relabel_fake)
+    kernels={"cpu": _pisgd_relabel}, composed=_pisgd_relabel, fake=_pisgd_relabel_fake)
 pisgd_relabel_op.__doc__ = """``[adj_p [B P, k, k, C], x_p [B P, k, F], mask [B P, k]]``: ``samples`` uniformly
 random relabelings of every dense graph (its first ``k`` positions), as RelationalPooling's
 pi-SGD feeds f in compiled code. The relabeled inputs carry no gradient to ``adj`` and ``x``."""
