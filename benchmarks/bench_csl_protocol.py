@@ -8,7 +8,7 @@ relabelings, every epoch. Both sides run the same protocol on the same graphs.
 import pytest
 import torch
 
-from rpfast.data import csl_batch, csl_dataset
+from rpfast.datasets import csl_batch, csl_dataset
 from rpfast.experiments.csl import accuracy, classification_loss
 from rpfast.experiments.training import Batches, adam, fit
 from rpfast.nn import RPGIN, PiSGD

@@ -13,7 +13,8 @@ from rpfast import _backend
 if not (_backend.cuda_build_info()["built"] and torch.cuda.is_available()):
     pytest.skip("needs rpfast._C_cuda and a CUDA device (scripts/gpu_check.sh)", allow_module_level=True)
 
-from rpfast.data import csl_batch, csl_dataset  # noqa: E402
+from rpfast.datasets import csl_dataset  # noqa: E402
+from rpfast.datasets import csl_batch
 from rpfast.ops import random_permutations  # noqa: E402
 from rpfast.ops.gin import gin_aggregate_op, graph_csr  # noqa: E402
 from rpfast.ops.permute import (permute_adjacency_backward_op, permute_adjacency_op,  # noqa: E402

@@ -32,8 +32,15 @@ def _module_step(name: str, impl: str):
 
     def step():
         x.grad = None
-        conv(x, edge_index).backward(grad)
+        out = conv(x, edge_index)
+        out.backward(grad)
+        return out.detach(), x.grad
     return step
+
+
+def _same_output_and_gradient(ours, theirs) -> None:
+    for mine, other in zip(ours(), theirs()):
+        torch.testing.assert_close(mine, other, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("impl", ["rpfast", "pyg"])
@@ -51,4 +58,4 @@ def test_gin_conv_module_alternating(benchmark, name):
     ours, pyg = _module_step(name, "rpfast"), _module_step(name, "pyg")
     benchmark.group = f"GINConv module conv(x, edge_index) forward+backward: {name} (alternating rounds)"
     benchmark.extra_info["impl"] = "rpfast"
-    paired(benchmark, ours, pyg, "pyg", rounds=400, warmup_rounds=20)
+    paired(benchmark, ours, pyg, "pyg", rounds=400, warmup_rounds=20, agree=_same_output_and_gradient)

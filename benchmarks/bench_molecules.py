@@ -7,8 +7,8 @@ import torch
 pytest.importorskip("rdkit")
 pytest.importorskip("torch_geometric")
 
-from rpfast.data import load_tox21  # noqa: E402
-from rpfast.data.molecules import featurize_smiles  # noqa: E402
+from rpfast.datasets import load_tox21  # noqa: E402
+from rpfast.datasets.molecules import featurize_smiles  # noqa: E402
 from rpfast.experiments.molecule_tasks import Targets  # noqa: E402
 from rpfast.nn import Duvenaud, Oriented, RPDuvenaud, SubgraphRP  # noqa: E402
 

@@ -13,7 +13,7 @@ import torch
 
 from baselines import traversal_loops as loops
 from reference import ranked_digraph
-from rpfast.data import batch_from_smiles, load_tox21
+from rpfast.datasets import batch_from_smiles, load_tox21
 from rpfast.ops import bfs_order, dfs_order
 
 _CACHE = {}

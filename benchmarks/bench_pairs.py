@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from paired import paired
-from rpfast.data.pair_families import family_pairs
+from rpfast.datasets.pair_families import family_pairs
 from rpfast.experiments.pairs import PairsSettings, run_pair
 
 EPOCHS, EVAL_SAMPLES = 20, 64

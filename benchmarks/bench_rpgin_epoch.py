@@ -9,7 +9,7 @@ too, each paying torch's per-tensor costs)."""
 import pytest
 import torch
 
-from rpfast.data import csl_batch, csl_dataset
+from rpfast.datasets import csl_batch, csl_dataset
 from rpfast.experiments.csl import classification_loss
 from rpfast.experiments.training import Batches, fit
 from rpfast.nn import RPGIN

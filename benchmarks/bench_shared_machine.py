@@ -77,7 +77,7 @@ def test_rpgin_epoch_shared(benchmark, load, impl):
 def test_csl_paper_protocol_shared(benchmark, load, impl):
     pytest.importorskip("scipy")
     from bench_csl_protocol import _paper_epoch, _rpfast_epoch
-    from rpfast.data import csl_dataset
+    from rpfast.datasets import csl_dataset
 
     graphs, labels = csl_dataset()
     epoch = (_rpfast_epoch if impl == "rpfast" else _paper_epoch)(graphs, labels)

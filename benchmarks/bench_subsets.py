@@ -1,6 +1,6 @@
 """k-subset enumeration against itertools / torch.combinations pipelines and rustworkx.
 
-Datasets: every Tox21 molecule (RDKit heavy-atom graphs of ``rpfast.data.load_tox21()``),
+Datasets: every Tox21 molecule (RDKit heavy-atom graphs of ``rpfast.datasets.load_tox21()``),
 a random sparse graph (n = 200, mean degree 4) and the 150 CSL graphs (n = 41). Each
 benchmark enumerates the subsets (materialised, not just counted) and checks that every
 implementation found the same number.
@@ -10,7 +10,8 @@ import torch
 
 from baselines import subset_pipelines as base
 from graphs import csl_full_batch
-from rpfast.data import GraphBatch, batch_from_smiles, load_tox21
+from rpfast.data import GraphBatch
+from rpfast.datasets import batch_from_smiles, load_tox21
 from rpfast.ops import count_k_subsets, k_subsets
 
 _DATA = {}

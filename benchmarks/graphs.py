@@ -1,7 +1,8 @@
 """Benchmark inputs: molecule-like random batches and the CSL batch."""
 import torch
 
-from rpfast.data import GraphBatch, csl_batch, csl_dataset
+from rpfast.data import GraphBatch
+from rpfast.datasets import csl_batch, csl_dataset
 
 
 def molecule_like(num_graphs: int, low: int = 10, high: int = 60, seed: int = 0) -> GraphBatch:

@@ -8,15 +8,22 @@ in ``extra_info`` and printed by ``report.py`` in its "alternating rounds" table
 """
 import statistics
 import time
-from typing import Callable
+from typing import Callable, Optional
 
 
 def paired(benchmark, ours: Callable[[], object], baseline: Callable[[], object], baseline_name: str,
-           rounds: int, warmup_rounds: int = 1) -> float:
+           rounds: int, warmup_rounds: int = 1,
+           agree: Optional[Callable[[Callable[[], object], Callable[[], object]], None]] = None) -> float:
     """Benchmark ``ours`` with a round of ``baseline`` before each of its rounds; returns the
-    speed-up (baseline median / ours median) and records both medians in ``extra_info``."""
+    speed-up (baseline median / ours median) and records both medians in ``extra_info``.
+
+    ``agree(ours, baseline)``, when given, runs before any timing: it calls both (seeding what
+    they draw alike) and must raise if they disagree (two computations that differ are not a
+    benchmark of one against the other)."""
     if rounds < 1 or warmup_rounds < 0:
         raise ValueError(f"rounds must be >= 1 and warmup_rounds >= 0, got {rounds} and {warmup_rounds}")
+    if agree is not None:
+        agree(ours, baseline)
     ours_times, baseline_times = [], []
 
     def run_baseline():

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_csl_protocol import _rpfast_epoch  # noqa: E402
 from bench_rpgin_epoch import training_epoch  # noqa: E402
 from graphs import csl_full_batch, molecule_like  # noqa: E402
-from rpfast.data import csl_dataset  # noqa: E402
+from rpfast.datasets import csl_dataset  # noqa: E402
 from rpfast.nn import GINConv  # noqa: E402
 from rpfast import _testing  # noqa: E402
 

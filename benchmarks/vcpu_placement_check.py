@@ -44,7 +44,7 @@ def one_process() -> None:
 
     sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "tests")]
     from bench_csl_protocol import _rpfast_epoch
-    from rpfast.data import csl_dataset
+    from rpfast.datasets import csl_dataset
     from rpfast import _testing
 
     round_trip = _testing.thread_round_trip_ns()

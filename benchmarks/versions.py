@@ -42,7 +42,7 @@ def _import_rpfast(tree):
 
 
 def _csl(batch_size):
-    from rpfast.data import csl_batch, csl_dataset
+    from rpfast.datasets import csl_batch, csl_dataset
     graphs, labels = csl_dataset()
     return csl_batch(graphs, list(range(batch_size))), labels[:batch_size]
 

@@ -13,7 +13,7 @@ from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 from torch_geometric.nn import GINConv, global_add_pool
 
-from rpfast.data import graph_from_smiles, load_tox21
+from rpfast.datasets import graph_from_smiles, load_tox21
 from rpfast.nn import RPGNN
 
 ID_DIM, MAX_DEGREE = 8, 6

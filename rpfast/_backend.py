@@ -285,21 +285,20 @@ def call(kernel: str, *args):
             append(_convert(value, kernel))
     if cuda_device is not None:
         return _call_cuda(kernel, converted, cuda_device)
-    function = _CPU_FUNCTIONS.get(kernel) or _cpu_function(kernel)
-    if function is _SINGLE:
-        return getattr(_C, kernel)(*converted)
-    return function(*converted, _get_num_threads() or 1)
+    function, threaded = _CPU_FUNCTIONS.get(kernel) or _cpu_function(kernel)
+    if threaded:
+        converted.append(_get_num_threads() or 1)
+    return function(*converted)
 
 
 _get_num_threads = torch.get_num_threads
-_SINGLE = object()  # _CPU_FUNCTIONS' mark of a single-threaded kernel
-_CPU_FUNCTIONS: Dict[str, Any] = {}  # kernel name -> its CPU function (or _SINGLE), looked up once
+_CPU_FUNCTIONS: Dict[str, tuple] = {}  # kernel name -> (its CPU function, takes threads), looked up once
 
 
-def _cpu_function(kernel: str):
-    function = getattr(_C, kernel)  # AttributeError for a kernel the module does not have
-    _CPU_FUNCTIONS[kernel] = _SINGLE if kernel in _SINGLE_THREADED else function
-    return _CPU_FUNCTIONS[kernel]
+def _cpu_function(kernel: str) -> tuple:
+    entry = (getattr(_C, kernel), kernel not in _SINGLE_THREADED)  # AttributeError: no such kernel
+    _CPU_FUNCTIONS[kernel] = entry
+    return entry
 
 
 def _convert(value, what: str):

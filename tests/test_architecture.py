@@ -2,7 +2,7 @@
 
 Dependencies point one way:
 ``_validation <- _backend <- data <- ops <- nn <- experiments <- commands <- cli``; only
-``rpfast/_backend.py`` imports the compiled extension and only ``rpfast/data/molecules.py``
+``rpfast/_backend.py`` imports the compiled extension and only ``rpfast/datasets/molecules.py``
 imports RDKit; no import circle inside a package; no module assigns into another.
 """
 import ast
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "rpfast"
-LAYERS = ["_validation", "_backend", "data", "ops", "nn", "experiments", "commands", "cli"]
+LAYERS = ["_validation", "_backend", "data", "datasets", "ops", "nn", "experiments", "commands", "cli"]
 
 
 def _modules():
@@ -63,7 +63,7 @@ def test_only_the_backend_imports_the_extension():
 
 def test_rdkit_is_imported_in_one_module():
     importers = {_module_name(p) for p in _modules() if any(m.split(".")[0] == "rdkit" for m in _imports(p))}
-    assert importers == {"rpfast.data.molecules"}
+    assert importers == {"rpfast.datasets.molecules"}
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: _module_name(p))

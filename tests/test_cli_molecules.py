@@ -8,7 +8,7 @@ pytest.importorskip("rdkit")
 
 from assertions import cli_fails  # noqa: E402
 from rpfast.cli import main  # noqa: E402
-from rpfast.data import load_tox21  # noqa: E402
+from rpfast.datasets import load_tox21  # noqa: E402
 from tox21_files import write_tox21_subset  # noqa: E402
 
 pytestmark = pytest.mark.backend_neutral  # the first CI run covers it (see conftest.py)
@@ -145,7 +145,7 @@ def test_no_usable_label_is_a_one_line_error(columns, shown, tmp_path, capsys, m
 
 
 def test_no_task_with_both_classes_in_the_test_split_is_a_one_line_error(tmp_path, capsys, monkeypatch):
-    from rpfast.data.moleculenet import random_split
+    from rpfast.datasets.moleculenet import random_split
 
     monkeypatch.setenv("RPFAST_CACHE", str(tmp_path / "cache"))
     train, _, _ = random_split(40, 0)
@@ -161,7 +161,7 @@ def test_no_task_with_both_classes_in_the_test_split_is_a_one_line_error(tmp_pat
 def _labels_scored_in(scored, unscored=()):
     """40 labels whose test set has both classes in the random splits of seeds ``scored`` and
     one class only in those of seeds ``unscored``."""
-    from rpfast.data.moleculenet import random_split
+    from rpfast.datasets.moleculenet import random_split
 
     labels = [0] * 40
     avoid = {int(i) for seed in unscored for i in random_split(40, seed)[2]}

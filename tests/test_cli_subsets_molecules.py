@@ -145,7 +145,7 @@ def test_rdkit_messages_are_silenced_and_counted(tmp_path, capfd):
     """RDKit writes to the C-level stderr (capfd sees it); the summary counts instead."""
     import logging
 
-    from rpfast.data.molecules import parse_smiles_quietly
+    from rpfast.datasets.molecules import parse_smiles_quietly
 
     path = _write(tmp_path, "smi", ["[H]", "CCO", "C1CC", "[H]C([H])([H])[H]", "[H]"])
     handlers = list(logging.getLogger("rdkit").handlers)

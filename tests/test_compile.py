@@ -4,7 +4,7 @@ import copy
 import pytest
 import torch
 
-from rpfast.data import csl_batch, csl_dataset
+from rpfast.datasets import csl_batch, csl_dataset
 from rpfast.nn import GIN, RPGIN, GINConv
 from rpfast.nn.rp import Exact, PiSGD, RelationalPooling, VecMLP
 from rpfast.nn.gin import compiled as library

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from rpfast.data import PAPER_SKIPS, csl_dataset, csl_graph
+from rpfast.datasets import PAPER_SKIPS, csl_dataset, csl_graph
 
 
 def to_nx(edge_index, n):

@@ -177,7 +177,7 @@ def test_permutation_gathers_and_their_adjoints_match_the_cpu_bitwise(dtype):
 @needs_gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_segment_sum_and_gin_aggregation_match_the_cpu(dtype):
-    from rpfast.data import csl_batch, csl_dataset
+    from rpfast.datasets import csl_batch, csl_dataset
     from rpfast.ops import gin_aggregate, graph_sum
 
     graphs, _ = csl_dataset()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rpfast.data import csl_batch, csl_dataset
+from rpfast.datasets import csl_batch, csl_dataset
 from rpfast.experiments import distributed
 from rpfast.experiments.workers import ProcessFailed, run_in_workers
 from rpfast.nn import RPGIN, convert_sync_batch_norm

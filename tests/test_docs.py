@@ -11,10 +11,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The public modules: every name in their ``__all__`` is documented.
-PUBLIC_MODULES = ["rpfast", "rpfast.data", "rpfast.data.molecules", "rpfast.data.moleculenet", "rpfast.data.pairs",
-                  "rpfast.data.pair_families", "rpfast.ops", "rpfast.nn", "rpfast.nn.rp", "rpfast.experiments.training",
+PUBLIC_MODULES = ["rpfast", "rpfast.data", "rpfast.datasets", "rpfast.datasets.molecules", "rpfast.datasets.moleculenet", "rpfast.datasets.pairs",
+                  "rpfast.datasets.pair_families", "rpfast.ops", "rpfast.nn", "rpfast.nn.rp", "rpfast.experiments.training",
                   "rpfast.experiments.molecule_checkpoints"]
-NOT_DOCUMENTED = {"__version__", "data", "ops", "nn"}  # the version string and the subpackages themselves
+NOT_DOCUMENTED = {"__version__", "data", "datasets", "ops", "nn"}  # the version string and the subpackages themselves
 
 pytestmark = pytest.mark.backend_neutral  # the build does not depend on the backend
 

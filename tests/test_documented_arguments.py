@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-PUBLIC = ["rpfast", "rpfast.ops", "rpfast.nn", "rpfast.nn.rp", "rpfast.data", "rpfast.data.molecules",
-          "rpfast.data.moleculenet", "rpfast.experiments.training"]
+PUBLIC = ["rpfast", "rpfast.ops", "rpfast.nn", "rpfast.nn.rp", "rpfast.data", "rpfast.datasets.molecules",
+          "rpfast.datasets.moleculenet", "rpfast.experiments.training"]
 
 
 def _public_objects():

@@ -14,8 +14,8 @@ import pytest
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "guide" / "relational-pooling.md"
 # where a bare documented name is looked up, in this order
-NAMESPACES = ["rpfast", "rpfast.data", "rpfast.ops", "rpfast.nn", "rpfast.nn.rp", "rpfast.data.molecules",
-              "rpfast.data.moleculenet", "rpfast.ops.random", "rpfast.ops.dense", "rpfast.ops.subsets"]
+NAMESPACES = ["rpfast", "rpfast.data", "rpfast.ops", "rpfast.nn", "rpfast.nn.rp", "rpfast.datasets.molecules",
+              "rpfast.datasets.moleculenet", "rpfast.ops.random", "rpfast.ops.dense", "rpfast.ops.subsets"]
 # documented calls on an instance (``graph.to_pyg()``): the class they belong to
 INSTANCES = {"graph": "GraphBatch"}
 

@@ -1,11 +1,11 @@
-"""RDKit featurisation (rpfast.data.molecules.featurize_smiles) against hand-checked molecules."""
+"""RDKit featurisation (rpfast.datasets.molecules.featurize_smiles) against hand-checked molecules."""
 import numpy as np
 import pytest
 import torch
 
 pytest.importorskip("rdkit")
 
-from rpfast.data.molecules import ATOM_FEATURES, BOND_FEATURES, ELEMENTS, featurize_smiles  # noqa: E402
+from rpfast.datasets.molecules import ATOM_FEATURES, BOND_FEATURES, ELEMENTS, featurize_smiles  # noqa: E402
 
 # column offsets of the 75 atom features
 ELEMENT, DEGREE, VALENCE, CHARGE, RADICAL, HYBRID, AROMATIC, HCOUNT = 0, 44, 55, 62, 63, 64, 69, 70
@@ -74,10 +74,10 @@ def test_features_are_float32_whatever_the_default_dtype(float64_default, tmp_pa
     """Featurisation used to fail under float64 ("Index put requires the source and destination dtypes
     match": edge_attr was allocated in the default dtype). Features are float32 (FEATURE_DTYPE) always,
     bit-identical to a float32-default run; batches, the cache and the readers work too."""
-    from rpfast.data import batch_from_smiles, canonical_order_from_mol, graph_from_smiles
-    from rpfast.data.molecule_files import read_smiles_file
-    from rpfast.data.moleculenet import featurize_dataset, read_moleculenet_csv
-    from rpfast.data.molecules import FEATURE_DTYPE
+    from rpfast.datasets import batch_from_smiles, canonical_order_from_mol, graph_from_smiles
+    from rpfast.datasets.molecule_files import read_smiles_file
+    from rpfast.datasets.moleculenet import featurize_dataset, read_moleculenet_csv
+    from rpfast.datasets.molecules import FEATURE_DTYPE
 
     assert torch.get_default_dtype() == torch.float64 and FEATURE_DTYPE == torch.float32
     graphs = featurize_smiles(SMILES)
@@ -113,7 +113,7 @@ def test_features_are_float32_whatever_the_default_dtype(float64_default, tmp_pa
 def test_atom_count_bounds_hold_the_featurised_atom_counts():
     """The cache's cheap check: RDKit's unsanitised parse brackets the atoms featurisation keeps
     (hydrogens written out may be removed; nothing else changes), -1 where nothing parses."""
-    from rpfast.data.molecules import atom_count_bounds
+    from rpfast.datasets.molecules import atom_count_bounds
 
     smiles = SMILES + ["[2H]C([H])([H])[H]", "[H]", "[H][H]", "C1CC", "", "*C(=O)[O-]", "[Al](Cl)(Cl)(Cl)(Cl)(Cl)Cl"]
     low, high = atom_count_bounds(smiles)

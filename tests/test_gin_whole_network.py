@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from assertions import assert_thread_invariant
-from rpfast.data import GraphBatch, csl_batch, csl_dataset
+from rpfast.data import GraphBatch
+from rpfast.datasets import csl_batch, csl_dataset
 from rpfast.nn import GIN
 from rpfast.nn.gin import network as gin_network_module
 from rpfast.nn.gin.binding import binding

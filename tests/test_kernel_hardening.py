@@ -265,7 +265,7 @@ def test_batch_norm_relu_propagates_nan_like_torch():
 # ------------------------------------------------------------------ 12. reproducible RP-GIN gradients
 @pytest.mark.kernels
 def test_rpgin_gradients_are_bitwise_identical_across_threads():
-    from rpfast.data import csl_batch, csl_dataset
+    from rpfast.datasets import csl_batch, csl_dataset
 
     graphs, labels = csl_dataset(seed=0)
     batch = csl_batch(graphs, list(range(60)))

@@ -2,7 +2,8 @@
 import pytest
 import torch
 
-from rpfast.data import GraphBatch, csl_batch, csl_dataset
+from rpfast.data import GraphBatch
+from rpfast.datasets import csl_batch, csl_dataset
 from rpfast.nn import GIN, RPGIN, PiSGD
 
 

@@ -4,8 +4,8 @@ import torch
 
 pytest.importorskip("rdkit")
 
-from rpfast.data.moleculenet import featurize_dataset, load_tox21, random_split, scaffold_split  # noqa: E402
-from rpfast.data.molecules import featurize_smiles, scaffold_groups  # noqa: E402
+from rpfast.datasets.moleculenet import featurize_dataset, load_tox21, random_split, scaffold_split  # noqa: E402
+from rpfast.datasets.molecules import featurize_smiles, scaffold_groups  # noqa: E402
 from rpfast.experiments.molecule_models import MODELS, SUBGRAPH_MODELS, Architecture, build_model  # noqa: E402
 from rpfast.experiments.molecule_tasks import Targets  # noqa: E402
 from rpfast.nn import Duvenaud, RPDuvenaud, SubgraphRP  # noqa: E402
@@ -147,7 +147,7 @@ def test_scaffold_split_follows_deepchem_s_rule():
 
 def test_featurisation_cache_is_reused_and_survives_damage(tmp_path):
     data = load_tox21()
-    from rpfast.data.moleculenet import MoleculeDataset
+    from rpfast.datasets.moleculenet import MoleculeDataset
     small = MoleculeDataset(data.smiles[:30], data.labels[:30], data.tasks)
     first = featurize_dataset(small, cache_dir=tmp_path)
     files = list(tmp_path.glob("molecules-*.pt"))

@@ -13,7 +13,7 @@ pytest.importorskip("rdkit")
 
 from assertions import cli_fails  # noqa: E402
 from rpfast.cli import main  # noqa: E402
-from rpfast.data import load_tox21  # noqa: E402
+from rpfast.datasets import load_tox21  # noqa: E402
 from tox21_files import write_tox21_subset  # noqa: E402
 
 pytestmark = pytest.mark.backend_neutral  # the first CI run covers it (see conftest.py)
@@ -245,8 +245,8 @@ def test_fit_selects_the_lowest_score_when_minimising():
 
 
 def test_balanced_scaffold_split_keeps_scaffolds_together_and_varies_with_the_seed():
-    from rpfast.data.moleculenet import balanced_scaffold_split
-    from rpfast.data.molecules import scaffold_groups
+    from rpfast.datasets.moleculenet import balanced_scaffold_split
+    from rpfast.datasets.molecules import scaffold_groups
 
     smiles = load_tox21().smiles[:300]
     scaffolds = scaffold_groups(smiles)

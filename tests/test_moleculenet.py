@@ -1,4 +1,4 @@
-"""rpfast/data/moleculenet.py: the shipped Tox21 copy, the MoleculeNet CSV reader's checks and the
+"""rpfast/datasets/moleculenet.py: the shipped Tox21 copy, the MoleculeNet CSV reader's checks and the
 featurisation cache's verification."""
 import csv
 import gzip
@@ -13,9 +13,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rpfast.data import MoleculeDataset, load_tox21, read_moleculenet_csv
-from rpfast.data.moleculenet import CACHE_FORMAT, DATASETS, TOX21_TASKS, featurize_dataset
-from rpfast.data.molecules import MoleculeGraphs
+from rpfast.datasets import MoleculeDataset, load_tox21, read_moleculenet_csv
+from rpfast.datasets.moleculenet import CACHE_FORMAT, DATASETS, TOX21_TASKS, featurize_dataset
+from rpfast.datasets.molecules import MoleculeGraphs
 
 
 def _tox21_rows():
@@ -43,7 +43,7 @@ def test_tox21_has_every_molecule_task_and_missing_label():
 
 def test_tox21_smiles_become_graphs_through_batch_from_smiles():
     pytest.importorskip("rdkit")
-    from rpfast.data import batch_from_smiles
+    from rpfast.datasets import batch_from_smiles
 
     data = load_tox21()
     batch, kept = batch_from_smiles(data.smiles[:50], skip_invalid=True)
@@ -133,7 +133,7 @@ def test_fields_longer_than_the_csv_field_limit_are_read(tmp_path):
     chain = "C" * 200_000  # read as text; RDKit judges it only when the molecules are featurised
     data = read_moleculenet_csv(write(tmp_path, f"smiles,y\nC,1\n{chain},0\n", "chain.csv"))
     assert data.smiles == ["C", chain]
-    from rpfast.data.molecule_files import read_smiles_file
+    from rpfast.datasets.molecule_files import read_smiles_file
 
     assert read_smiles_file(write(tmp_path, f'id,SMILES\n1,"{chain}"\n', "mols.csv")) == [chain]
     assert csv.field_size_limit() == limit
@@ -164,7 +164,7 @@ def cache_file(directory):
 def reloads_fresh(data, directory, match):
     """featurize_dataset warns (``match``), returns a fresh featurisation and rewrites the file so the
     next call reads it without a warning."""
-    from rpfast.data.molecules import featurize_smiles
+    from rpfast.datasets.molecules import featurize_smiles
 
     fresh = featurize_smiles(data.smiles)
     with pytest.warns(RuntimeWarning, match=match):
@@ -229,8 +229,8 @@ def test_a_well_formed_file_with_altered_features_is_detected(cached, tmp_path):
 def test_forged_files_with_a_recomputed_hash_are_caught_by_the_cheap_checks(cached, tmp_path):
     """A consistent content hash is not enough: atom counts are checked against RDKit's parse of the
     SMILES, and the element and degree columns against ``element`` and the bonds."""
-    from rpfast.data.moleculenet import _cache_record, _content_digest
-    from rpfast.data.molecules import featurize_smiles, featurizer_settings
+    from rpfast.datasets.moleculenet import _cache_record, _content_digest
+    from rpfast.datasets.molecules import featurize_smiles, featurizer_settings
 
     data, path, graphs = cached
     forged = _cache_record(featurize_smiles(["CCCO", "c1ccccc1", "F/C=C/F", "[Na+].[Cl-]"]), data.smiles,
@@ -325,7 +325,7 @@ def test_loaded_features_always_equal_a_fresh_featurisation(smiles, corruption):
     """Whatever happens to the cache file, featurize_dataset returns what featurising without a cache
     returns (the reference: featurize_smiles, which never sees a cache)."""
     pytest.importorskip("rdkit")
-    from rpfast.data.molecules import featurize_smiles
+    from rpfast.datasets.molecules import featurize_smiles
 
     kind, how = corruption
     data = dataset(smiles)

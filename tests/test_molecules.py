@@ -1,8 +1,8 @@
-"""rpfast.data.molecules: SMILES and RDKit molecules as graphs, RDKit's canonical order."""
+"""rpfast.datasets.molecules: SMILES and RDKit molecules as graphs, RDKit's canonical order."""
 import pytest
 import torch
 
-from rpfast.data import batch_from_smiles, canonical_order_from_mol
+from rpfast.datasets import batch_from_smiles, canonical_order_from_mol
 from rpfast.ops import permute_adjacency, permute_nodes
 
 pytest.importorskip("rdkit")
@@ -32,7 +32,7 @@ def test_rdkit_canonical_order_makes_smiles_spellings_agree():
 
 def test_batch_from_smiles_treats_a_bare_string_as_one_molecule():
     pytest.importorskip("rdkit")
-    from rpfast.data import batch_from_smiles
+    from rpfast.datasets import batch_from_smiles
 
     batch, kept = batch_from_smiles("CCO")
     assert batch.num_graphs == 1 and batch.total_nodes == 3
@@ -46,7 +46,7 @@ def test_batch_from_smiles_treats_a_bare_string_as_one_molecule():
 ])
 def test_smiles_readers_reject_non_strings(call, message):
     pytest.importorskip("rdkit")
-    from rpfast.data import batch_from_smiles, graph_from_smiles
+    from rpfast.datasets import batch_from_smiles, graph_from_smiles
 
     with pytest.raises(TypeError, match=message.replace("[", r"\[").replace("]", r"\]")):
         call(batch_from_smiles, graph_from_smiles)

@@ -7,7 +7,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rpfast.data import GraphBatch, csl_batch, csl_dataset
+from rpfast.data import GraphBatch
+from rpfast.datasets import csl_batch, csl_dataset
 from rpfast.ops import bfs_order, dfs_order, permute_adjacency, wl_order
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from assertions import cli_fails
 from rpfast.cli import main
-from rpfast.data.pair_families import family_pairs
-from rpfast.data.pairs import read_pairs
+from rpfast.datasets.pair_families import family_pairs
+from rpfast.datasets.pairs import read_pairs
 from rpfast.experiments.pair_statistics import THRESHOLD, hotelling_p_value, t_squared, verdict
 from rpfast.experiments.pairs import PairsSettings, run_pair
 
@@ -92,7 +92,7 @@ def test_every_malformed_graph6_form_names_file_line_token_and_reason(tmp_path, 
 
 
 def test_a_graph6_header_and_every_vertex_count_form_are_read():
-    from rpfast.data.pairs import graph6_problem
+    from rpfast.datasets.pairs import graph6_problem
 
     for graph in (nx.empty_graph(0), nx.empty_graph(1), nx.cycle_graph(62), nx.cycle_graph(63), nx.path_graph(300)):
         text = nx.to_graph6_bytes(graph, header=True).decode().strip()
@@ -150,7 +150,7 @@ def test_families_are_non_isomorphic_and_1wl_equivalent(family, count, expected)
 
 
 def test_srg_pairs_are_twenty_different_pairs():
-    from rpfast.data.pairs import local_invariants, networkx_graph
+    from rpfast.datasets.pairs import local_invariants, networkx_graph
 
     pairs = family_pairs("srg")
     keys = {tuple(sorted(tuple(local_invariants(networkx_graph(e, p.n))) for e in (p.g, p.h))) for p in pairs}
@@ -158,7 +158,7 @@ def test_srg_pairs_are_twenty_different_pairs():
 
 
 def test_the_generalized_quadrangles_are_srg_40_12_2_4_and_differ_in_regular_points():
-    from rpfast.data.pair_families import generalized_quadrangles
+    from rpfast.datasets.pair_families import generalized_quadrangles
 
     symplectic, parabolic = generalized_quadrangles()
     for graph in (symplectic, parabolic):
@@ -176,8 +176,8 @@ def test_the_generalized_quadrangles_are_srg_40_12_2_4_and_differ_in_regular_poi
 
 
 def test_wl_equivalence_and_the_isomorphism_checks_decide_correctly():
-    from rpfast.data.pair_families import wl_equivalent
-    from rpfast.data.pairs import isomorphic_within, local_invariants
+    from rpfast.datasets.pair_families import wl_equivalent
+    from rpfast.datasets.pairs import isomorphic_within, local_invariants
 
     path, star = nx.path_graph(4), nx.star_graph(3)
     assert not wl_equivalent(path, star)
@@ -190,7 +190,7 @@ def test_wl_equivalence_and_the_isomorphism_checks_decide_correctly():
 
 
 def test_latin_square_graphs_are_strongly_regular_and_checked():
-    from rpfast.data.pair_families import latin_square_graph
+    from rpfast.datasets.pair_families import latin_square_graph
 
     cyclic = [[(r + c) % 5 for c in range(5)] for r in range(5)]
     graph = latin_square_graph(cyclic)
@@ -201,7 +201,7 @@ def test_latin_square_graphs_are_strongly_regular_and_checked():
 
 
 def test_written_pair_files_read_back(tmp_path):
-    from rpfast.data.pairs import write_pairs
+    from rpfast.datasets.pairs import write_pairs
 
     pairs = family_pairs("regular", 2) + family_pairs("srg", 1)
     write_pairs(pairs, tmp_path / "mine.txt")
@@ -227,7 +227,7 @@ def test_gin_is_the_negative_control_and_every_rp_model_separates():
 
 
 def test_the_default_model_separates_latin_square_graphs_whose_four_clique_counts_have_equal_means():
-    from rpfast.data.pairs import networkx_graph
+    from rpfast.datasets.pairs import networkx_graph
 
     pair = family_pairs("srg", 15)[14]  # two Latin square graphs of order 7, srg(49, 18, 7, 6)
     counts = []
@@ -241,8 +241,8 @@ def test_the_default_model_separates_latin_square_graphs_whose_four_clique_count
 
 
 def test_the_rooted_part_separates_a_cfi_pair_over_a_treewidth_2_base():
-    from rpfast.data.pair_families import cfi_pair
-    from rpfast.data.pairs import GraphPair, networkx_edge_index
+    from rpfast.datasets.pair_families import cfi_pair
+    from rpfast.datasets.pairs import GraphPair, networkx_edge_index
 
     g, h = cfi_pair(nx.diamond_graph())
     pair = GraphPair("cfi", 0, 32, networkx_edge_index(g), networkx_edge_index(h))
@@ -279,7 +279,7 @@ def test_the_walk_window_holds_the_start_and_its_neighbours():
 
 
 def _cycle_against_triangles():
-    from rpfast.data.pairs import GraphPair, networkx_edge_index
+    from rpfast.datasets.pairs import GraphPair, networkx_edge_index
 
     hexagon, triangles = nx.cycle_graph(6), nx.disjoint_union(nx.cycle_graph(3), nx.cycle_graph(3))
     return GraphPair("cycles", 0, 6, networkx_edge_index(hexagon), networkx_edge_index(triangles))
@@ -366,7 +366,7 @@ def test_pairs_command_errors_are_one_line(argv, message, tmp_path, capsys):
 
 
 def test_cfi_pairs_differ_only_by_the_twist():
-    from rpfast.data.pair_families import cfi_pair
+    from rpfast.datasets.pair_families import cfi_pair
 
     g, h = cfi_pair(nx.complete_graph(4))
     assert g.number_of_nodes() == h.number_of_nodes() == 40  # 4 gadgets of 4 middle + 6 end vertices

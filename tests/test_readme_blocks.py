@@ -41,7 +41,7 @@ pytestmark = pytest.mark.backend_neutral
 
 
 def _tox21_head(path: Path, rows: int = 500) -> None:
-    lines = gzip.open(ROOT / "rpfast" / "data" / "datasets" / "tox21.csv.gz", "rt").read().splitlines()
+    lines = gzip.open(ROOT / "rpfast" / "datasets" / "tox21.csv.gz", "rt").read().splitlines()
     with gzip.open(path, "wt") as fh:
         fh.write("\n".join(lines[:rows + 1]) + "\n")
 

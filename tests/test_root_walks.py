@@ -8,8 +8,8 @@ import torch
 from torch import nn
 
 from rpfast.data import GraphBatch
-from rpfast.data.pair_families import latin_square_graph, random_latin_square
-from rpfast.data.pairs import networkx_edge_index
+from rpfast.datasets.pair_families import latin_square_graph, random_latin_square
+from rpfast.datasets.pairs import networkx_edge_index
 from rpfast.nn import Concat, Oriented, RelationalPooling, RootWalks, VecMLP
 
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from rpfast.data import GraphBatch
-from rpfast.data.pair_families import cfi_pair
-from rpfast.data.pairs import networkx_edge_index
+from rpfast.datasets.pair_families import cfi_pair
+from rpfast.datasets.pairs import networkx_edge_index
 from rpfast.nn import Concat, RootedRP
 from rpfast.ops import rooted_round
 

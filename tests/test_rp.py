@@ -439,7 +439,7 @@ def test_f_with_four_arguments_gets_the_node_counts():
 
 def test_rdkit_orientation_does_not_depend_on_atom_numbering():
     Chem = pytest.importorskip("rdkit.Chem")
-    from rpfast.data import batch_from_smiles
+    from rpfast.datasets import batch_from_smiles
     from rpfast.ops import permute_adjacency
 
     smiles = ["CC(=O)Oc1ccccc1C(=O)O", "CCN(CC)CC", "OCC1OC(O)C(O)C1O"]
@@ -467,7 +467,7 @@ def test_rdkit_orientation_does_not_depend_on_atom_numbering():
 def test_exact_rp_separates_the_csl_graphs_of_figure_1_and_gin_does_not():
     """CSL(11, 2) and CSL(11, 3) are 4-regular on 11 vertices: 1-WL, and so GIN, cannot tell them
     apart; the exact average of a permutation-sensitive MLP on vec(A) over all 11! relabelings can."""
-    from rpfast.data.csl import csl_graph
+    from rpfast.datasets.csl import csl_graph
     from rpfast.nn import GIN
 
     graph = GraphBatch.from_edge_lists([(csl_graph(11, 2), 11), (csl_graph(11, 3), 11)],

@@ -2,7 +2,7 @@
 import csv
 from typing import Dict, Optional
 
-from rpfast.data import load_tox21
+from rpfast.datasets import load_tox21
 
 
 def write_tox21_subset(path, count: int, tasks: Dict[str, int], smiles_header: str = "smiles",

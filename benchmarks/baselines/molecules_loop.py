@@ -4,7 +4,7 @@ a per-molecule, per-atom Python loop over RDKit (DeepChem's ConvMol recipe), and
 import torch
 from torch import nn
 
-from rpfast.data.molecules import ELEMENTS
+from rpfast.datasets.molecules import ELEMENTS
 
 HYBRIDS = ("SP", "SP2", "SP3", "SP3D", "SP3D2")
 

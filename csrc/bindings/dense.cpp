@@ -1,3 +1,7 @@
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "bindings/arrays.hpp"
 #include "bindings/interrupt.hpp"
 #include "bindings/bindings.hpp"
@@ -22,20 +26,70 @@ void matmul_tn(const Array& a, const Array& b, Array& out, int threads) {
   dispatch_float(a, run);
 }
 
-// out [M, C] = a [M, K] b [K, C].
+// The rows of a [..., K] (their count M) and K; out must be [..., C] with a's leading dimensions.
+std::pair<int64_t, int64_t> leading_rows(const Array& a, const Array& out, int64_t C, const char* what) {
+  if (a.ndim() < 1 || out.ndim() != a.ndim())
+    throw std::invalid_argument(std::string(what) + ": expected a [..., K] and out [..., C] of the same rank");
+  int64_t M = 1;
+  for (int64_t d = 0; d + 1 < a.ndim(); ++d) {
+    expect_dim(out, "out", d, a.shape(d));
+    M *= a.shape(d);
+  }
+  expect_dim(out, "out", a.ndim() - 1, C);
+  return {M, a.shape(a.ndim() - 1)};
+}
+
+// out [..., C] = a [..., K] b [K, C].
 void matmul(const Array& a, const Array& b, Array& out, int threads) {
-  if (a.ndim() != 2 || b.ndim() != 2) throw std::invalid_argument("matmul: a and b must be 2-D");
-  const int64_t M = a.shape(0), K = a.shape(1), C = b.shape(1);
+  if (b.ndim() != 2) throw std::invalid_argument("matmul: b must be 2-D");
+  const int64_t C = b.shape(1);
+  const std::pair<int64_t, int64_t> rows = leading_rows(a, out, C, "matmul");
+  const int64_t M = rows.first, K = rows.second;
   expect_dim(b, "b", 0, K);
-  expect_leading(out, "out", {M, C});
   auto run = [&](auto tag) {
     using T = decltype(tag);
-    const T* pa = in_ptr<T>(a, "a", 2);
+    const T* pa = in_ptr<T>(a, "a", a.ndim());
     const T* pb = in_ptr<T>(b, "b", 2);
-    T* po = out_ptr<T>(out, "out", 2);
+    T* po = out_ptr<T>(out, "out", out.ndim());
     run_kernel([&] { rpfast::rows_times<T>(pa, M, K, pb, C, po, threads); });
   };
   dispatch_float(a, run);
+}
+
+// out [..., C] = x [..., K] weight^T + bias (weight [C, K], bias [C] or None): torch.nn.functional.linear.
+// The weight is transposed into a scratch copy here (C * K values) and the product is rows_times',
+// the bias added after it, so the result is the one matmul(x, weight.T) + bias gave, without the
+// two torch calls and the reshapes around them.
+void linear(const Array& x, const Array& weight, const py::object& bias, Array& out, int threads) {
+  if (weight.ndim() != 2) throw std::invalid_argument("linear: weight must be [C, K]");
+  const int64_t C = weight.shape(0);
+  const std::pair<int64_t, int64_t> rows = leading_rows(x, out, C, "linear");
+  const int64_t M = rows.first, K = rows.second;
+  expect_dim(weight, "weight", 1, K);
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = in_ptr<T>(x, "x", x.ndim());
+    const T* pw = in_ptr<T>(weight, "weight", 2);
+    T* po = out_ptr<T>(out, "out", out.ndim());
+    const T* pb = nullptr;
+    Array bias_array;
+    if (!bias.is_none()) {
+      bias_array = py::cast<Array>(bias);
+      expect_dim(bias_array, "bias", 0, C);
+      pb = in_ptr<T>(bias_array, "bias", 1);
+    }
+    run_kernel([&] {
+      std::vector<T> transposed(static_cast<size_t>(K * C));
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t k = 0; k < K; ++k) transposed[k * C + c] = pw[c * K + k];
+      rpfast::rows_times<T>(px, M, K, transposed.data(), C, po, threads);
+      if (pb != nullptr)
+        rpfast::parallel_for(M, threads, C, [&](int64_t m) {
+          for (int64_t c = 0; c < C; ++c) po[m * C + c] += pb[c];
+        });
+    });
+  };
+  dispatch_float(x, run);
 }
 
 // out [V, H]: out[v] = sum of g[m] over index[m] = v.
@@ -63,6 +117,9 @@ void scatter_rows_sum(const Array& index, const Array& g, Array& out, int thread
 void bind_dense(py::module_& m) {
   m.def("matmul_tn", &matmul_tn, py::arg("a"), py::arg("b"), py::arg("out"), py::arg("threads"),
         "out = a^T b with a deterministic row reduction (weight gradient of a linear map).");
+  m.def("linear", &linear, py::arg("x"), py::arg("weight"), py::arg("bias"), py::arg("out"), py::arg("threads"),
+        "out = x weight^T + bias, each output row computed whole by one thread (bitwise the same for any thread "
+        "count): torch.nn.functional.linear's result with rpfast's row products.");
   m.def("matmul", &matmul, py::arg("a"), py::arg("b"), py::arg("out"), py::arg("threads"),
         "out = a b, each output row computed whole by one thread (bitwise the same for any thread count).");
   m.def("scatter_rows_sum", &scatter_rows_sum, py::arg("index"), py::arg("g"), py::arg("out"), py::arg("threads"),

@@ -14,9 +14,10 @@ from tqdm.auto import tqdm
 
 from rpfast._io import atomic_path
 from rpfast._options import add_dataclass_options, config_from_args, int_range, option
-from rpfast.data import GraphBatch, graph_from_smiles, read_edge_list
-from rpfast.data.molecule_files import is_molecule_file, read_smiles_file
-from rpfast.data.molecules import parse_smiles_quietly
+from rpfast.data import GraphBatch, read_edge_list
+from rpfast.datasets import graph_from_smiles
+from rpfast.datasets.molecule_files import is_molecule_file, read_smiles_file
+from rpfast.datasets.molecules import parse_smiles_quietly
 from rpfast.ops.subsets import Prune, count_k_subsets, iter_k_subsets
 
 HELP = "enumerate or count the k-vertex subsets of a graph"
@@ -78,7 +79,7 @@ def run_subsets(graph: str, k: int, prune: str = "none", smiles: bool = False, c
     """Enumerate (or count) and write; returns the number of subsets. Summary on stderr.
 
     ``graph`` is an edge-list file, a molecule file (by extension, see
-    :func:`rpfast.data.molecule_files.read_smiles_file`) or, with ``smiles``, a SMILES
+    :func:`rpfast.datasets.molecule_files.read_smiles_file`) or, with ``smiles``, a SMILES
     string. The rows of a molecule file start with the molecule's index (its 0-based row
     in the file); with ``count`` it gives a CSV table ``molecule,smiles,atoms,count``.
     A file output (``.csv`` or ``.npy``) is written under a temporary name next to it and
@@ -139,7 +140,7 @@ def _read_molecules(path: str, smiles_column: Optional[str]) -> Tuple[GraphBatch
     """The molecules of a molecule file that RDKit parses: ``(batch, index, smiles, failed, warned)``.
 
     ``index[b]`` is molecule b's 0-based row in the file. RDKit's own messages are silenced
-    (:func:`~rpfast.data.molecules.parse_smiles_quietly`): ``failed`` counts the rows that do
+    (:func:`~rpfast.datasets.molecules.parse_smiles_quietly`): ``failed`` counts the rows that do
     not parse (or hold an empty SMILES), which are skipped and reported in one line on stderr,
     and ``warned`` the parsed molecules RDKit logged a message for. ValueError if none parses.
     """

@@ -1,4 +1,4 @@
-"""Reading graphs from edge-list files (SMILES and RDKit molecules: :mod:`rpfast.data.molecules`)."""
+"""Reading graphs from edge-list files (SMILES and RDKit molecules: :mod:`rpfast.datasets.molecules`)."""
 import re
 from pathlib import Path
 from typing import Tuple

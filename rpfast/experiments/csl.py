@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from rpfast.data import PAPER_SKIPS, csl_batch, csl_dataset
+from rpfast.datasets import PAPER_SKIPS, csl_batch, csl_dataset
 from rpfast._options import option
 from rpfast.experiments.report import format_table, summarise, wall_seconds, write_outputs
 from rpfast.experiments import distributed

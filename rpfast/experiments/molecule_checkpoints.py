@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from rpfast._io import atomic_path
-from rpfast.data.molecules import FEATURIZER_VERSION, MoleculeGraphs, featurize_smiles, featurizer_settings
+from rpfast.datasets.molecules import FEATURIZER_VERSION, MoleculeGraphs, featurize_smiles, featurizer_settings
 from rpfast.experiments.molecule_models import Architecture, build_model, molecule_outputs
 from rpfast.experiments.molecule_tasks import Targets
 
@@ -156,7 +156,7 @@ def predict(checkpoints: Union[str, Path, MoleculeModel, Sequence], smiles: Sequ
             progress: bool = False) -> Predictions:
     """Score SMILES strings with one checkpoint or the average of several (an ensemble: each a
     path or a :class:`MoleculeModel`; they must predict the same tasks of the same type).
-    Featurisation is :func:`rpfast.data.molecules.featurize_smiles`; unparsable SMILES keep their
+    Featurisation is :func:`rpfast.datasets.molecules.featurize_smiles`; unparsable SMILES keep their
     row with NaN predictions. Each molecule is scored on its own, so its prediction does not
     depend on the other entries of ``smiles`` (see the module docstring)."""
     if isinstance(checkpoints, (str, Path, MoleculeModel)):

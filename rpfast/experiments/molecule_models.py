@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from rpfast.data.molecules import ATOM_FEATURES, BOND_FEATURES, ELEMENTS, MoleculeGraphs
+from rpfast.datasets.molecules import ATOM_FEATURES, BOND_FEATURES, ELEMENTS, MoleculeGraphs
 from rpfast.nn import AdjCNN, Duvenaud, Oriented, PiSGD, RelationalPooling, RPDuvenaud, SubgraphRP, VecRNN
 
 MODELS = ("duvenaud", "rp-duvenaud", "kary", "cnn-dfs", "rnn-dfs")

@@ -1,7 +1,7 @@
 """Train / validation / test splits of `rpfast molecules`, and the ``splits.json`` that records
 them so that another run (``--splits-file``) or another tool can reuse them.
 
-Splits index the molecules that parse (positions in :class:`~rpfast.data.molecules.MoleculeGraphs`);
+Splits index the molecules that parse (positions in :class:`~rpfast.datasets.molecules.MoleculeGraphs`);
 ``splits.json`` holds data-file rows instead (0-based, header not counted, unparsable rows
 included in the count), which is what a user can look up in the file::
 
@@ -17,8 +17,8 @@ from typing import List, Sequence, Tuple
 import torch
 
 from rpfast._io import read_text
-from rpfast.data.moleculenet import balanced_scaffold_split, random_split, scaffold_split
-from rpfast.data.molecules import MoleculeGraphs
+from rpfast.datasets.moleculenet import balanced_scaffold_split, random_split, scaffold_split
+from rpfast.datasets.molecules import MoleculeGraphs
 
 SPLITS = ("random", "scaffold", "scaffold-balanced")
 SPLITS_FORMAT = "rpfast-splits/1"

@@ -22,8 +22,8 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from rpfast._options import option
-from rpfast.data.moleculenet import MoleculeDataset, featurize_dataset, load_tox21, read_moleculenet_csv
-from rpfast.data.molecules import MoleculeGraphs
+from rpfast.datasets.moleculenet import MoleculeDataset, featurize_dataset, load_tox21, read_moleculenet_csv
+from rpfast.datasets.molecules import MoleculeGraphs
 from rpfast.experiments import distributed
 from rpfast.experiments.molecule_checkpoints import PREDICT_BATCH, MoleculeModel, checkpoint_record
 from rpfast.experiments.molecule_models import (MODELS, SUBGRAPH_MODELS, Architecture, build_model, max_same_element,

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from rpfast.data.batch import GraphBatch
-from rpfast.data.pairs import GraphPair
+from rpfast.datasets.pairs import GraphPair
 from rpfast.experiments.pair_models import MODELS, build_model, check_model_settings
 from rpfast.experiments.pair_statistics import verdict
 from rpfast.experiments.training import Snapshot, check_learning_rate

@@ -24,8 +24,8 @@ from tqdm.auto import tqdm
 
 from rpfast._io import atomic_path, check_output_dir
 from rpfast._options import option
-from rpfast.data.pair_families import FAMILIES, family_pairs
-from rpfast.data.pairs import GraphPair, read_pairs, write_pairs
+from rpfast.datasets.pair_families import FAMILIES, family_pairs
+from rpfast.datasets.pairs import GraphPair, read_pairs, write_pairs
 from rpfast.experiments.pair_models import MODELS, ORIENTATIONS, check_graph_sizes
 from rpfast.experiments.pairs import PairsSettings, run_pair, score
 from rpfast.experiments.pairs_rows import COLUMNS, create_rows_file, read_rows

@@ -200,7 +200,7 @@ class Duvenaud(NotScriptable, nn.Module):
     per task.
 
     Args:
-        in_dim: atom feature width (75 for :func:`rpfast.data.molecules.featurize_smiles`).
+        in_dim: atom feature width (75 for :func:`rpfast.datasets.molecules.featurize_smiles`).
         num_tasks: output logits.
         conv: widths of the convolutions (paper: two of 64); dense: the dense width (128);
         dropout: before the head; max_degree: atoms of higher degree share the last weights.

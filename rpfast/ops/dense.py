@@ -32,7 +32,7 @@ def rows_of(t: Tensor) -> Tensor:
 # ------------------------------------------------------------------ products
 def _product_kernel(a: Tensor, b: Tensor) -> Tensor:
     out = a.new_empty((*a.shape[:-1], b.shape[1]))
-    _backend.call("matmul", rows_of(a), b.contiguous(), rows_of(out))
+    _backend.call("matmul", a.contiguous(), b.contiguous(), out)
     return out
 
 
@@ -76,8 +76,9 @@ matmul_tn_op = declare(
 
 # ------------------------------------------------------------------ linear
 def _linear_kernel(x: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
-    out = _product_kernel(x, weight.t())
-    return out.add_(bias) if bias is not None else out
+    out = x.new_empty((*x.shape[:-1], weight.shape[0]))
+    _backend.call("linear", x.contiguous(), weight.contiguous(), None if bias is None else bias.contiguous(), out)
+    return out
 
 
 def _linear_setup(ctx, inputs, output):

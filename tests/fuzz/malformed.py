@@ -44,8 +44,9 @@ from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from rpfast import ops  # noqa: E402
-from rpfast.data import GraphBatch, batch_from_smiles  # noqa: E402
-from rpfast.data.molecules import canonical_order_from_mol  # noqa: E402
+from rpfast.data import GraphBatch  # noqa: E402
+from rpfast.datasets import batch_from_smiles  # noqa: E402
+from rpfast.datasets.molecules import canonical_order_from_mol  # noqa: E402
 from rpfast.nn import GIN, RPGIN, GINConv, PiSGD, RelationalPooling  # noqa: E402
 from rpfast.nn.gin import batch_norm_arguments  # noqa: E402
 from reference import keep_subset  # noqa: E402

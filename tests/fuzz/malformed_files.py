@@ -59,7 +59,7 @@ def graph6_case(draw):
     """graph6_problem against networkx: rpfast accepts exactly what networkx reads, among the
     strings of graph6's characters ('?'..'~'; networkx takes some below '?', and sparse6 and
     digraph6, as graph6 of nonsense sizes); the others it refuses."""
-    from rpfast.data.pairs import graph6_problem
+    from rpfast.datasets.pairs import graph6_problem
 
     token = draw(graph6_tokens())
 
@@ -77,7 +77,7 @@ def graph6_case(draw):
 @st.composite
 def pair_file_case(draw):
     """A pair file of random lines: read whole, or refused naming the file and a line."""
-    from rpfast.data.pairs import read_pairs
+    from rpfast.datasets.pairs import read_pairs
 
     lines = []
     for _ in range(draw(st.integers(0, 4))):
@@ -144,7 +144,7 @@ def pairs_csv_case(draw):
 def smiles_file_case(draw):
     """A molecule file to enumerate (blank lines skipped) or to predict (``keep_blank``: one entry
     per line after the header): its entries, or refused naming the file."""
-    from rpfast.data.molecule_files import read_smiles_file
+    from rpfast.datasets.molecule_files import read_smiles_file
 
     suffix = draw(st.sampled_from([".csv", ".smi"]))
     cells = st.sampled_from(["CCO", "c1ccccc1", "", "  ", "not-a-smiles", '"C,C"', '"unclosed', "# comment",
@@ -181,7 +181,7 @@ JSON_VALUES = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-3, 4
 def splits_file_case(draw):
     """A splits.json of random structure over 30 molecules (row 5 unparsable): splits of
     disjoint in-range rows, or refused naming the file."""
-    from rpfast.data.molecules import featurize_smiles
+    from rpfast.datasets.molecules import featurize_smiles
     from rpfast.experiments.molecule_splits import read_splits_file
 
     if draw(st.booleans()):

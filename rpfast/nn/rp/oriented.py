@@ -8,7 +8,7 @@ from torch import Tensor
 
 from rpfast._validation import check_count
 from rpfast.data import GraphBatch
-from rpfast.data.molecules import canonical_order_from_mol
+from rpfast.datasets.molecules import canonical_order_from_mol
 from rpfast.nn.rp.strategies import Relabelings, Strategy, _sample_counts, _uniform
 from rpfast.ops import bfs_order, dfs_order, random_permutations, wl_order
 

@@ -1,12 +1,12 @@
 """Molecule files: the SMILES strings of a CSV or ``.smi`` file, in file order.
 
-No RDKit here: parsing the SMILES into graphs is :mod:`rpfast.data.molecules`' work.
+No RDKit here: parsing the SMILES into graphs is :mod:`rpfast.datasets.molecules`' work.
 """
 from pathlib import Path
 from typing import List, Optional
 
 from rpfast._io import read_text
-from rpfast.data.moleculenet import parse_moleculenet_csv
+from rpfast.datasets.moleculenet import parse_moleculenet_csv
 
 __all__ = ["MOLECULE_SUFFIXES", "is_molecule_file", "read_smiles_file"]
 

@@ -166,7 +166,7 @@ def canonical_order_from_mol(mols: Union[str, object, Sequence]) -> Tensor:
 
     ``order[b, 0, i]`` is the atom with canonical rank i (``Chem.CanonicalRankAtoms`` with
     ``breakTies=True``), atoms numbered as RDKit parsed them (the order
-    :func:`rpfast.data.batch_from_smiles` uses). Returns LongTensor ``[B, 1, n_max]``, -1
+    :func:`rpfast.datasets.batch_from_smiles` uses). Returns LongTensor ``[B, 1, n_max]``, -1
     padded, ready for :func:`permute_adjacency`.
     """
     Chem = _chem("canonical_order_from_mol")

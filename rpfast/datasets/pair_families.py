@@ -24,15 +24,15 @@
 * ``all``: every family above, each under its own category.
 
 Every pair is checked non-isomorphic (networkx's VF2++, up to
-:data:`~rpfast.data.pairs.ISOMORPHISM_CHECK_MAX` vertices) and 1-WL-equivalent
+:data:`~rpfast.datasets.pairs.ISOMORPHISM_CHECK_MAX` vertices) and 1-WL-equivalent
 (:func:`wl_equivalent`). The draws are seeded: a family is the same list on every machine.
 """
 import itertools
 import random
 from typing import Callable, Dict, List, Optional, Tuple
 
-from rpfast.data.csl import PAPER_SKIPS, csl_graph
-from rpfast.data.pairs import GraphPair, check_pair, local_invariants, networkx_edge_index, networkx_graph
+from rpfast.datasets.csl import PAPER_SKIPS, csl_graph
+from rpfast.datasets.pairs import GraphPair, check_pair, local_invariants, networkx_edge_index, networkx_graph
 
 __all__ = ["family_pairs", "cfi_pair", "cfi_bases", "generalized_quadrangles", "latin_square_graph", "wl_equivalent",
            "FAMILIES"]

@@ -4,7 +4,7 @@
 A pair file holds one pair per line: an optional category label, then two graph6 strings,
 separated by tabs or spaces; ``#`` starts a comment and blank lines are skipped
 (:func:`read_pairs`, :func:`write_pairs`). Built-in families are in
-:mod:`rpfast.data.pair_families`. A category is a word of letters, digits and ``_ - . +`` (it
+:mod:`rpfast.datasets.pair_families`. A category is a word of letters, digits and ``_ - . +`` (it
 names files, so never a path); one outside :data:`KNOWN_CATEGORIES` (a typo, most likely) is
 reported, or refused with ``strict``.
 
@@ -36,7 +36,7 @@ ISOMORPHISM_CHECK_MAX = 64
 #: ... for at most this many seconds each.
 ISOMORPHISM_CHECK_SECONDS = 1.0
 
-#: The categories with a published reference: rpfast's families (:mod:`rpfast.data.pair_families`)
+#: The categories with a published reference: rpfast's families (:mod:`rpfast.datasets.pair_families`)
 #: and BREC's categories, compared ignoring case with ``-`` and spaces read as ``_``; ``pairs`` is
 #: the category of an unlabelled line.
 KNOWN_CATEGORIES = ("pairs", "basic", "regular", "simple_regular", "srg", "strongly_regular", "str", "4vtx",

@@ -4,7 +4,7 @@
 task, an empty cell for a missing label), plain or gzip-compressed; ``load_tox21`` reads
 the copy of Tox21 shipped in ``rpfast/data/datasets``; ``featurize_dataset`` featurises a
 dataset once and caches the result on disk; ``random_split`` and ``scaffold_split`` make the
-train / validation / test splits. RDKit work is delegated to ``rpfast.data.molecules``.
+train / validation / test splits. RDKit work is delegated to ``rpfast.datasets.molecules``.
 """
 import contextlib
 import csv
@@ -26,13 +26,13 @@ import torch
 
 from rpfast._io import atomic_path, read_text
 from rpfast._validation import check_count
-from rpfast.data.molecules import (_DEGREES, ATOM_FEATURES, BOND_FEATURES, ELEMENTS, FEATURIZER_VERSION, MoleculeGraphs,
+from rpfast.datasets.molecules import (_DEGREES, ATOM_FEATURES, BOND_FEATURES, ELEMENTS, FEATURIZER_VERSION, MoleculeGraphs,
                                    atom_count_bounds, featurize_smiles, featurizer_settings, scaffold_groups)
 
 __all__ = ["MoleculeDataset", "read_moleculenet_csv", "load_tox21", "TOX21_TASKS", "featurize_dataset",
            "random_split", "scaffold_split", "balanced_scaffold_split"]
 
-DATASETS = Path(__file__).resolve().parent / "datasets"
+DATASETS = Path(__file__).resolve().parent  # tox21.csv.gz ships beside this module
 #: Tox21's twelve binary toxicity tasks, in the file's column order.
 TOX21_TASKS = ("NR-AR", "NR-AR-LBD", "NR-AhR", "NR-Aromatase", "NR-ER", "NR-ER-LBD", "NR-PPAR-gamma",
                "SR-ARE", "SR-ATAD5", "SR-HSE", "SR-MMP", "SR-p53")
@@ -212,7 +212,7 @@ def parse_moleculenet_csv(text: str, path: Path, smiles_column: str = "smiles",
 
 def load_tox21() -> MoleculeDataset:
     """Tox21 as distributed by MoleculeNet, shipped with rpfast (public domain; provenance in
-    ``rpfast/data/datasets/README.md``): 7,831 SMILES and 12 binary toxicity tasks
+    ``rpfast/datasets/README.md``): 7,831 SMILES and 12 binary toxicity tasks
     (``TOX21_TASKS``), NaN for a missing label. A few SMILES do not parse in RDKit; pass
     ``skip_invalid=True`` to ``batch_from_smiles`` and index the labels with its ``kept``.
     """
@@ -364,9 +364,9 @@ def _feature_problem(record: dict, smiles: Sequence[str]) -> Optional[str]:
 
 
 def featurize_dataset(dataset: MoleculeDataset, cache_dir=None, progress: bool = False) -> MoleculeGraphs:
-    """Featurise every molecule of ``dataset`` (:func:`rpfast.data.molecules.featurize_smiles`),
+    """Featurise every molecule of ``dataset`` (:func:`rpfast.datasets.molecules.featurize_smiles`),
     reading the result from ``cache_dir`` when the same SMILES were featurised before by the same
-    featuriser (its settings and the RDKit release, :func:`rpfast.data.molecules.featurizer_settings`).
+    featuriser (its settings and the RDKit release, :func:`rpfast.datasets.molecules.featurizer_settings`).
     ``cache_dir=False`` disables the cache.
 
     The file's name is a SHA-256 of the featuriser version and the SMILES; the file also holds the
