@@ -42,7 +42,10 @@ def _import_rpfast(tree):
 
 
 def _csl(batch_size):
-    from rpfast.datasets import csl_batch, csl_dataset
+    try:
+        from rpfast.datasets import csl_batch, csl_dataset
+    except ImportError:  # a tree from before rpfast.datasets (issue 42)
+        from rpfast.data import csl_batch, csl_dataset
     graphs, labels = csl_dataset()
     return csl_batch(graphs, list(range(batch_size))), labels[:batch_size]
 
