@@ -163,15 +163,15 @@ set_backend(_choice)
 
 # ---------------------------------------------------------------- the CUDA kernels (rpfast._C_cuda)
 def _import_cuda():
-    """``(module or None, why not)``: the CPU wheel has no CUDA build."""
+    """The CUDA module, or None: the CPU wheel has no CUDA build."""
     try:
         from rpfast import _C_cuda
-        return _C_cuda, None
-    except ImportError as error:
-        return None, str(error)
+        return _C_cuda
+    except ImportError:
+        return None
 
 
-_C_cuda, _CUDA_IMPORT_ERROR = _import_cuda()
+_C_cuda = _import_cuda()
 _CUDA_SWITCHED_ON = os.environ.get("RPFAST_CUDA_KERNELS", "1") != "0"
 _cuda_devices: Optional[int] = None  # the CUDA runtime's device count, asked once
 
