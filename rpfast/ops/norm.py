@@ -22,8 +22,7 @@ def _forward_kernel(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tenso
     mean, var = running_mean.clone(), running_var.clone()  # functional: the caller copies them back
     y, xhat = torch.empty_like(x), torch.empty_like(x)
     invstd = x.new_empty(x.shape[1])
-    _backend.call("batch_norm_relu_forward", x, weight.detach(), bias.detach(), mean, var, training, momentum, eps,
-                  y, xhat, invstd)
+    _backend.call("batch_norm_relu_forward", x, weight, bias, mean, var, training, momentum, eps, y, xhat, invstd)
     return y, xhat, invstd, mean, var
 
 
@@ -48,7 +47,7 @@ def _forward_fake(x, weight, bias, running_mean, running_var, training, momentum
 def _backward_kernel(grad: Tensor, y: Tensor, xhat: Tensor, weight: Tensor, invstd: Tensor, training: bool):
     grad_x = torch.empty_like(grad)
     grad_w, grad_b = torch.empty_like(invstd), torch.empty_like(invstd)
-    _backend.call("batch_norm_relu_backward", grad, y, xhat, weight.detach(), invstd, training, grad_x, grad_w,
+    _backend.call("batch_norm_relu_backward", grad, y, xhat, weight, invstd, training, grad_x, grad_w,
                   grad_b)
     return grad_x, grad_w, grad_b
 
