@@ -39,57 +39,54 @@ std::pair<int64_t, int64_t> leading_rows(const Array& a, const Array& out, int64
   return {M, a.shape(a.ndim() - 1)};
 }
 
-// out [..., C] = a [..., K] b [K, C].
-void matmul(const Array& a, const Array& b, Array& out, int threads) {
-  if (b.ndim() != 2) throw std::invalid_argument("matmul: b must be 2-D");
-  const int64_t C = b.shape(1);
-  const std::pair<int64_t, int64_t> rows = leading_rows(a, out, C, "matmul");
+// out [..., C] = a [..., K] b + bias, for b [K, C] or, with b_transposed, b [C, K] (a linear map's
+// weight, transposed into a scratch copy of C * K values here), and bias [C] or None. Every output
+// row is rows_times' whole row, the bias added after it: bitwise what a product and torch's add gave.
+void dense_product(const Array& a, const Array& b, bool b_transposed, const py::object& bias, Array& out,
+                   int threads, const char* what) {
+  if (b.ndim() != 2) throw std::invalid_argument(std::string(what) + ": the matrix must be 2-D");
+  const int64_t C = b.shape(b_transposed ? 0 : 1);
+  const std::pair<int64_t, int64_t> rows = leading_rows(a, out, C, what);
   const int64_t M = rows.first, K = rows.second;
-  expect_dim(b, "b", 0, K);
+  expect_dim(b, b_transposed ? "weight" : "b", b_transposed ? 1 : 0, K);
   auto run = [&](auto tag) {
     using T = decltype(tag);
     const T* pa = in_ptr<T>(a, "a", a.ndim());
-    const T* pb = in_ptr<T>(b, "b", 2);
+    const T* pb = in_ptr<T>(b, b_transposed ? "weight" : "b", 2);
     T* po = out_ptr<T>(out, "out", out.ndim());
-    run_kernel([&] { rpfast::rows_times<T>(pa, M, K, pb, C, po, threads); });
-  };
-  dispatch_float(a, run);
-}
-
-// out [..., C] = x [..., K] weight^T + bias (weight [C, K], bias [C] or None): torch.nn.functional.linear.
-// The weight is transposed into a scratch copy here (C * K values) and the product is rows_times',
-// the bias added after it, so the result is the one matmul(x, weight.T) + bias gave, without the
-// two torch calls and the reshapes around them.
-void linear(const Array& x, const Array& weight, const py::object& bias, Array& out, int threads) {
-  if (weight.ndim() != 2) throw std::invalid_argument("linear: weight must be [C, K]");
-  const int64_t C = weight.shape(0);
-  const std::pair<int64_t, int64_t> rows = leading_rows(x, out, C, "linear");
-  const int64_t M = rows.first, K = rows.second;
-  expect_dim(weight, "weight", 1, K);
-  auto run = [&](auto tag) {
-    using T = decltype(tag);
-    const T* px = in_ptr<T>(x, "x", x.ndim());
-    const T* pw = in_ptr<T>(weight, "weight", 2);
-    T* po = out_ptr<T>(out, "out", out.ndim());
-    const T* pb = nullptr;
+    const T* bias_ptr = nullptr;
     Array bias_array;
     if (!bias.is_none()) {
       bias_array = py::cast<Array>(bias);
       expect_dim(bias_array, "bias", 0, C);
-      pb = in_ptr<T>(bias_array, "bias", 1);
+      bias_ptr = in_ptr<T>(bias_array, "bias", 1);
     }
     run_kernel([&] {
-      std::vector<T> transposed(static_cast<size_t>(K * C));
-      for (int64_t c = 0; c < C; ++c)
-        for (int64_t k = 0; k < K; ++k) transposed[k * C + c] = pw[c * K + k];
-      rpfast::rows_times<T>(px, M, K, transposed.data(), C, po, threads);
-      if (pb != nullptr)
+      std::vector<T> transposed;
+      if (b_transposed) {
+        transposed.resize(static_cast<size_t>(K * C));
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t k = 0; k < K; ++k) transposed[k * C + c] = pb[c * K + k];
+      }
+      rpfast::rows_times<T>(pa, M, K, b_transposed ? transposed.data() : pb, C, po, threads);
+      if (bias_ptr != nullptr)
         rpfast::parallel_for(M, threads, C, [&](int64_t m) {
-          for (int64_t c = 0; c < C; ++c) po[m * C + c] += pb[c];
+          for (int64_t c = 0; c < C; ++c) po[m * C + c] += bias_ptr[c];
         });
     });
   };
-  dispatch_float(x, run);
+  dispatch_float(a, run);
+}
+
+// out [..., C] = a [..., K] b [K, C].
+void matmul(const Array& a, const Array& b, Array& out, int threads) {
+  dense_product(a, b, false, py::none(), out, threads, "matmul");
+}
+
+// out [..., C] = x [..., K] weight^T + bias (weight [C, K], bias [C] or None): torch.nn.functional.linear,
+// without the transposed copy, the reshapes and the bias add torch would make around a product.
+void linear(const Array& x, const Array& weight, const py::object& bias, Array& out, int threads) {
+  dense_product(x, weight, true, bias, out, threads, "linear");
 }
 
 // out [V, H]: out[v] = sum of g[m] over index[m] = v.
