@@ -61,6 +61,22 @@ def test_only_the_backend_imports_the_extension():
     assert importers == {"rpfast._backend"}
 
 
+def test_only_data_and_ops_cross_the_kernel_boundary():
+    """Modules above ``ops`` reach kernels through ops, never through ``_backend`` (the two
+    top-level facades excepted: ``_config``, the public switches, and ``_testing``)."""
+    facades = {"rpfast._config", "rpfast._testing"}
+    importers = {_module_name(p) for p in _modules()
+                 if any(m == "rpfast._backend" or m.startswith("rpfast._backend.") for m in _imports(p))}
+    outside = {m for m in importers - facades if _layer(m) not in ("data", "ops")}
+    assert importers and not outside, f"{sorted(outside)} import rpfast._backend"
+
+
+def test_the_gin_package_holds_modules_only():
+    """``rpfast/nn/gin/`` holds the GIN modules; how they run lives in ``rpfast/nn/runtime/``."""
+    files = sorted(p.name for p in (PACKAGE / "nn" / "gin").glob("*.py"))
+    assert files == ["__init__.py", "conv.py", "layer.py", "model.py"]
+
+
 def test_rdkit_is_imported_in_one_module():
     importers = {_module_name(p) for p in _modules() if any(m.split(".")[0] == "rdkit" for m in _imports(p))}
     assert importers == {"rpfast.datasets.molecules"}

@@ -1,4 +1,4 @@
-"""torch.compile(fullgraph=True) on GINConv, GIN, RP-GIN and RelationalPooling (rpfast/ops/_registry.py, rpfast/nn/gin/compiled.py)."""
+"""torch.compile(fullgraph=True) on GINConv, GIN, RP-GIN and RelationalPooling (rpfast/ops/_registry.py, rpfast/ops/gin_network_op.py)."""
 import copy
 
 import pytest
@@ -7,7 +7,7 @@ import torch
 from rpfast.datasets import csl_batch, csl_dataset
 from rpfast.nn import GIN, RPGIN, GINConv
 from rpfast.nn.rp import Exact, PiSGD, RelationalPooling, VecMLP
-from rpfast.nn.gin import compiled as library
+from rpfast.ops import gin_network_op as library
 
 
 @pytest.fixture(scope="module")
@@ -135,9 +135,9 @@ def test_compiling_other_strategies_says_what_to_do():
 def test_forwards_without_backward_do_not_accumulate(graph):
     torch.manual_seed(0)
     compiled = torch.compile(GIN(1, 16, 2, 4), fullgraph=True)
-    for _ in range(3 * library._MAX_PENDING):
+    for _ in range(3 * library._activations.keep):
         compiled(graph.x, graph)  # grad mode on, backward never called
-    assert len(library._pending) <= library._MAX_PENDING
+    assert len(library._activations) <= library._activations.keep
 
 
 @pytest.mark.kernels

@@ -266,8 +266,8 @@ def test_sync_batch_norm_conversion_refuses_flat_models_before_converting_anythi
 
 @pytest.mark.kernels
 def test_the_flat_gradient_of_a_default_gin_is_the_network_layout_itself(data):
-    from rpfast.nn.gin.binding import binding
-    from rpfast.nn.gin.network import FlatGradient
+    from rpfast.nn.runtime.binding import binding
+    from rpfast.ops.gin_network import FlatGradient
 
     _, model = _pair()
     weights = binding(model).weights(True)

@@ -1,4 +1,4 @@
-"""The WHOLE path (rpfast/nn/gin/network.py, binding.py): a GIN as one C++ call and one node, against
+"""The WHOLE path (rpfast/ops/gin_network.py, rpfast/nn/runtime/binding.py): a GIN as one C++ call and one node, against
 the same GIN layer by layer."""
 import copy
 
@@ -9,9 +9,9 @@ from assertions import assert_thread_invariant
 from rpfast.data import GraphBatch
 from rpfast.datasets import csl_batch, csl_dataset
 from rpfast.nn import GIN
-from rpfast.nn.gin import network as gin_network_module
-from rpfast.nn.gin.binding import binding
-from rpfast.nn.gin.planner import FUSED_MAX_WIDTH, Path
+from rpfast.nn.runtime.binding import binding
+from rpfast.nn.runtime.plan import FUSED_MAX_WIDTH, Path
+from rpfast.ops import gin_network as gin_network_module
 
 
 def _batch():
@@ -346,7 +346,7 @@ def test_the_planner_reads_the_width_limit(hidden, path):
 
 @pytest.mark.parametrize("hidden", [16, 80])  # the whole-network C++ call and the layer path
 def test_every_path_counts_batch_norm_steps_alike(hidden):
-    """One rule (rpfast/nn/gin/norms.py): a training forward counts one step in every BatchNorm,
+    """One rule (rpfast/nn/runtime/batch_norm_steps.py): a training forward counts one step in every BatchNorm,
     and momentum=None is the cumulative 1 / count, on every path, as torch's BatchNorm does."""
     graph = _batch()
     fused, unfused = _pair(1, 0, hidden, torch.float64)

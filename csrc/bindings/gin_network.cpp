@@ -10,10 +10,10 @@
 namespace rpfast_bindings {
 namespace {
 
-// A layer is an rpfast.nn.gin.network.GINLayerParams whose tensors are kernel buffers, read
+// A layer is an rpfast.ops.gin_network.GINLayerParams whose tensors are kernel buffers, read
 // by field name: first | None, id_weight | None, eps [1], weights, gammas, betas,
 // running_means, running_vars (lists), bn_eps (floats). Momenta are given per call
-// (Weights::set_momenta): the Python side counts BatchNorm steps (rpfast/nn/gin/norms.py).
+// (Weights::set_momenta): the Python side counts BatchNorm steps (rpfast/nn/runtime/batch_norm_steps.py).
 template <class T>
 std::vector<rpfast::GINLayerWeights<T>> layer_weights(const py::list& layers, int64_t in_dim) {
   std::vector<rpfast::GINLayerWeights<T>> out;
@@ -69,7 +69,7 @@ std::vector<rpfast::GINLayerWeights<T>> layer_weights(const py::list& layers, in
   return out;
 }
 
-// A network's weights bound once (rpfast/nn/gin/network.py: NetworkWeights): the parsed layers
+// A network's weights bound once (rpfast/ops/gin_network.py: NetworkWeights): the parsed layers
 // and head keep pointers into the arrays, which this object keeps alive. The gradients of a
 // backward go to one flat buffer in slots: per layer first, id_weight, eps, the S - 1 weights,
 // the S gammas, the S betas (an absent tensor has an empty slot), then the classifier's

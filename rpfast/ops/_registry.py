@@ -35,9 +35,14 @@ tensors do not have.
 
 The rule for code that has no compiled form (a module's C++ fast path that holds Python
 objects, say): it asks :func:`eager_kernels` whether it may run, and otherwise composes
-registered ops. Only this module and the data layer below it (through
+registered ops. An op whose state cannot travel as tensors (a model's weights bound to C++,
+the activations a forward keeps for its backward) names it by an integer from a
+:class:`Handles` table: the schema takes an ``int``, which a compiled graph holds as a constant. Only this module and the data layer below it (through
 :func:`rpfast._backend.compiling`, the one call of ``torch.compiler.is_compiling()``) ask.
 """
+import collections
+import itertools
+import weakref
 from typing import Callable, Dict, Optional
 
 import torch
@@ -46,7 +51,8 @@ from torch.autograd.function import once_differentiable
 
 from rpfast import _backend
 
-__all__ = ["Op", "declare", "registered", "compiling", "eager_kernels", "runs_kernels", "refuse_unsupported"]
+__all__ = ["Op", "Handles", "declare", "registered", "compiling", "eager_kernels", "runs_kernels",
+           "refuse_unsupported"]
 
 _OPS: Dict[str, "Op"] = {}
 KERNEL_DEVICE_TYPES = ("cpu", "cuda")  # the device types an op may declare kernels for
@@ -86,6 +92,45 @@ def eager_kernels(t: Optional[Tensor]) -> bool:
         return False
     refuse_unsupported()
     return _backend.runs_kernels(t) if t is not None else _backend.kernels_enabled()
+
+
+class Handles:
+    """Opaque integer handles for objects an op cannot take as tensors.
+
+    ``weak=True``: a handle names its object while something else keeps it alive (a model's
+    bound weights: the handle dies with the model). ``weak=False``: the table keeps the object
+    until :meth:`take` hands it out once, and keeps at most ``keep`` of them, dropping the
+    oldest (a forward's activations whose backward never ran)."""
+
+    def __init__(self, what: str, weak: bool, keep: Optional[int] = None):
+        self.what = what
+        self.keep = keep
+        self._objects = weakref.WeakValueDictionary() if weak else collections.OrderedDict()
+        self._numbers = itertools.count(1)
+
+    def add(self, obj) -> int:
+        """A new handle naming ``obj``."""
+        handle = next(self._numbers)
+        self._objects[handle] = obj
+        if self.keep is not None:
+            while len(self._objects) > self.keep:
+                self._objects.popitem(last=False)
+        return handle
+
+    def get(self, handle: int):
+        """The object ``handle`` names, or None once it is gone."""
+        return self._objects.get(int(handle))
+
+    def take(self, handle: int):
+        """The object ``handle`` names, removed from the table; RuntimeError if it is gone."""
+        obj = self._objects.pop(int(handle), None)
+        if obj is None:
+            raise RuntimeError(f"rpfast: {self.what} is gone (taken before, or more than {self.keep} newer ones "
+                               f"were kept since)")
+        return obj
+
+    def __len__(self) -> int:
+        return len(self._objects)
 
 
 class Op:

@@ -5,8 +5,8 @@ import torch
 from torch import Tensor, nn
 
 from rpfast.data import GraphBatch
-from rpfast.nn.gin.network import GINLayerParams
-from rpfast.nn.gin.norms import batch_norm_arguments
+from rpfast.ops.gin_network import GINLayerParams
+from rpfast.nn.runtime.batch_norm_steps import batch_norm_arguments
 from rpfast.ops import gin_aggregate
 from rpfast.ops.dense import embedding, linear
 from rpfast.ops.gin_layer import gin_mlp

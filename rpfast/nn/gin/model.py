@@ -1,17 +1,16 @@
 """GIN (Xu et al., ICLR 2019) as used by the RP paper, with optional one-hot node IDs."""
 import contextlib
-from typing import List, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor, nn
 
 from rpfast._validation import check_memory, is_pyg_data, require_flag
 from rpfast.data import GraphBatch
-from rpfast.nn.gin.compiled import gin_model as compiled_gin_model, register as register_compiled
-from rpfast.nn.gin.binding import binding
-from rpfast.nn.gin.flat import FlatLayout
 from rpfast.nn.gin.layer import GINLayer
-from rpfast.nn.gin.planner import Path, plan
+from rpfast.nn.runtime.binding import GINRuntime, binding, run_compiled
+from rpfast.nn.runtime.flat_parameters import FlatLayout
+from rpfast.nn.runtime.plan import Path, network_parameter_paths, plan
 from rpfast.nn.graph_input import read_graph_input
 from rpfast.nn.pooling import sum_pool
 from rpfast.ops._registry import compiling
@@ -38,7 +37,7 @@ class GIN(NotScriptable, nn.Module):
     autograd node; a GINE layer, a ``SyncBatchNorm``, a width above 64, ``model.fused = False``,
     another device (after ``model.to(device)`` and ``graph.to(device)``) or
     ``RPFAST_BACKEND=torch`` make it run layer by layer on the registered ops
-    (:func:`rpfast.ops.gin_mlp`). :mod:`rpfast.nn.gin.planner` decides, and tabulates the paths.
+    (:func:`rpfast.ops.gin_mlp`). :mod:`rpfast.nn.runtime.plan` decides, and tabulates the paths.
     The whole-model node is not twice differentiable: a second derivative raises ``RuntimeError``.
 
     ``flat_parameters=True`` stores every parameter in one tensor, ``flat_parameter`` (as
@@ -96,33 +95,20 @@ class GIN(NotScriptable, nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(self.embedding_dim, out_dim)
         self.fused = True
-        register_compiled(self)
+        self.__dict__["_runtime"] = GINRuntime()
         self._flat_layout: Optional[FlatLayout] = None
         if flat_parameters:
             self._flatten()
 
     def _flatten(self) -> None:
         """Moves every parameter into ``flat_parameter``, in the order the C++ network returns
-        their gradients (:meth:`_network_paths`), so its flat gradient is the parameter's
-        gradient as it is; the edge networks of GINE layers (never in the C++ network) last."""
-        paths = [path for path in self._network_paths() if path is not None]
+        their gradients (:func:`~rpfast.nn.runtime.plan.network_parameter_paths`), so its flat
+        gradient is the parameter's gradient as it is; the edge networks of GINE layers (never
+        in the C++ network) last."""
+        paths = [path for path in network_parameter_paths(self) if path is not None]
         paths += [f"layers.{l}.edge.{name}" for l, layer in enumerate(self.layers) if layer.edge is not None
                   for name in ("weight", "bias")]
         self._flat_layout = FlatLayout.flatten(self, paths, "flat_parameter")
-
-    def _network_paths(self) -> List[Optional[str]]:
-        """The parameter behind each tensor the C++ network takes, in its order (per layer the
-        present :meth:`~rpfast.nn.gin.network.GINLayerParams.differentiable` tensors, then the classifier's weight and
-        bias): a dotted path, or None for a fixed eps (a buffer)."""
-        paths = []
-        for l, layer in enumerate(self.layers):
-            at = f"layers.{l}."
-            paths += [at + "first.weight"] if layer.first is not None else []
-            paths += [at + "id_weight"] if layer.id_weight is not None else []
-            paths += [at + "eps" if layer.eps is not None else None]
-            paths += [f"{at}linears.{s}.weight" for s in range(len(layer.linears))]
-            paths += [f"{at}norms.{s}.{name}" for name in ("weight", "bias") for s in range(len(layer.norms))]
-        return paths + ["classifier.weight", "classifier.bias"]
 
     @property
     def flat_parameters(self) -> bool:
@@ -141,13 +127,12 @@ class GIN(NotScriptable, nn.Module):
         if self._flat_layout is not None:  # values given with view.data = ... go with the copy
             self._flat_layout.adopt_data(self.flat_parameter)
         state = dict(super().__getstate__())
-        for cache in ("_binding", "_compile_key", "_compiled_weights"):  # this model's: a copy binds its own
-            state.pop(cache, None)
+        state.pop("_runtime", None)  # this model's: a copy binds its own
         return state
 
     def __setstate__(self, state):
         super().__setstate__(state)
-        register_compiled(self)
+        self.__dict__["_runtime"] = GINRuntime()
         if state.get("_flat_layout") is not None:  # a copy's views must share its own flat storage
             self._flat_layout.install(self.flat_parameter)
 
@@ -191,8 +176,8 @@ class GIN(NotScriptable, nn.Module):
 
     def _run(self, x: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor], classify: bool) -> Tensor:
         """Logits ``[R, B, out_dim]`` (``classify``) or embeddings ``[R, B, embedding_dim]`` on the
-        path :func:`rpfast.nn.gin.planner.plan` chose (eager: decided when the model's binding
-        was made, :func:`rpfast.nn.gin.binding.binding`)."""
+        path :func:`rpfast.nn.runtime.plan.plan` chose (eager: decided when the model's binding
+        was made, :func:`rpfast.nn.runtime.binding.binding`)."""
         if compiling():
             path, bound = plan(self), None
         else:
@@ -204,7 +189,7 @@ class GIN(NotScriptable, nn.Module):
         h, ids, replicas = self._inputs(x, graph, ids)
         with self._parameters_in_graph():
             if path is Path.COMPILED:
-                return compiled_gin_model(self, h, ids, graph, replicas, classify)
+                return run_compiled(self, h, ids, graph, replicas, classify)
             embedding = self._embed_layers(h, ids, graph, replicas)
             if not classify:
                 return embedding

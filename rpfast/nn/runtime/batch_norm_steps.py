@@ -14,7 +14,7 @@ from typing import List, Sequence
 import torch
 from torch import nn
 
-from rpfast._backend import compiling
+from rpfast.ops._registry import compiling
 from rpfast._validation import require_flag
 
 __all__ = ["count_batches", "step_momenta", "batch_norm_arguments", "check_norms"]

@@ -15,8 +15,8 @@ readouts and the classifier in one call, and the whole backward in another:
     \\sum_{i \\in b} h^{(1)}_{r,i}, \\dots, \\sum_{i \\in b} h^{(L)}_{r,i}\\Big],\\qquad
     \\mathrm{out}_{r,b} = e_{r,b} W_{\\text{cls}}^\\top + b_{\\text{cls}}.
 
-CPU kernels only, widths up to :data:`rpfast.nn.gin.planner.FUSED_MAX_WIDTH`
-(:func:`rpfast.nn.gin.planner.plan` decides; every other GIN runs layer by layer).
+CPU kernels only, widths up to :data:`rpfast.nn.runtime.plan.FUSED_MAX_WIDTH`
+(:func:`rpfast.nn.runtime.plan.plan` decides; every other GIN runs layer by layer).
 """
 import dataclasses
 from dataclasses import dataclass
@@ -43,7 +43,7 @@ class GINLayerParams:
     bias-free maps ``[H, H]`` between the MLP's stages; per stage the BatchNorm affine tensors
     ``gammas``/``betas``, running statistics ``running_means``/``running_vars`` ``[H]`` and
     variance epsilons ``bn_eps``. A step's momenta are given per call
-    (:mod:`rpfast.nn.gin.norms`).
+    (:mod:`rpfast.nn.runtime.batch_norm_steps`).
     """
 
     first: Optional[Tensor]
