@@ -36,6 +36,8 @@ def test_featurize_tox21(benchmark, impl, tox21):
 
 
 def _epoch(model, batches, labels_of, targets):
+    """A function running one epoch; its ``model`` and ``first_batch()`` are kept for the
+    agreement check."""
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 
     def run():
@@ -45,7 +47,23 @@ def _epoch(model, batches, labels_of, targets):
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+    run.model, run.first_batch = model, lambda: next(iter(batches()))
     return run
+
+
+def _agree(ours, pyg) -> None:
+    """rpfast's Duvenaud and PyG's compute one function: given rpfast's weights, PyG's model gives
+    the same logits on the epoch's first batch (eval mode: the running statistics, no batch
+    noise). Both then start the timed epochs from the same weights."""
+    from baselines.molecules_loop import load_rpfast_weights
+
+    model, theirs = ours.model, pyg.model.inner
+    load_rpfast_weights(theirs, model)
+    model.eval()
+    theirs.eval()
+    with torch.no_grad():
+        expected, got = model(ours.first_batch()), pyg.model(pyg.first_batch())
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
 
 
 def _duvenaud_epoch(impl, tox21, width=64, dense=128):
@@ -116,4 +134,4 @@ def test_duvenaud_epoch_alternating(benchmark, width, tox21):
     benchmark.group = (f"Duvenaud training epoch, convolutions of {width}, dense {2 * width}: {EPOCH_MOLECULES} "
                        f"Tox21 molecules, batch {BATCH} (alternating rounds)")
     benchmark.extra_info["impl"] = "rpfast"
-    paired(benchmark, ours, pyg, "pyg", rounds=5, warmup_rounds=1)
+    paired(benchmark, ours, pyg, "pyg", rounds=5, warmup_rounds=1, agree=_agree)

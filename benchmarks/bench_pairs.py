@@ -29,6 +29,11 @@ def test_rpc_protocol_one_pair(benchmark, model):
     def theirs():
         return run_pair_baseline(pair, 0, model=model, epochs=EPOCHS, eval_samples=EVAL_SAMPLES)
 
-    assert ours()["reliable"] and theirs().reliable
+    def agree(ours, theirs):
+        """The same protocol: both runs are reliable and reach the same verdict on the pair."""
+        row, result = ours(), theirs()
+        assert row["reliable"] and result.reliable
+        assert row["distinguished"] == result.distinguished, (row["p_value"], result.p_value)
+
     benchmark.group = f"RPC protocol, one CSL pair, {model}: {EPOCHS} steps + 128 x {EVAL_SAMPLES} eval relabelings"
-    paired(benchmark, ours, theirs, "pyg+torch", rounds=3, warmup_rounds=1)
+    paired(benchmark, ours, theirs, "pyg+torch", rounds=3, warmup_rounds=1, agree=agree)

@@ -52,7 +52,31 @@ def training_epoch(impl: str, optimizer_kind: str = "Adam", layout: str = "flat"
             return pyg_data.Batch.from_data_list([datas[i] for i in indices.tolist()])
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01, fused=optimizer_kind != "Adam")
     batches = Batches(train, lambda chunk: (make_batch(chunk), labels[chunk]), BATCH, gen)
-    return lambda: fit(model, batches, classification_loss, epochs=1, optimizer=lambda _: optimizer)
+
+    def epoch():
+        fit(model, batches, classification_loss, epochs=1, optimizer=lambda _: optimizer)
+    epoch.model, epoch.make_batch = model, make_batch  # for the agreement check
+    return epoch
+
+
+def _agree(ours, pyg) -> None:
+    """rpfast's RP-GIN and PyG's compute one function: given rpfast's weights and the same IDs,
+    PyG's model gives rpfast's GIN logits on the first 16 graphs (eval mode: the running
+    statistics). Both then start the timed epochs from the same weights."""
+    from baselines.pyg_rpgin import load_rpfast_weights
+
+    model, base = ours.model, pyg.model.base
+    load_rpfast_weights(base, model.gin)
+    chunk = torch.arange(BATCH)
+    graph, data = ours.make_batch(chunk), pyg.make_batch(chunk)
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.cat([torch.randperm(int(n), generator=gen) % ID_DIM for n in graph.num_nodes])
+    model.eval()
+    base.eval()
+    with torch.no_grad():
+        expected = model.gin(graph.x, graph, ids=ids.unsqueeze(0)).squeeze(0)
+        got = base(data, ids=ids)
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("layout", ["flat", "per-tensor"])
@@ -73,4 +97,4 @@ def test_rpgin_training_epoch_alternating(benchmark, optimizer_kind, layout):
     benchmark.group = (f"RP-GIN training epoch: CSL 120 graphs, batch 16, {optimizer_kind}, rpfast {layout} "
                        f"parameters (alternating rounds)")
     benchmark.extra_info["impl"] = "rpfast"
-    paired(benchmark, ours, pyg, "pyg+torch", rounds=30, warmup_rounds=3)
+    paired(benchmark, ours, pyg, "pyg+torch", rounds=30, warmup_rounds=3, agree=_agree)

@@ -76,3 +76,20 @@ class PygDuvenaud(nn.Module):
             x = torch.maximum(h, pooled)
         h = self.dense_norm(torch.relu(self.dense(x)))
         return self.head(torch.tanh(torch.cat([global_add_pool(h, batch), global_max_pool(h, batch)], dim=1)))
+
+
+def load_rpfast_weights(pyg: PygDuvenaud, ours) -> None:
+    """Give ``pyg`` the weights of rpfast's ``Duvenaud`` ``ours`` (same widths), so both compute
+    one function: MFConv's ``lins_r[d]`` is the self half of rpfast's ``weights[d]``, ``lins_l[d]``
+    the neighbour half with the degree's bias."""
+    with torch.no_grad():
+        for conv, theirs in zip(ours.convs, pyg.convs):
+            half = conv.in_dim
+            for d, weight in enumerate(conv.weights):
+                theirs.lins_r[d].weight.copy_(weight[:half].T)
+                theirs.lins_l[d].weight.copy_(weight[half:].T)
+                theirs.lins_l[d].bias.copy_(conv.bias[d])
+        pyg.norms.load_state_dict(ours.norms.state_dict())
+        pyg.dense.load_state_dict(ours.dense.state_dict())
+        pyg.dense_norm.load_state_dict(ours.dense_norm.state_dict())
+        pyg.head.load_state_dict(ours.head.state_dict())

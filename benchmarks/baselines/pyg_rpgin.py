@@ -20,12 +20,34 @@ class PygRPGIN(nn.Module):
         self.bns = nn.ModuleList(nn.BatchNorm1d(hidden) for _ in range(num_layers))
         self.classifier = nn.Linear(in_dim + id_dim + num_layers * hidden, out_dim)
 
-    def forward(self, data):
-        sizes = torch.bincount(data.batch, minlength=data.num_graphs).tolist()
-        ids = torch.cat([torch.randperm(n) % self.id_dim for n in sizes])
+    def forward(self, data, ids=None):
+        """Logits ``[B, out_dim]``; ``ids [N]``: the nodes' IDs (drawn here, a ``randperm`` per
+        graph, when None)."""
+        if ids is None:
+            sizes = torch.bincount(data.batch, minlength=data.num_graphs).tolist()
+            ids = torch.cat([torch.randperm(n) % self.id_dim for n in sizes])
         h = torch.cat([data.x, F.one_hot(ids, self.id_dim).float()], dim=1)
         pooled = [global_add_pool(h, data.batch)]
         for conv, bn in zip(self.convs, self.bns):
             h = torch.relu(bn(conv(h, data.edge_index)))
             pooled.append(global_add_pool(h, data.batch))
         return self.classifier(torch.cat(pooled, dim=1))
+
+
+def load_rpfast_weights(pyg: PygRPGIN, gin) -> None:
+    """Give ``pyg`` the weights of rpfast's ``GIN`` ``gin`` (an RP-GIN's, same sizes) so both
+    compute one function. rpfast applies a layer's first map before the aggregation and has no
+    biases before a BatchNorm; PyG's map after it, so its biases are zeroed and the first map's
+    columns are rpfast's feature map next to its ID rows."""
+    with torch.no_grad():
+        for layer, conv, bn in zip(gin.layers, pyg.convs, pyg.bns):
+            first, norm, _, second = conv.nn
+            parts = [layer.first.weight] + ([layer.id_weight.T] if layer.id_weight is not None else [])
+            first.weight.copy_(torch.cat(parts, dim=1))
+            first.bias.zero_()
+            conv.eps.copy_(layer.eps.reshape(()))
+            norm.load_state_dict(layer.norms[0].state_dict())
+            second.weight.copy_(layer.linears[0].weight)
+            second.bias.zero_()
+            bn.load_state_dict(layer.norms[1].state_dict())
+        pyg.classifier.load_state_dict(gin.classifier.state_dict())
