@@ -46,8 +46,15 @@ def load_rpfast_weights(pyg: PygRPGIN, gin) -> None:
             first.weight.copy_(torch.cat(parts, dim=1))
             first.bias.zero_()
             conv.eps.copy_(layer.eps.reshape(()))
-            norm.load_state_dict(layer.norms[0].state_dict())
+            _copy_norm(norm, layer.norms[0])
             second.weight.copy_(layer.linears[0].weight)
             second.bias.zero_()
-            bn.load_state_dict(layer.norms[1].state_dict())
-        pyg.classifier.load_state_dict(gin.classifier.state_dict())
+            _copy_norm(bn, layer.norms[1])
+        pyg.classifier.weight.copy_(gin.classifier.weight)
+        pyg.classifier.bias.copy_(gin.classifier.bias)
+
+
+def _copy_norm(target: nn.BatchNorm1d, source: nn.BatchNorm1d) -> None:
+    """Tensor by tensor: a flat-parameter model's submodules have no state dict of their own."""
+    for name in ("weight", "bias", "running_mean", "running_var", "num_batches_tracked"):
+        getattr(target, name).copy_(getattr(source, name))
