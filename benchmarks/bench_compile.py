@@ -11,7 +11,7 @@ from rpfast.datasets import csl_batch, csl_dataset
 from rpfast.experiments.training import adam
 from rpfast.nn import GIN, RPGIN
 from rpfast.ops import graph_sum
-from paired import paired
+from benchmarks.paired import paired
 
 
 FLAT = "RP-GIN (flat parameters)"

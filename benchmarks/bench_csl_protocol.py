@@ -41,7 +41,7 @@ def _rpfast_epoch(graphs, labels):
 
 
 def _paper_epoch(graphs, labels):
-    from baselines.paper_rpgin import PaperRPGIN, coo_adjmats
+    from benchmarks.baselines.paper_rpgin import PaperRPGIN, coo_adjmats
 
     torch.manual_seed(0)
     model = PaperRPGIN(ID_DIM, HIDDEN, LAYERS, 10)

@@ -7,7 +7,7 @@ would in a training loop.
 import pytest
 import torch
 
-from graphs import csl_full_batch, molecule_like
+from benchmarks.graphs import csl_full_batch, molecule_like
 from rpfast.ops import gin_aggregate
 
 EPS = 0.1

@@ -8,8 +8,8 @@ needs no preprocessing.
 import pytest
 import torch
 
-from graphs import csl_full_batch, molecule_like
-from paired import paired
+from benchmarks.graphs import csl_full_batch, molecule_like
+from benchmarks.paired import paired
 from rpfast.nn import GINConv
 
 CASES = {

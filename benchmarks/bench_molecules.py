@@ -12,7 +12,7 @@ from rpfast.datasets.molecules import featurize_smiles  # noqa: E402
 from rpfast.experiments.molecule_tasks import Targets  # noqa: E402
 from rpfast.nn import Duvenaud, Oriented, RPDuvenaud, SubgraphRP  # noqa: E402
 
-from paired import paired  # noqa: E402
+from benchmarks.paired import paired  # noqa: E402
 
 EPOCH_MOLECULES, BATCH = 2048, 128
 
@@ -26,7 +26,7 @@ def tox21():
 
 @pytest.mark.parametrize("impl", ["rpfast", "python loop"])
 def test_featurize_tox21(benchmark, impl, tox21):
-    from baselines.molecules_loop import featurize_loop
+    from benchmarks.baselines.molecules_loop import featurize_loop
 
     data = tox21[0]
     run = (lambda: featurize_smiles(data.smiles)) if impl == "rpfast" else (lambda: featurize_loop(data.smiles))
@@ -55,7 +55,7 @@ def _agree(ours, pyg) -> None:
     """rpfast's Duvenaud and PyG's compute one function: given rpfast's weights, PyG's model gives
     the same logits on the epoch's first batch (eval mode: the running statistics, no batch
     noise). Both then start the timed epochs from the same weights."""
-    from baselines.molecules_loop import load_rpfast_weights
+    from benchmarks.baselines.molecules_loop import load_rpfast_weights
 
     model, theirs = ours.model, pyg.model.inner
     load_rpfast_weights(theirs, model)
@@ -78,7 +78,7 @@ def _duvenaud_epoch(impl, tox21, width=64, dense=128):
     sizes = {"conv": (width, width), "dense": dense}
     if impl == "pyg":
         from torch_geometric.loader import DataLoader
-        from baselines.molecules_loop import PygDuvenaud
+        from benchmarks.baselines.molecules_loop import PygDuvenaud
 
         from torch_geometric.data import Data
 

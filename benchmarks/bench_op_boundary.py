@@ -17,7 +17,7 @@ import time
 import pytest
 import torch
 
-from op_samples import NOT_DIFFERENTIABLE, NOT_KERNELS, RANDOM, op_samples
+from benchmarks.op_samples import NOT_DIFFERENTIABLE, NOT_KERNELS, RANDOM, op_samples
 from rpfast import _backend
 from rpfast.ops import _registry
 

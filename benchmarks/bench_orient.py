@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from baselines import traversal_loops as loops
-from reference import ranked_digraph
+from benchmarks.baselines import traversal_loops as loops
+from tests.helpers.reference import ranked_digraph
 from rpfast.datasets import batch_from_smiles, load_tox21
 from rpfast.ops import bfs_order, dfs_order
 

@@ -7,7 +7,7 @@ minute."""
 import pytest
 import torch
 
-from paired import paired
+from benchmarks.paired import paired
 from rpfast.datasets.pair_families import family_pairs
 from rpfast.experiments.pairs import PairsSettings, run_pair
 
@@ -17,7 +17,7 @@ EPOCHS, EVAL_SAMPLES = 20, 64
 @pytest.mark.parametrize("model", ["oriented", "rp-gin"])
 def test_rpc_protocol_one_pair(benchmark, model):
     pytest.importorskip("torch_geometric")
-    from baselines.pairs_protocol import run_pair_baseline
+    from benchmarks.baselines.pairs_protocol import run_pair_baseline
 
     pair = family_pairs("csl", 1)[0]
     settings = PairsSettings(model=model, epochs=EPOCHS, patience=EPOCHS, lr=1e-3, eval_samples=EVAL_SAMPLES)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from baselines import numba_permute, torch_permute
+from benchmarks.baselines import numba_permute, torch_permute
 from rpfast.ops import permute_adjacency, random_permutations
 
 SHAPES = {

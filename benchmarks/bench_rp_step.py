@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from graphs import molecule_like
+from benchmarks.graphs import molecule_like
 from rpfast.nn import RPGNN, AdjCNN, Exact, KAry, Oriented, PiSGD, RelationalPooling, VecMLP, VecRNN
 
 B, K, P, HIDDEN = 96, 40, 4, 64
@@ -33,7 +33,7 @@ def _batch():
 
 @pytest.mark.parametrize("impl", ["rpfast", "torch"])
 def test_pisgd_vecmlp_step(benchmark, impl):
-    from baselines.torch_rp import pisgd_relabel
+    from benchmarks.baselines.torch_rp import pisgd_relabel
 
     graph, gen = _batch(), torch.Generator().manual_seed(0)
     f = VecMLP(K, 1, 1, HIDDEN, 1)
@@ -51,7 +51,7 @@ def test_pisgd_vecmlp_step(benchmark, impl):
 
 @pytest.mark.parametrize("impl", ["rpfast", "itertools+numpy"])
 def test_kary_connected_vecmlp_step(benchmark, impl):
-    from baselines.torch_rp import connected_triples_relabel
+    from benchmarks.baselines.torch_rp import connected_triples_relabel
 
     graph = molecule_like(32, low=10, high=30, seed=2)
     graph.x = torch.ones(graph.total_nodes, 1)
@@ -77,7 +77,7 @@ def test_kary_connected_vecmlp_step(benchmark, impl):
 @pytest.mark.parametrize("impl", ["rpfast", "pyg+torch"])
 def test_rpgnn_step(benchmark, impl):
     pyg_nn = pytest.importorskip("torch_geometric.nn")
-    from baselines.torch_rp import one_hot_ids
+    from benchmarks.baselines.torch_rp import one_hot_ids
 
     graph, gen, m = _batch(), torch.Generator().manual_seed(0), 8
 
@@ -113,7 +113,7 @@ def test_rpgnn_step(benchmark, impl):
 @pytest.mark.parametrize("impl", ["rpfast", "networkx+torch"])
 def test_dfs_vecrnn_step(benchmark, impl):
     import networkx as nx
-    from baselines.torch_rp import dfs_relabel
+    from benchmarks.baselines.torch_rp import dfs_relabel
 
     graph, gen, size = _batch(), torch.Generator().manual_seed(0), 12
     f = VecRNN(size, 1, 1, HIDDEN, 1, cell="gru")
@@ -140,7 +140,7 @@ def test_dfs_vecrnn_step(benchmark, impl):
 
 @pytest.mark.parametrize("impl", ["rpfast", "itertools+torch"])
 def test_exact_adjcnn_step(benchmark, impl):
-    from baselines.torch_rp import exact_relabel
+    from benchmarks.baselines.torch_rp import exact_relabel
 
     n, graphs = 6, 16
     graph = molecule_like(graphs, low=n, high=n, seed=3)
@@ -186,7 +186,7 @@ def test_separate_pisgd_vecmlp_step(benchmark, impl):
 
 def test_kary_baseline_computes_the_same_average():
     """The k-ary baseline is the same function: equal outputs on the same graphs and f."""
-    from baselines.torch_rp import connected_triples_relabel
+    from benchmarks.baselines.torch_rp import connected_triples_relabel
 
     graph = molecule_like(8, low=5, high=12, seed=2)
     graph.x = torch.randn(graph.total_nodes, 1)

@@ -13,7 +13,7 @@ from rpfast.datasets import csl_batch, csl_dataset
 from rpfast.experiments.csl import classification_loss
 from rpfast.experiments.training import Batches, fit
 from rpfast.nn import RPGIN
-from paired import paired
+from benchmarks.paired import paired
 
 HIDDEN, LAYERS, ID_DIM, BATCH = 16, 5, 10, 16
 
@@ -33,7 +33,7 @@ def training_epoch(impl: str, optimizer_kind: str = "Adam", layout: str = "flat"
             return dataset.select(indices.tolist())
     else:
         pyg_data = pytest.importorskip("torch_geometric.data")
-        from baselines.pyg_rpgin import PygRPGIN
+        from benchmarks.baselines.pyg_rpgin import PygRPGIN
 
         base = PygRPGIN(1, HIDDEN, LAYERS, 10, ID_DIM)
         datas = [pyg_data.Data(x=torch.ones(n, 1), edge_index=ei, num_nodes=n) for ei, n in graphs]
@@ -63,7 +63,7 @@ def _agree(ours, pyg) -> None:
     """rpfast's RP-GIN and PyG's compute one function: given rpfast's weights and the same IDs,
     PyG's model gives rpfast's GIN logits on the first 16 graphs (eval mode: the running
     statistics). Both then start the timed epochs from the same weights."""
-    from baselines.pyg_rpgin import load_rpfast_weights
+    from benchmarks.baselines.pyg_rpgin import load_rpfast_weights
 
     model, base = ours.model, pyg.model.base
     load_rpfast_weights(base, model.gin)

@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from graphs import csl_full_batch
+from benchmarks.graphs import csl_full_batch
 from rpfast.ops import k_subsets, permute_adjacency, random_permutations
 
 
@@ -34,7 +34,7 @@ def load(request):
 @pytest.mark.parametrize("impl", ["rpfast", "rustworkx"])
 def test_connected_subsets_shared(benchmark, load, impl):
     from bench_subsets import dataset
-    from baselines import subset_pipelines as base
+    from benchmarks.baselines import subset_pipelines as base
 
     batch, edge_lists = dataset("CSL")
     if impl == "rpfast":

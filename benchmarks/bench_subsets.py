@@ -8,8 +8,8 @@ implementation found the same number.
 import pytest
 import torch
 
-from baselines import subset_pipelines as base
-from graphs import csl_full_batch
+from benchmarks.baselines import subset_pipelines as base
+from benchmarks.graphs import csl_full_batch
 from rpfast.data import GraphBatch
 from rpfast.datasets import batch_from_smiles, load_tox21
 from rpfast.ops import count_k_subsets, k_subsets

@@ -1,7 +1,3 @@
-import sys
-from pathlib import Path
-
-# benchmarks/ (baselines, graphs) and tests/ (reference.py: the one home of the references
-# that tests and baselines share; benchmarks depend on tests, never the other way).
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
+"""The benchmarks are a package beside the ``tests`` package: they import their helpers as
+``benchmarks.paired``, ``benchmarks.baselines.*``, and the references the tests check against
+as ``tests.helpers.reference`` (benchmarks depend on tests, never the other way)."""

@@ -7,23 +7,20 @@ in one process (this VM's speed drifts between processes), and prints the median
 per call. Run it once
 idle and once beside a busy process (``python -c "while True: pass" &``).
 
-Usage: ``python benchmarks/thread_threshold_sweep.py [rounds]``
+Usage, from the repository's root: ``python -m benchmarks.thread_threshold_sweep [rounds]``
 """
-import os
 import statistics
 import sys
 import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from bench_csl_protocol import _rpfast_epoch  # noqa: E402
-from bench_rpgin_epoch import training_epoch  # noqa: E402
-from graphs import csl_full_batch, molecule_like  # noqa: E402
-from rpfast.datasets import csl_dataset  # noqa: E402
-from rpfast.nn import GINConv  # noqa: E402
-from rpfast import _testing  # noqa: E402
+from benchmarks.bench_csl_protocol import _rpfast_epoch
+from benchmarks.bench_rpgin_epoch import training_epoch
+from benchmarks.graphs import csl_full_batch, molecule_like
+from rpfast.datasets import csl_dataset
+from rpfast.nn import GINConv
+from rpfast import _testing
 
 # fixed thresholds, then the default: 2^18 with the back-off on lagging threads (parallel.hpp)
 CASES = [(1 << 18, False), (1 << 19, False), (1 << 20, False), (1 << 21, False), (1 << 40, False), (1 << 18, True)]

@@ -15,7 +15,7 @@ two-thread epoch should stay near the one-thread one. See benchmarks/README.md,
 Each run is a fresh process that measures the round trip, then the epoch on torch's default
 two threads, on one thread (``torch.set_num_threads(1)``) and on two again.
 
-Usage: ``python benchmarks/vcpu_placement_check.py [runs]``
+Usage, from the repository's root: ``python -m benchmarks.vcpu_placement_check [runs]``
 """
 import os
 import statistics
@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where ``benchmarks`` is a package
 
 
 def _epoch_ms(epoch, rounds: int = 20) -> float:
@@ -42,8 +42,7 @@ def one_process() -> None:
     ms on 2, 1 and 2 threads."""
     import torch
 
-    sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "tests")]
-    from bench_csl_protocol import _rpfast_epoch
+    from benchmarks.bench_csl_protocol import _rpfast_epoch
     from rpfast.datasets import csl_dataset
     from rpfast import _testing
 
@@ -58,8 +57,8 @@ def one_process() -> None:
 
 def main(runs: int) -> None:
     for run in range(runs):
-        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child"], capture_output=True, text=True,
-                             check=True).stdout.split()[-4:]
+        out = subprocess.run([sys.executable, "-m", "benchmarks.vcpu_placement_check", "--child"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.split()[-4:]
         print(f"process {run + 1}: thread round trip {out[0]} ns; paper-protocol epoch {out[1]} ms on 2 threads, "
               f"{out[2]} ms on 1, {out[3]} ms on 2 again", flush=True)
 

@@ -2,7 +2,7 @@
 read by MyST) and the API reference, generated from the docstrings (autodoc; Google-style
 ``Args:`` sections through napoleon).
 
-Build it (warnings are errors; CI builds it in tests/test_docs.py)::
+Build it (warnings are errors; CI builds it in tests/project/test_docs.py)::
 
     pip install torch==2.13.0 -e ".[docs]"
     python -m sphinx -W --keep-going -b html docs docs/_build/html

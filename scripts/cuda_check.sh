@@ -2,7 +2,7 @@
 # Build rpfast with its CUDA kernels (CMake option RPFAST_CUDA: rpfast._C_cuda from csrc/cuda/,
 # nvcc for sm_80 and sm_90 plus PTX, the CUDA runtime linked statically) in its own virtual
 # environment and build directory, check that it imports and reports its build, and run
-# tests/test_cuda.py against it.
+# tests/ops/test_cuda.py against it.
 #
 #   bash scripts/cuda_check.sh            # what .ci/run does where nvcc exists (no GPU: the
 #                                         # device tests skip; the module must say "no device")
@@ -30,4 +30,4 @@ source scripts/install_rpfast.sh
 install_rpfast "$VENV" "${RPFAST_TORCH:-torch==2.13.0}"
 echo "cuda_check.sh: build and install took $(( $(date +%s) - start )) s"
 "$PY" -c "import rpfast._C_cuda, rpfast; rpfast.show_config()" | grep "CUDA kernels"
-"$PY" -m pytest -q -p no:cacheprovider tests/test_cuda.py "$@"
+"$PY" -m pytest -q -p no:cacheprovider tests/ops/test_cuda.py "$@"

@@ -10,7 +10,7 @@ from a run's file, never typed by hand.
     python scripts/experiment_tables.py           # rewrite the tables
     python scripts/experiment_tables.py --check   # exit 1 if a page is not what its files give
 
-tests/test_docs.py runs the check.
+tests/project/test_docs.py runs the check.
 """
 import argparse
 import json

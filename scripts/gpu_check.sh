@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU: build rpfast with its CUDA kernels (scripts/cuda_check.sh),
-# run tests/test_cuda.py with the kernels on (every CUDA kernel against the CPU kernels on the
+# run tests/ops/test_cuda.py with the kernels on (every CUDA kernel against the CPU kernels on the
 # same inputs; the same permutations for one seed; every layer's training step on the GPU, with
 # the kernels and with the torch-composed ops, against the CPU), then the GPU benchmark
 # (benchmarks/bench_cuda.py: each kernel against its torch-composed form and PyG on the same

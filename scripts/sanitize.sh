@@ -3,7 +3,7 @@
 # RPFAST_SANITIZE) and run the kernel tests and the fuzz suite against it.
 #
 #   bash scripts/sanitize.sh                             # what .ci/run does
-#   bash scripts/sanitize.sh tests/test_permute.py -x    # arguments replace the default tests
+#   bash scripts/sanitize.sh tests/ops/test_permute.py -x    # arguments replace the default tests
 #
 # The build lives apart from the normal one: its own virtual environment (build/sanitize-venv,
 # torch==2.13.0 and the test extras) and its own build directory (build/sanitize), so the
@@ -76,10 +76,10 @@ tests_start=$(date +%s)
 if [ "$#" -gt 0 ]; then
   TESTS=("$@")
 else
-  TESTS=(tests/test_permute.py tests/test_random_permutations.py tests/test_gin.py tests/test_norm.py
-         tests/test_segment.py tests/test_gin_layer.py
-         tests/test_subsets.py tests/test_orient.py tests/test_graph_batch.py tests/test_models.py
-         tests/test_thread_safety.py tests/fuzz)
+  TESTS=(tests/ops/test_permute.py tests/ops/test_random_permutations.py tests/nn/test_gin.py tests/ops/test_norm.py
+         tests/ops/test_segment.py tests/ops/test_gin_layer.py
+         tests/ops/test_subsets.py tests/ops/test_orient.py tests/data/test_graph_batch.py tests/nn/test_models.py
+         tests/ops/test_thread_safety.py tests/fuzz)
 fi
 run_sanitized "$PY" -m pytest -q -p no:cacheprovider "${TESTS[@]}" || status=$?
 echo "sanitize.sh: tests under ASan+UBSan took $(( $(date +%s) - tests_start )) s (exit $status)"

@@ -1,13 +1,8 @@
 import os
-import sys
-from pathlib import Path
 
 # The commands pick fewer threads on a loaded machine and say so on stderr: tests (and the
 # commands they start in subprocesses) keep torch's default, whatever else the machine runs.
 os.environ["RPFAST_LOAD_CHECK"] = "0"
-
-# Test helpers (reference.py, strategies.py) live beside the tests.
-sys.path.insert(0, str(Path(__file__).parent))
 
 import pytest
 
@@ -19,7 +14,7 @@ KERNELS_ONLY = ("the test checks the C++ kernels themselves (the fused GIN netwo
 
 BACKEND_NEUTRAL = ("the test drives a command or process plumbing (options, outputs, errors, signals, process "
                    "groups) whose behaviour does not depend on the backend; every layer those commands build "
-                   "runs on the composed path in tests/test_devices.py and tests/test_input_forms.py")
+                   "runs on the composed path in tests/ops/test_devices.py and tests/nn/test_input_forms.py")
 
 
 def pytest_configure(config):

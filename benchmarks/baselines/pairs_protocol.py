@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from baselines.pyg_rpgin import PygRPGIN
+from benchmarks.baselines.pyg_rpgin import PygRPGIN
 from rpfast.nn import Concat, RootWalks, VecMLP
 from rpfast.experiments.pair_models import ROOTED_HIDDEN, ROOTED_LAYERS, TWO_ROOTS_MAX_NODES
 from rpfast.experiments.pair_statistics import verdict

@@ -1,8 +1,8 @@
 """What a plain-PyTorch user would write: advanced indexing with a zero row for padding.
 
-This is exactly the tests' reference (``tests/reference.py``, on ``sys.path`` through
-``benchmarks/conftest.py``), so the timed baseline is the code the tests trust.
+This is exactly the tests' reference (``tests/helpers/reference.py``), so the timed baseline is
+the code the tests trust.
 """
-from reference import permute_adjacency_reference as permute_adjacency
+from tests.helpers.reference import permute_adjacency_reference as permute_adjacency
 
 __all__ = ["permute_adjacency"]

@@ -4,13 +4,9 @@
   start in the background right after collection, so they overlap with the other tests.
 * At the end, a table reports how many inputs every op received (and the workers' time).
 """
-import sys
-from pathlib import Path
+import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import fuzzing  # noqa: E402
-import pytest  # noqa: E402
+from tests.fuzz import fuzzing
 
 MALFORMED = "test_fuzz_malformed.py::"
 
@@ -21,8 +17,8 @@ def pytest_collection_modifyitems(session, config, items):
     if not malformed:
         return
     items[:] = [item for item in items if item not in malformed] + malformed
-    from malformed import GROUPS
-    from runner import GroupRunner, timeout_for
+    from tests.fuzz.malformed import GROUPS
+    from tests.fuzz.runner import GroupRunner, timeout_for
 
     wanted = {}
     for item in malformed:

@@ -11,7 +11,9 @@ segfault, abort, sanitizer report or hang kills this worker, which the parent
 
 Usage (the parent does this; by hand it replays a group)::
 
-    python tests/fuzz/malformed.py GROUP --result results.jsonl --last last.txt [--skip op1,op2]
+    python -m tests.fuzz.malformed GROUP --result results.jsonl --last last.txt [--skip op1,op2]
+
+from the repository's root (``tests`` is a package).
 
 Each finished op appends one JSON line ``{"op", "count", "failure", "seconds"}`` to
 ``--result``; before every call the op, the inputs tried so far and a description of the
@@ -32,25 +34,21 @@ import traceback
 import warnings
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent)]  # fuzzing.py, and tests/ (strategies.py)
+import networkx as nx
+import numpy as np
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
-import fuzzing  # noqa: E402
-
-import networkx as nx  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from hypothesis import given  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from rpfast import ops  # noqa: E402
-from rpfast.data import GraphBatch  # noqa: E402
-from rpfast.datasets import batch_from_smiles  # noqa: E402
-from rpfast.datasets.molecules import canonical_order_from_mol  # noqa: E402
-from rpfast.nn import GIN, RPGIN, GINConv, PiSGD, RelationalPooling  # noqa: E402
-from rpfast.nn.gin import batch_norm_arguments  # noqa: E402
-from reference import keep_subset  # noqa: E402
-from strategies import partial_permutations  # noqa: E402
+from rpfast import ops
+from rpfast.data import GraphBatch
+from rpfast.datasets import batch_from_smiles
+from rpfast.datasets.molecules import canonical_order_from_mol
+from rpfast.nn import GIN, RPGIN, GINConv, PiSGD, RelationalPooling
+from rpfast.nn.gin import batch_norm_arguments
+from tests.fuzz import fuzzing
+from tests.helpers.reference import keep_subset
+from tests.helpers.strategies import partial_permutations
 
 # ============================================================================ describing
 def show(value, depth=0) -> str:
@@ -1141,7 +1139,7 @@ def cli_csl_case(draw):
 
 
 # ============================================================================ registry
-from malformed_files import GROUP as FILES  # noqa: E402 - the files users give the commands
+from tests.fuzz.malformed_files import GROUP as FILES  # noqa: E402 - the files users give the commands
 
 GROUPS = {  # slowest groups first: the background workers take them in this order
     "subsets": {

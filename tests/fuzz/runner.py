@@ -1,4 +1,4 @@
-"""Runs the malformed-input workers (``malformed.py GROUP``), one subprocess per op group.
+"""Runs the malformed-input workers (``python -m tests.fuzz.malformed GROUP``), one subprocess per op group.
 
 The workers start in a background thread as soon as pytest has collected the malformed
 tests (which it moves to the end of the session), so they use the second core while the
@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-import fuzzing
+from tests.fuzz import fuzzing
 
-HERE = Path(__file__).resolve().parent
-WORKER = HERE / "malformed.py"
+ROOT = Path(__file__).resolve().parents[2]  # the worker runs as a module of the tests package from here
+WORKER = "tests.fuzz.malformed"
 
 EXIT_MEANINGS = {
     1: "a hang (more than RPFAST_FUZZ_CALL_TIMEOUT CPU seconds, or 10x that in wall time: the watchdog "
@@ -107,14 +107,14 @@ class GroupRunner:
                 break
             result_file.write_text("")
             last_file.write_text("")
-            cmd = [sys.executable, str(WORKER), group, "--result", str(result_file), "--last", str(last_file),
+            cmd = [sys.executable, "-m", WORKER, group, "--result", str(result_file), "--last", str(last_file),
                    "--only", ",".join(pending)]
             remaining = max(deadline - time.monotonic(), 10.0)
             # An explicit environment: with env=None the child execs with the C `environ`, which
             # pytest rewrites (PYTEST_CURRENT_TEST) in the main thread while this thread spawns;
             # under vfork that race made execve fail with EFAULT (seen in CI under ASan).
             proc = self._procs[group] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                                         cwd=str(HERE.parent.parent), env=self._env)
+                                                         cwd=str(ROOT), env=self._env)
             try:
                 stdout, stderr = proc.communicate(timeout=remaining)
                 code = proc.returncode

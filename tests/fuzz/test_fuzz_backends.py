@@ -7,7 +7,7 @@ Inputs: small random graphs (empty graphs, isolated vertices, self-loops, multi-
 and float64 values with no, a few, many or a whole column of NaN / +inf / -inf entries. The
 random ops (``sample_ids``, ``pisgd_relabel``, and the draws ``random_permutations`` and
 ``random_positions``, whose composed form is the CPU kernel's draw moved to the device) are
-compared in tests/test_random_permutations.py and tests/test_cuda.py instead. Both CI runs (C++ kernels, then
+compared in tests/ops/test_random_permutations.py and tests/ops/test_cuda.py instead. Both CI runs (C++ kernels, then
 ``RPFAST_BACKEND=torch``) run this file: it calls each form explicitly.
 """
 import pytest
@@ -16,10 +16,10 @@ import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 
-import fuzzing
-from assertions import backend, op_gradients
+from tests.fuzz import fuzzing
+from tests.helpers.assertions import backend, op_gradients
 import rpfast
-from fuzzing import fuzz_settings
+from tests.fuzz.fuzzing import fuzz_settings
 from rpfast.data import GraphBatch
 from rpfast.ops import _registry
 from rpfast.ops.gin import graph_csr
@@ -225,7 +225,7 @@ def test_gin_and_rpgin_agree_across_backends_on_non_finite_features(name, seed, 
     backend has NaN."""
     import copy
 
-    from layer_cases import layer_cases
+    from tests.helpers.layer_cases import layer_cases
 
     fuzzing.count(name, "reference")
     torch.manual_seed(0)

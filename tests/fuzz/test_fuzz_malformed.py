@@ -8,7 +8,7 @@ crash, the input that was running).
 """
 import pytest
 
-from malformed import GROUPS
+from tests.fuzz.malformed import GROUPS
 
 OPS = [(group, op) for group, targets in GROUPS.items() for op in targets]
 

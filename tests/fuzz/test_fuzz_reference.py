@@ -1,6 +1,6 @@
 """Valid random inputs against simple, obviously-correct references.
 
-torch indexing for the permutation gathers (tests/reference.py), dense matrix products for
+torch indexing for the permutation gathers (tests/helpers/reference.py), dense matrix products for
 the GIN aggregation and layers, ``relu(F.batch_norm(...))`` for the fused BatchNorm,
 itertools + networkx for the subsets, networkx traversals for the DFS/BFS orders, a plain
 Python colour refinement for 1-WL, PyTorch Geometric for GraphBatch's views and GINConv.
@@ -17,16 +17,16 @@ import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 
-import fuzzing
-from assertions import assert_backward_matches
-from fuzzing import fuzz_settings
-from reference import (k_subsets_reference, keep_subset, nx_graph, permute_adjacency_reference,
+from tests.fuzz import fuzzing
+from tests.helpers.assertions import assert_backward_matches
+from tests.fuzz.fuzzing import fuzz_settings
+from tests.helpers.reference import (k_subsets_reference, keep_subset, nx_graph, permute_adjacency_reference,
                        permute_nodes_reference, traversal_order_reference)
 from rpfast import ops
 from rpfast.data import GraphBatch
 from rpfast.nn import GIN, RPGIN, GINConv, PiSGD, RelationalPooling
 from rpfast.nn.gin import batch_norm_arguments
-from strategies import batch_sizes, graph_lists, permuted_batches
+from tests.helpers.strategies import batch_sizes, graph_lists, permuted_batches
 
 PRUNES = ["none", "edgeless", "isolated", "disconnected"]
 
