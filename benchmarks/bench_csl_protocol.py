@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rpfast.datasets import csl_batch, csl_dataset
-from rpfast.experiments.csl import accuracy, classification_loss
+from rpfast.experiments.csl.experiment import accuracy, classification_loss
 from rpfast.experiments.training import Batches, adam, fit
 from rpfast.nn import RPGIN, PiSGD
 

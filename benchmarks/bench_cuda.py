@@ -98,7 +98,7 @@ def test_rpgin_training_epoch_on_the_gpu(benchmark, impl, batch_size, monkeypatc
     torch-composed ops CUDA tensors run without them; and the same epoch on this machine's CPU
     (the C++ kernels), which answers whether such small graphs belong on a GPU at all."""
     monkeypatch.setattr(_backend, "_CUDA_SWITCHED_ON", impl == "rpfast")
-    from rpfast.experiments.csl import classification_loss
+    from rpfast.experiments.csl.experiment import classification_loss
     from rpfast.experiments.training import Batches, fit
     from rpfast.nn import RPGIN
 

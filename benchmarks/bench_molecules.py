@@ -9,7 +9,7 @@ pytest.importorskip("torch_geometric")
 
 from rpfast.datasets import load_tox21  # noqa: E402
 from rpfast.datasets.molecules import featurize_smiles  # noqa: E402
-from rpfast.experiments.molecule_tasks import Targets  # noqa: E402
+from rpfast.experiments.molecules.tasks import Targets  # noqa: E402
 from rpfast.nn import Duvenaud, Oriented, RPDuvenaud, SubgraphRP  # noqa: E402
 
 from benchmarks.paired import paired  # noqa: E402

@@ -9,7 +9,7 @@ import torch
 
 from benchmarks.paired import paired
 from rpfast.datasets.pair_families import family_pairs
-from rpfast.experiments.pairs import PairsSettings, run_pair
+from rpfast.experiments.pairs.protocol import PairsSettings, run_pair
 
 EPOCHS, EVAL_SAMPLES = 20, 64
 

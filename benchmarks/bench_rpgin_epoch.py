@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rpfast.datasets import csl_batch, csl_dataset
-from rpfast.experiments.csl import classification_loss
+from rpfast.experiments.csl.experiment import classification_loss
 from rpfast.experiments.training import Batches, fit
 from rpfast.nn import RPGIN
 from benchmarks.paired import paired

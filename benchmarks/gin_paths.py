@@ -15,7 +15,7 @@ import time
 import torch
 
 from rpfast.datasets import csl_batch
-from rpfast.experiments.csl import CSLConfig, _dataset, _splits, accuracy, classification_loss
+from rpfast.experiments.csl.experiment import CSLConfig, _dataset, _splits, accuracy, classification_loss
 from rpfast.experiments.training import Batches, adam, fit
 from rpfast.nn import GIN, RPGIN, PiSGD
 

@@ -14,8 +14,8 @@ from torch import nn
 
 from benchmarks.baselines.pyg_rpgin import PygRPGIN
 from rpfast.nn import Concat, RootWalks, VecMLP
-from rpfast.experiments.pair_models import ROOTED_HIDDEN, ROOTED_LAYERS, TWO_ROOTS_MAX_NODES
-from rpfast.experiments.pair_statistics import verdict
+from rpfast.experiments.pairs.models import ROOTED_HIDDEN, ROOTED_LAYERS, TWO_ROOTS_MAX_NODES
+from rpfast.experiments.pairs.statistics import verdict
 
 
 def _relabeled(edge_index, n, count, generator):

@@ -1,13 +1,8 @@
-"""``rpfast csl``: RP-GIN vs GIN on the CSL graphs (paper Table 1); see :mod:`rpfast.experiments.csl`."""
+"""``rpfast csl``: RP-GIN vs GIN on the CSL graphs (paper Table 1); see :mod:`rpfast.experiments.csl.experiment`."""
 import argparse
 
-import torch
-
-from rpfast._io import check_output_dir
 from rpfast._options import add_dataclass_options, config_from_args
-from rpfast.experiments import distributed
-from rpfast.experiments.csl import CSLConfig, main
-from rpfast.experiments.threads import free_threads
+from rpfast.experiments.csl.experiment import CSLConfig, main
 
 HELP = "RP-GIN vs GIN on the CSL graphs (paper Table 1)"
 PAPER_EPOCHS, PAPER_SEEDS, PAPER_BATCH = 1000, 5, 0  # batch 0: the whole fold, as the paper's code trains
@@ -25,10 +20,5 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     paper = {"epochs": PAPER_EPOCHS, "seeds": PAPER_SEEDS, "batch_size": PAPER_BATCH} if args.paper else {}
-    config = config_from_args(CSLConfig, args, **paper)
-    if not distributed.under_launcher():  # under torchrun the launcher chose the processes and threads
-        config.validate()  # bad options and outputs are reported alone, before the load check's line
-        check_output_dir(config.out_dir, config.force)
-        config.threads = free_threads(config.threads, torch.get_num_threads(), "rpfast csl")
-    main(config, progress=not args.no_progress)
+    main(config_from_args(CSLConfig, args, **paper), progress=not args.no_progress)
     return 0

@@ -1,14 +1,10 @@
 """``rpfast molecules``: ``train`` (the default) RP models on MoleculeNet data (paper Table 2),
-``predict`` new molecules with their checkpoints; see :mod:`rpfast.experiments.molecules` and
-:mod:`rpfast.experiments.molecules_predict`."""
+``predict`` new molecules with their checkpoints; see :mod:`rpfast.experiments.molecules.train` and
+:mod:`rpfast.experiments.molecules.predict`."""
 import argparse
 
-import torch
-
-from rpfast._io import check_output_dir
 from rpfast._options import add_dataclass_options, config_from_args
-from rpfast.experiments import distributed, molecules, molecules_predict
-from rpfast.experiments.threads import free_threads
+from rpfast.experiments.molecules import predict as molecules_predict, train as molecules
 
 HELP = "train Duvenaud, RP-Duvenaud, k-ary and DFS models on MoleculeNet data (paper Table 2); predict with them"
 PAPER = {"splits": 3, "epochs": 50}
@@ -47,9 +43,5 @@ def run(args: argparse.Namespace) -> int:
         molecules_predict.main(config_from_args(molecules_predict.PredictConfig, args), progress=not args.no_progress)
     else:
         config = config_from_args(molecules.MoleculesConfig, args, **(PAPER if args.paper else {}))
-        if not distributed.under_launcher():  # under torchrun the launcher chose the processes and threads
-            config.validate()  # bad options and outputs are reported alone, before the load check's line
-            check_output_dir(config.out_dir, config.force)
-            config.threads = free_threads(config.threads, torch.get_num_threads(), "rpfast molecules")
         molecules.main(config, progress=not args.no_progress)
     return 0

@@ -1,9 +1,9 @@
 """``rpfast pairs``: RP on pairs of 1-WL-equivalent graphs under the RPC protocol (BREC); see
-:mod:`rpfast.experiments.pairs` and :mod:`rpfast.experiments.pairs_run`."""
+:mod:`rpfast.experiments.pairs.protocol` and :mod:`rpfast.experiments.pairs.run`."""
 import argparse
 
 from rpfast._options import add_dataclass_options, config_from_args
-from rpfast.experiments.pairs_run import PairsConfig, main
+from rpfast.experiments.pairs.run import PairsConfig, main
 
 HELP = "RP models on pairs of 1-WL-equivalent graphs under BREC's RPC protocol"
 

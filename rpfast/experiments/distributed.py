@@ -22,7 +22,6 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from rpfast._io import check_output_dir
 from rpfast.nn import convert_sync_batch_norm
 from rpfast.experiments.workers import (STOP_GRACE_S, ProcessFailed, end_by_sigint, exit_description, portable,
                                        prepare_child, stop)
@@ -317,14 +316,11 @@ def launch(function: Callable[..., Any], nproc: int, *args, threads: Optional[in
 
 def run_experiment(function: Callable[..., Any], config, progress: bool):
     """A command's ``function(config, progress)`` in ``config.nproc`` processes (or the group a
-    launcher made): the output directory is checked first by the process that writes it
-    (:func:`rpfast._io.check_output_dir`: a non-empty one only with ``config.force``),
+    launcher made), after the preamble (:func:`rpfast.experiments.preamble.prepare`):
     ``config.nproc`` records the real group size, and ``config.threads`` is shared among the
     processes. Returns ``(results, writes)``: rank 0's results (this process's under a
     launcher) and whether this process prints and writes the outputs."""
     writes = main_process()
-    if writes:
-        check_output_dir(config.out_dir, getattr(config, "force", False))
     if under_launcher():
         config = replace(config, nproc=int(os.environ["WORLD_SIZE"]))
     threads = max(1, config.threads // config.nproc) if config.threads else None

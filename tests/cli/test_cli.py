@@ -26,7 +26,7 @@ def test_csl_single_split_is_stratified_and_its_sd_is_not_a_number(tmp_path, cap
 
     import torch
 
-    from rpfast.experiments.csl import CSLConfig, _dataset, _splits
+    from rpfast.experiments.csl.experiment import CSLConfig, _dataset, _splits
 
     config = CSLConfig(folds=1)
     _, labels = _dataset(config.num_vertices, config.data_seed)
@@ -152,7 +152,7 @@ def test_csl_options_come_from_the_config_dataclass(capsys):
     import dataclasses
 
     from rpfast.cli import build_parser
-    from rpfast.experiments.csl import CSLConfig
+    from rpfast.experiments.csl.experiment import CSLConfig
 
     parser = build_parser()
     args = parser.parse_args(["csl"])

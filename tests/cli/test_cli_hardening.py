@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 
 import rpfast
-import rpfast.experiments.csl as csl_module
+import rpfast.experiments.csl.experiment as csl_module
 import rpfast.experiments.report as report_module
 from tests.helpers.assertions import cli_fails, stream_failing_after_first_chunk
 from rpfast.cli import main
 from rpfast.data import read_edge_list
-from rpfast.experiments.csl import MODELS, CSLConfig
+from rpfast.experiments.csl.experiment import MODELS, CSLConfig
 from rpfast.experiments.report import summarise, write_outputs
 
 pytestmark = pytest.mark.backend_neutral  # the first CI run covers it (see conftest.py)
@@ -279,7 +279,7 @@ _DRIVER = "import sys\n{patch}\nfrom rpfast.cli import main\nsys.exit(main({argv
 # (under its temporary name) for as long as the test likes.
 _SLOW_STREAM = """
 import time
-import rpfast.commands.subsets as tool
+import rpfast.experiments.subsets as tool
 real = tool.iter_k_subsets
 def slow(*args, **kwargs):
     stream = real(*args, **kwargs)

@@ -83,7 +83,7 @@ def test_non_binary_labels_under_forced_classification_are_one_line_errors(tmp_p
 
 def test_task_figure_with_hundreds_of_tasks(tmp_path):
     """Wide datasets (ToxCast has 617 tasks) get a sorted-AUC curve instead of 617 bars."""
-    from rpfast.experiments.molecules_report import _plot_tasks
+    from rpfast.experiments.molecules.report import _plot_tasks
 
     rng = __import__("numpy").random.default_rng(0)
     tasks = [f"t{i}" for i in range(300)]
@@ -204,8 +204,8 @@ def test_a_split_without_a_usable_test_task_is_an_error_before_training(tmp_path
 
 
 def test_undefined_scores_are_none_in_the_summary_and_na_in_the_table():
-    from rpfast.experiments.molecules import summarise
-    from rpfast.experiments.molecules_report import format_table
+    from rpfast.experiments.molecules.train import summarise
+    from rpfast.experiments.molecules.report import format_table
 
     runs = [{"model": "duvenaud", "k": None, "split": s, "metric": "roc-auc", "test_score": auc, "valid_score": None,
              "best_epoch": 0, "task_scores": [auc], "seconds_per_epoch": 1.0} for s, auc in enumerate([None, 0.75])]
@@ -221,7 +221,7 @@ def test_undefined_scores_are_none_in_the_summary_and_na_in_the_table():
 # --- issue defect 11: the output directory is written whole --------------------------------
 
 def test_ctrl_c_while_writing_keeps_the_previous_output_whole(tiny_csv, tmp_path, capsys, monkeypatch):
-    import rpfast.experiments.molecules_report as report
+    import rpfast.experiments.molecules.report as report
 
     out = tmp_path / "out"
     argv = ["molecules", "--data", str(tiny_csv), "--model", "duvenaud", "--epochs", "1", "--no-progress",

@@ -11,7 +11,7 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-import rpfast.commands.subsets as subsets_tool
+import rpfast.experiments.subsets as subsets_tool
 from tests.helpers.assertions import cli_fails, stream_failing_after_first_chunk
 from rpfast.cli import main
 

@@ -100,7 +100,7 @@ def test_regression_trains_scores_and_round_trips_through_predict(regression_csv
 def test_sampled_models_round_trip_and_ensembles_average(tiny_csv, tmp_path, capsys):
     """kary draws its DFS subgraphs at random: the checkpoint's seed makes predict reproduce the
     test predictions exactly; a directory is an ensemble of every checkpoint under it."""
-    from rpfast.experiments.molecule_checkpoints import load_checkpoint, predict
+    from rpfast.experiments.molecules.checkpoints import load_checkpoint, predict
 
     out = tmp_path / "out"
     assert main(["molecules", "--data", str(tiny_csv), "--model", "kary,duvenaud", "--k", "5", "--epochs", "2",
@@ -207,7 +207,7 @@ def test_metric_choice_selects_and_is_reported(tiny_csv, tmp_path, capsys):
 def test_metrics_agree_with_sklearn_and_skip_undefined_tasks():
     from sklearn.metrics import average_precision_score, r2_score, roc_auc_score
 
-    from rpfast.experiments.molecule_tasks import task_scores
+    from rpfast.experiments.molecules.tasks import task_scores
 
     labels = np.array([[0, 1.0], [1, np.nan], [1, 2.0], [0, 3.0]])
     predictions = np.array([[0.2, 1.5], [0.7, 0.0], [0.4, 2.5], [0.6, 2.0]])
@@ -222,7 +222,7 @@ def test_metrics_agree_with_sklearn_and_skip_undefined_tasks():
 
 
 def test_regression_targets_are_standardised_on_train_and_inverted():
-    from rpfast.experiments.molecule_tasks import Targets
+    from rpfast.experiments.molecules.tasks import Targets
 
     labels = torch.tensor([[1.0, float("nan")], [3.0, 5.0], [5.0, 5.0]])
     targets = Targets.fit("regression", labels)
@@ -285,7 +285,7 @@ def test_an_id_column_beside_binary_labels_is_left_out_with_a_warning(tmp_path, 
 def test_a_molecules_prediction_does_not_depend_on_the_other_rows(tiny_csv, tmp_path, capsys):
     """The campaign's case: CCO's NR-AR prediction differed in the last digits between two files
     (batch composition changed float32 sums; RP models drew a batch's relabelings in one stream)."""
-    from rpfast.experiments.molecule_checkpoints import predict
+    from rpfast.experiments.molecules.checkpoints import predict
 
     out = tmp_path / "out"
     assert main(["molecules", "--data", str(tiny_csv), "--model", "duvenaud,rp-duvenaud", "--epochs", "1",

@@ -13,8 +13,8 @@ from tests.helpers.assertions import cli_fails
 from rpfast.cli import main
 from rpfast.datasets.pair_families import family_pairs
 from rpfast.datasets.pairs import read_pairs
-from rpfast.experiments.pair_statistics import THRESHOLD, hotelling_p_value, t_squared, verdict
-from rpfast.experiments.pairs import PairsSettings, run_pair
+from rpfast.experiments.pairs.statistics import THRESHOLD, hotelling_p_value, t_squared, verdict
+from rpfast.experiments.pairs.protocol import PairsSettings, run_pair
 
 pytestmark = pytest.mark.backend_neutral
 
@@ -265,8 +265,8 @@ def test_two_roots_separate_the_4_vertex_condition_pair_that_the_views_do_not():
 def test_the_walk_window_holds_the_start_and_its_neighbours():
     import torch
 
-    from rpfast.experiments.pair_models import WALK_WINDOW, build_model
-    from rpfast.experiments.pairs import _max_degree
+    from rpfast.experiments.pairs.models import WALK_WINDOW, build_model
+    from rpfast.experiments.pairs.protocol import _max_degree
 
     def window(n, max_degree):
         views = build_model(PairsSettings(), n, max_degree=max_degree).parts[0]  # beside the rooted part
@@ -301,7 +301,7 @@ def test_exact_runs_with_a_ridge_only():
         PairsSettings(model="exact").validate()
     result = run_pair(pair, 0, PairsSettings(model="exact", epochs=10, patience=10, lr=1e-3, ridge=1e-6))
     assert result["distinguished"] and result["t2_reliability"] < 1e-6  # deterministic: D rows equal up to rounding
-    from rpfast.experiments.pair_models import check_graph_sizes
+    from rpfast.experiments.pairs.models import check_graph_sizes
 
     assert check_graph_sizes("exact", [6, 7]) is None and check_graph_sizes("oriented", [200]) is None
     assert "visits each of the 1,500 vertices as a root" in check_graph_sizes("oriented", [10, 1500])
@@ -401,7 +401,7 @@ HEADER = "category,index,n,seed,t2,t2_reliability,p_value,distinguished,reliable
 def test_pairs_csv_holds_its_header_before_any_pair_finishes(tmp_path, monkeypatch, capsys):
     """The campaign's kill -9 left a 0-byte pairs.csv (the header sat in a buffer until the
     first row): the file now exists with its header before the first pair runs."""
-    import rpfast.experiments.pairs_run as pairs_run
+    import rpfast.experiments.pairs.run as pairs_run
 
     out = tmp_path / "out"
     seen = []
@@ -460,7 +460,7 @@ def test_resume_refuses_a_damaged_pairs_csv_in_one_line(tmp_path, capsys, damage
 def test_a_pair_whose_loss_turns_nan_keeps_its_last_finite_weights(monkeypatch, capsys):
     import torch
 
-    import rpfast.experiments.pairs as pairs_module
+    import rpfast.experiments.pairs.protocol as pairs_module
 
     calls = []
 

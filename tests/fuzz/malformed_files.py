@@ -109,7 +109,7 @@ def pair_file_case(draw):
 def pairs_csv_case(draw):
     """A finished run's pairs.csv, damaged: cut anywhere, lines dropped or duplicated, fields
     edited. read_rows returns typed rows or refuses naming the file; it never loses the header."""
-    from rpfast.experiments.pairs_rows import COLUMNS, read_rows
+    from rpfast.experiments.pairs.rows import COLUMNS, read_rows
 
     header = ",".join(COLUMNS)
     rows = [f"regular,{i},10,0,{draw(st.floats(0, 1e9)):.6g},0.5,0.01,True,True,20,-0.9,0.3" for i in range(3)]
@@ -182,7 +182,7 @@ def splits_file_case(draw):
     """A splits.json of random structure over 30 molecules (row 5 unparsable): splits of
     disjoint in-range rows, or refused naming the file."""
     from rpfast.datasets.molecules import featurize_smiles
-    from rpfast.experiments.molecule_splits import read_splits_file
+    from rpfast.experiments.molecules.splits import read_splits_file
 
     if draw(st.booleans()):
         record = {"splits": [{part: draw(st.lists(st.integers(-2, 32), max_size=8)) for part in

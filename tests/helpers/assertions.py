@@ -101,7 +101,7 @@ def stream_failing_after_first_chunk(monkeypatch, error: BaseException, director
     """Make ``rpfast subsets``' stream raise ``error`` once its first chunk has been written,
     noting in ``seen`` the names in ``directory`` at that moment (to check that only a
     temporary file existed and nothing is left behind)."""
-    import rpfast.commands.subsets as subsets_tool
+    import rpfast.experiments.subsets as subsets_tool
 
     real = subsets_tool.iter_k_subsets
 

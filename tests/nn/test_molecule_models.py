@@ -6,8 +6,8 @@ pytest.importorskip("rdkit")
 
 from rpfast.datasets.moleculenet import featurize_dataset, load_tox21, random_split, scaffold_split  # noqa: E402
 from rpfast.datasets.molecules import featurize_smiles, scaffold_groups  # noqa: E402
-from rpfast.experiments.molecule_models import MODELS, SUBGRAPH_MODELS, Architecture, build_model  # noqa: E402
-from rpfast.experiments.molecule_tasks import Targets  # noqa: E402
+from rpfast.experiments.molecules.models import MODELS, SUBGRAPH_MODELS, Architecture, build_model  # noqa: E402
+from rpfast.experiments.molecules.tasks import Targets  # noqa: E402
 from rpfast.nn import Duvenaud, RPDuvenaud, SubgraphRP  # noqa: E402
 from rpfast.nn.rp import KAry, Oriented, PiSGD, induced_subgraphs  # noqa: E402
 

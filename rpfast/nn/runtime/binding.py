@@ -24,7 +24,7 @@ from rpfast.ops.gin import graph_csr
 from rpfast.ops.gin_network import FlatGradient, NetworkWeights, run_network
 from rpfast.ops.gin_network_op import BoundWeights, gin_model_op, weights_handle
 from rpfast.nn.runtime.batch_norm_steps import count_batches, step_momenta
-from rpfast.nn.runtime.plan import Path, bound_paths, plan
+from rpfast.nn.runtime.plan import bound_paths, plan
 from rpfast.nn.runtime.tree_snapshot import TreeSnapshot
 
 if TYPE_CHECKING:  # pragma: no cover - annotations only

@@ -21,7 +21,7 @@ import torch
 from rpfast._io import atomic_path
 from rpfast._options import option
 from rpfast.datasets.molecule_files import read_smiles_file
-from rpfast.experiments.molecule_checkpoints import Predictions, load_checkpoint, predict
+from rpfast.experiments.molecules.checkpoints import Predictions, load_checkpoint, predict
 
 CHECKPOINT_NAME = "best.pt"
 

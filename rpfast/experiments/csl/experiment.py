@@ -20,6 +20,7 @@ from rpfast.datasets import PAPER_SKIPS, csl_batch, csl_dataset
 from rpfast._options import option
 from rpfast.experiments.report import format_table, summarise, wall_seconds, write_outputs
 from rpfast.experiments import distributed
+from rpfast.experiments.preamble import prepare
 from rpfast.experiments.workers import default_jobs, run_in_workers
 from rpfast.experiments.training import Batches, TrainingDiverged, adam, check_learning_rate, diverged_warning, fit
 from rpfast.nn import GIN, RPGIN, PiSGD
@@ -200,12 +201,12 @@ def _embeddings(model: torch.nn.Module, graph) -> torch.Tensor:
 
 def run_csl(config: CSLConfig, progress: bool = True) -> Dict:
     """Cross-validate GIN and RP-GIN; returns per-run accuracies, the summary and embeddings.
+    ``config`` as :func:`main` prepared it (validated; the threads chosen).
 
     The ``folds x seeds x 2`` runs are independent: with ``config.jobs > 1`` they train in
     that many worker processes (each with its share of the threads), and the results are
     the same as in one process.
     """
-    config.validate()
     threads = config.threads or torch.get_num_threads()
     jobs = config.resolved_jobs()
     if not distributed.current().distributed:
@@ -244,11 +245,12 @@ def main(config: CSLConfig, progress: bool = True) -> Dict:
     closing line's "finished in" is this process's whole wall time
     (:func:`~rpfast.experiments.report.wall_seconds`: start-up, ``--nproc`` processes, writing).
 
-    The options and the output directory are checked before any training: a bad
-    ``out_dir`` (an existing file, a non-empty directory without ``force``) raises its
-    ``OSError`` at once. The directory is written whole and renamed into place when complete.
+    The options, the output directory and the threads are checked and set once, before any
+    training (:func:`~rpfast.experiments.preamble.prepare`): a bad ``out_dir`` (an existing file,
+    a non-empty directory without ``force``) raises its ``OSError`` at once. The directory is
+    written whole and renamed into place when complete.
     """
-    config.validate()
+    prepare(config, "rpfast csl")
     results, writes = distributed.run_experiment(run_csl, config, progress)
     if not writes:
         return results

@@ -1,7 +1,7 @@
 """Trained molecule models on disk, and predictions for new molecules from them.
 
 ``rpfast molecules train`` saves each model's best epoch as a checkpoint (:func:`save_checkpoint`):
-the weights, the :class:`~rpfast.experiments.molecule_models.Architecture` that rebuilds the model,
+the weights, the :class:`~rpfast.experiments.molecules.models.Architecture` that rebuilds the model,
 the task names and type, the target standardisation, the featuriser's settings, the seed of the
 eval-mode relabelings and the run's configuration. :func:`load_checkpoint` reads one back (it
 refuses a checkpoint of another featuriser) and :func:`predict` scores SMILES with one or an
@@ -9,7 +9,7 @@ ensemble of checkpoints (their predictions averaged).
 
 Predictions are reproducible and a molecule's prediction depends on nothing but the molecule:
 every molecule is scored in a forward pass of its own, with the model's relabelings re-seeded
-from the checkpoint before it (:func:`~rpfast.experiments.molecule_models.molecule_outputs`), as
+from the checkpoint before it (:func:`~rpfast.experiments.molecules.models.molecule_outputs`), as
 the test set was during training. So the same molecule gets the same prediction bit for bit in
 any file, at any row, beside any other molecules, and predicting a run's
 ``test_predictions.csv`` from its checkpoint gives the written predictions bit for bit, on the
@@ -27,8 +27,8 @@ from torch import nn
 
 from rpfast._io import atomic_path
 from rpfast.datasets.molecules import FEATURIZER_VERSION, MoleculeGraphs, featurize_smiles, featurizer_settings
-from rpfast.experiments.molecule_models import Architecture, build_model, molecule_outputs
-from rpfast.experiments.molecule_tasks import Targets
+from rpfast.experiments.molecules.models import Architecture, build_model, molecule_outputs
+from rpfast.experiments.molecules.tasks import Targets
 
 __all__ = ["MoleculeModel", "Predictions", "checkpoint_record", "load_checkpoint", "save_checkpoint", "write_checkpoint",
            "predict", "PREDICT_BATCH"]

@@ -154,7 +154,7 @@ def build_model(settings, n: int, generator: Optional[torch.Generator] = None,
                 max_degree: Optional[int] = None) -> nn.Module:
     """A fresh model of ``settings.model`` for graphs on ``n`` vertices (weights from torch's
     global seed, relabelings from ``generator``). ``settings`` is a
-    :class:`~rpfast.experiments.pairs.PairsSettings`; its output is ``[B, output_dim]``.
+    :class:`~rpfast.experiments.pairs.protocol.PairsSettings`; its output is ``[B, output_dim]``.
     ``max_degree``, the largest degree of the graphs, sizes the oriented model's walk window
     (``1 + max_degree`` positions, at most k; None: ``WALK_WINDOW``)."""
     model, out = settings.model, settings.output_dim

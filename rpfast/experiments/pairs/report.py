@@ -23,7 +23,7 @@ def describe_model(config: Dict) -> str:
     """The model and the settings that shape it, e.g. ``"oriented (bfs views of 0.75 k..32
     vertices from balanced starts, walk counts + MLP 2 x 64; rooted 16 x 4 over all root pairs up to
     64 vertices, all roots above, 8 train / 256 eval relabelings)"``."""
-    from rpfast.experiments.pair_models import (DEFAULT_LAYERS, DEFAULT_TRAIN_SAMPLES, ROOTED_HIDDEN, ROOTED_LAYERS,
+    from rpfast.experiments.pairs.models import (DEFAULT_LAYERS, DEFAULT_TRAIN_SAMPLES, ROOTED_HIDDEN, ROOTED_LAYERS,
                                                 SHORTEST_VIEW, TWO_ROOTS_MAX_NODES)
 
     model = config["model"]

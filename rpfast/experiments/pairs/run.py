@@ -3,7 +3,7 @@
 Outputs in ``--out``: ``config.json`` (written first), ``pairs.csv`` (created with its header
 before any pair runs, then one row per pair and seed, appended and flushed as each finishes, so
 an interrupted run loses nothing and ``--resume`` continues it;
-:mod:`~rpfast.experiments.pairs_rows`), with ``--save-embeddings``
+:mod:`~rpfast.experiments.pairs.rows`), with ``--save-embeddings``
 ``embeddings/<category>_<index>_seed<s>.npz``
 (the D matrices ``differences`` and ``reliability``, to recompute T2 independently), and at the
 end ``summary.json`` and ``scores.png`` (written whole; their presence marks a finished run).
@@ -26,10 +26,11 @@ from rpfast._io import atomic_path, check_output_dir
 from rpfast._options import option
 from rpfast.datasets.pair_families import FAMILIES, family_pairs
 from rpfast.datasets.pairs import GraphPair, read_pairs, write_pairs
-from rpfast.experiments.pair_models import MODELS, ORIENTATIONS, check_graph_sizes
-from rpfast.experiments.pairs import PairsSettings, run_pair, score
-from rpfast.experiments.pairs_rows import COLUMNS, create_rows_file, read_rows
-from rpfast.experiments.pairs_report import changed_constants, describe_model, format_table, plot_scores
+from rpfast.experiments.preamble import prepare
+from rpfast.experiments.pairs.models import MODELS, ORIENTATIONS, check_graph_sizes
+from rpfast.experiments.pairs.protocol import PairsSettings, run_pair, score
+from rpfast.experiments.pairs.rows import COLUMNS, create_rows_file, read_rows
+from rpfast.experiments.pairs.report import changed_constants, describe_model, format_table, plot_scores
 from rpfast.experiments.report import provenance, wall_seconds
 from rpfast.experiments.workers import default_jobs, run_in_workers
 
@@ -105,18 +106,37 @@ def _identity(config: PairsConfig) -> Dict:
             if k not in ("force", "resume", "threads", "jobs", "out_dir", "export", "strict")}
 
 
-def _prepare_out(config: PairsConfig) -> List[Dict]:
-    """Create or reopen ``--out``; the rows a resumed run already has."""
+def _check_output(config: PairsConfig) -> None:
+    """The streamed-rows output policy's check (the preamble's step 2), before any file is made:
+    ``--export``'s pair file; ``--resume``'s run in ``--out`` (made with the same options); else
+    a new ``--out`` directory (a non-empty one only with ``--force``)."""
+    if config.export is not None:
+        export = Path(config.export)
+        if export.is_dir():
+            raise IsADirectoryError(f"--export {config.export} is a directory; name a pair file")
+        if not export.parent.is_dir():
+            raise FileNotFoundError(f"the directory of --export {config.export} does not exist")
+        if export.exists() and not config.force:
+            raise FileExistsError(f"{config.export} exists: use --force to replace it")
+        return
+    out = Path(config.out_dir)
+    if not config.resume:
+        check_output_dir(out, config.force)
+        return
+    if not (out / "config.json").is_file():
+        raise FileNotFoundError(f"--resume: {out} holds no rpfast pairs run (no config.json)")
+    stored = json.loads((out / "config.json").read_text())
+    if stored != _identity(config):
+        differ = sorted(k for k in set(stored) | set(_identity(config)) if stored.get(k) != _identity(config).get(k))
+        raise ValueError(f"--resume: the run in {out} used other options ({', '.join(differ)})")
+
+
+def _open_output(config: PairsConfig) -> List[Dict]:
+    """Create ``--out`` (its config and the rows file with its header), or reopen the one
+    ``--resume`` continues; the rows it already has."""
     out = Path(config.out_dir)
     if config.resume:
-        if not (out / "config.json").is_file():
-            raise FileNotFoundError(f"--resume: {out} holds no rpfast pairs run (no config.json)")
-        stored = json.loads((out / "config.json").read_text())
-        if stored != _identity(config):
-            differ = sorted(k for k in set(stored) | set(_identity(config)) if stored.get(k) != _identity(config).get(k))
-            raise ValueError(f"--resume: the run in {out} used other options ({', '.join(differ)})")
         return read_rows(out / "pairs.csv")
-    check_output_dir(out, config.force)
     if out.is_dir() and config.force:
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)  # an existing empty directory is fine
@@ -142,7 +162,7 @@ def _done_keys(rows: List[Dict], pairs: List[GraphPair], seeds: int, path: Path)
 
 
 def timed_pair(pair: GraphPair, seed: int, settings: PairsSettings, report=None) -> Dict:
-    """:func:`~rpfast.experiments.pairs.run_pair` and its seconds (a worker's job)."""
+    """:func:`~rpfast.experiments.pairs.protocol.run_pair` and its seconds (a worker's job)."""
     start = time.perf_counter()
     row = run_pair(pair, seed, settings)
     row["seconds"] = time.perf_counter() - start
@@ -151,18 +171,13 @@ def timed_pair(pair: GraphPair, seed: int, settings: PairsSettings, report=None)
 
 def main(config: PairsConfig, progress: bool = True) -> Dict:
     """Run the protocol on every pair and seed (skipping those a resumed run has), streaming
-    rows; print the table; write the summary and the figure."""
-    config.validate()
+    rows; print the table; write the summary and the figure. The options, the output and the
+    threads are checked and set once first (:func:`~rpfast.experiments.preamble.prepare`)."""
+    prepare(config, "rpfast pairs", check_output=_check_output)
     if config.threads:
         torch.set_num_threads(config.threads)
     pairs = load_pairs(config)
     if config.export is not None:
-        if Path(config.export).is_dir():
-            raise IsADirectoryError(f"--export {config.export} is a directory; name a pair file")
-        if not Path(config.export).parent.is_dir():
-            raise FileNotFoundError(f"the directory of --export {config.export} does not exist")
-        if Path(config.export).exists() and not config.force:
-            raise FileExistsError(f"{config.export} exists: use --force to replace it")
         write_pairs(pairs, config.export)
         print(f"wrote {len(pairs)} pairs to {config.export}")
         return {"exported": len(pairs)}
@@ -170,7 +185,7 @@ def main(config: PairsConfig, progress: bool = True) -> Dict:
     slow = check_graph_sizes(config.model, [p.n for p in pairs])
     if slow:
         print(f"warning: {slow}", file=sys.stderr)
-    rows = _prepare_out(config)
+    rows = _open_output(config)
     out = Path(config.out_dir)
     done = _done_keys(rows, pairs, config.seeds, out / "pairs.csv")
     todo = [(p, s) for p in pairs for s in range(config.seeds) if (p.category, p.index, s) not in done]

@@ -4,7 +4,7 @@ figure), as a workflow whose models can be reused.
 Protocol: molecules featurised with RDKit (75 DeepChem ConvMol atom features, 10 bond
 features); random 80/10/10 splits (or scaffold splits, or the rows of a splits file);
 classification (class-weighted binary cross-entropy) or regression (MSE on standardised
-targets) over the labelled entries of every task (:mod:`rpfast.experiments.molecule_tasks`);
+targets) over the labelled entries of every task (:mod:`rpfast.experiments.molecules.tasks`);
 Adam; the epoch with the best validation metric (``--metric``) is kept; its test metrics, mean
 and sd over splits, and seconds per training epoch are reported. Each model and split leaves a
 checkpoint that ``rpfast molecules predict`` scores new molecules with, and its test predictions.
@@ -25,13 +25,14 @@ from rpfast._options import option
 from rpfast.datasets.moleculenet import MoleculeDataset, featurize_dataset, load_tox21, read_moleculenet_csv
 from rpfast.datasets.molecules import MoleculeGraphs
 from rpfast.experiments import distributed
-from rpfast.experiments.molecule_checkpoints import PREDICT_BATCH, MoleculeModel, checkpoint_record
-from rpfast.experiments.molecule_models import (MODELS, SUBGRAPH_MODELS, Architecture, build_model, max_same_element,
+from rpfast.experiments.preamble import prepare
+from rpfast.experiments.molecules.checkpoints import PREDICT_BATCH, MoleculeModel, checkpoint_record
+from rpfast.experiments.molecules.models import (MODELS, SUBGRAPH_MODELS, Architecture, build_model, max_same_element,
                                                model_outputs)
-from rpfast.experiments.molecule_splits import SPLITS, make_splits, read_splits_file, splits_record
-from rpfast.experiments.molecule_tasks import (DEFAULT_METRIC, METRICS, TASK_TYPES, Targets, check_metric, infer_task_type,
+from rpfast.experiments.molecules.splits import SPLITS, make_splits, read_splits_file, splits_record
+from rpfast.experiments.molecules.tasks import (DEFAULT_METRIC, METRICS, TASK_TYPES, Targets, check_metric, infer_task_type,
                                                mean_defined, metrics_of, task_scores, usable_tasks)
-from rpfast.experiments.molecules_report import format_table, write_outputs
+from rpfast.experiments.molecules.report import format_table, write_outputs
 from rpfast.experiments.report import wall_seconds
 from rpfast.experiments.training import (Batches, Epoch, TrainingDiverged, check_learning_rate, diverged_warning,
                                          fit)
@@ -289,8 +290,8 @@ def _finite(value: float) -> Optional[float]:
 
 
 def run_molecules(config: MoleculesConfig, progress: bool = True) -> Dict:
-    """Featurise (cached), split, train every model on every split; returns runs and summary."""
-    config.validate()
+    """Featurise (cached), split, train every model on every split; returns runs and summary.
+    ``config`` as :func:`main` prepared it (validated; the threads chosen)."""
     if config.threads and not distributed.current().distributed:
         torch.set_num_threads(config.threads)
     main = distributed.current().main
@@ -362,9 +363,9 @@ def summarise(runs: List[Dict]) -> List[Dict]:
 
 def main(config: MoleculesConfig, progress: bool = True) -> Dict:
     """Run the experiment, print the Table-2-style summary, write the tables, checkpoints,
-    predictions, splits and figures. The options and the output directory are checked before
+    predictions, splits and figures. The options, the output directory and the threads are checked and set once before
     any work; the directory is written whole and renamed into place when complete."""
-    config.validate()
+    prepare(config, "rpfast molecules")
     results, writes = distributed.run_experiment(run_molecules, config, progress)
     if not writes:
         return results

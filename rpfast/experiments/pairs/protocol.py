@@ -7,10 +7,10 @@ pair's seed) trained to push the two apart (``CosineEmbeddingLoss(out[0::2], out
 Adam, up to ``epochs`` full-batch steps, stopping when the loss has not improved for
 ``patience`` of them, or at the first loss that is not finite, keeping the weights of the last
 finite one); then, in eval mode, ``D = f(G_q) - f(H_q)`` and the statistics of
-:mod:`rpfast.experiments.pair_statistics`, with the reliability check on 2Q relabelings of one
+:mod:`rpfast.experiments.pairs.statistics`, with the reliability check on 2Q relabelings of one
 member (chosen by the seed) split into interleaved halves.
 
-Models: :mod:`rpfast.experiments.pair_models`.
+Models: :mod:`rpfast.experiments.pairs.models`.
 """
 import math
 import sys
@@ -22,8 +22,8 @@ import torch
 
 from rpfast.data.batch import GraphBatch
 from rpfast.datasets.pairs import GraphPair
-from rpfast.experiments.pair_models import MODELS, build_model, check_model_settings
-from rpfast.experiments.pair_statistics import verdict
+from rpfast.experiments.pairs.models import MODELS, build_model, check_model_settings
+from rpfast.experiments.pairs.statistics import verdict
 from rpfast.experiments.training import Snapshot, check_learning_rate
 
 __all__ = ["PairsSettings", "MODELS", "run_pair", "score", "relabeled", "batch_of", "differences_arrays"]
@@ -33,7 +33,7 @@ __all__ = ["PairsSettings", "MODELS", "run_pair", "score", "relabeled", "batch_o
 class PairsSettings:
     """The protocol's constants (BREC's defaults: Q = 32 relabelings, output dimension 16,
     Adam lr 1e-4, up to 20 epochs stopping after 5 without improvement) and the model's shape
-    (:mod:`~rpfast.experiments.pair_models`; ``layers`` and ``train_samples`` None take the
+    (:mod:`~rpfast.experiments.pairs.models`; ``layers`` and ``train_samples`` None take the
     model's defaults)."""
 
     model: str = "oriented"

@@ -7,7 +7,7 @@ from typing import Dict, List
 import numpy as np
 
 from rpfast._io import atomic_directory
-from rpfast.experiments.molecule_checkpoints import write_checkpoint
+from rpfast.experiments.molecules.checkpoints import write_checkpoint
 from rpfast.experiments.report import provenance
 
 COLUMNS = ("model", "metric", "test_score", "test_sd", "valid_score", "seconds_per_epoch", "splits")
