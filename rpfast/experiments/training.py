@@ -1,8 +1,9 @@
-"""The one training loop of the experiments: :func:`fit` trains a model for some epochs on
-shuffled (in a process group: sharded) mini-batches, optionally selects the epoch with the
-best validation metric, and returns the history. Training stops at the first epoch whose mean
-loss is not finite (it diverged), and no epoch with a non-finite metric or non-finite weights is
-ever selected."""
+"""The one training loop of the experiments (``rpfast csl``, ``molecules`` and ``pairs``):
+:func:`fit` trains a model for some epochs on shuffled (in a process group: sharded)
+mini-batches, optionally selects the epoch with the best validation metric, optionally stops
+when the metric (or the loss) has stopped improving (patience), and returns the history.
+Training stops at the first batch or epoch whose loss is not finite (it diverged), and no epoch
+with a non-finite metric or non-finite weights is ever selected."""
 import math
 import time
 from dataclasses import dataclass, field
@@ -79,6 +80,12 @@ class FitResult:
     best_metric: Optional[float] = None
     diverged_epoch: Optional[int] = None
     divergence: Optional[str] = None  # what was not finite in the diverged epoch
+    stopped_early: bool = False  # the patience rule ended training before ``epochs``
+
+    @property
+    def finite_epochs(self) -> int:
+        """The epochs trained whose loss was finite (all of them unless training diverged)."""
+        return len(self.losses) - (self.diverged_epoch is not None)
 
     @property
     def final_loss(self) -> float:
@@ -91,7 +98,7 @@ def fit(model: nn.Module, batches: Batches, loss: LossFn, *, epochs: int,
         schedule: Optional[Callable[[torch.optim.Optimizer], Any]] = None,
         metric: Optional[MetricFn] = None, context: Optional[Context] = None, sync_bn: bool = False,
         find_unused_parameters: bool = False, on_epoch: Optional[Callable[[Epoch], None]] = None,
-        maximize: bool = True) -> FitResult:
+        maximize: bool = True, patience: Optional[int] = None, min_delta: float = 0.0) -> FitResult:
     """Train ``model`` for ``epochs`` epochs; returns a :class:`FitResult`.
 
     * ``batches``: the training examples and how an epoch orders and batches them
@@ -110,10 +117,16 @@ def fit(model: nn.Module, batches: Batches, loss: LossFn, *, epochs: int,
       never replaces a defined one, so only while no epoch has a defined score is the latest
       epoch kept. Every process computes its own score: what the command reports comes from
       rank 0. Without a metric the last epoch is kept.
+    * ``patience`` (optional): stop after ``patience`` epochs in a row that did not improve the
+      watched value by more than ``min_delta``: the metric (in its direction) when there is one,
+      else the mean training loss (lower is better). ``FitResult.stopped_early`` says it did.
     * Divergence: an epoch whose mean loss (over all processes, so every rank stops together)
       is NaN or infinite, or after which a weight or buffer is, stops training there
-      (``diverged_epoch``); the selection is made among the epochs before it. In the first
-      epoch nothing can be kept: :class:`TrainingDiverged` (a ``ValueError``) is raised.
+      (``diverged_epoch``); in one process the epoch ends at its first batch whose loss is not
+      finite, before that batch's step. The selection is made among the epochs before it;
+      without a metric the weights kept are those the last finite epoch started from (in
+      full-batch training: the weights that gave its finite loss). In the first epoch nothing
+      can be kept: :class:`TrainingDiverged` (a ``ValueError``) is raised.
     * ``context`` (default: :func:`~rpfast.experiments.distributed.current`): in a process
       group the model is prepared once by :func:`~rpfast.experiments.distributed.prepare`
       (``sync_bn``: SyncBatchNorm; ``find_unused_parameters`` for DDP) and each epoch's mean
@@ -129,12 +142,21 @@ def fit(model: nn.Module, batches: Batches, loss: LossFn, *, epochs: int,
     if isinstance(optimizer, torch.optim.Optimizer) or not callable(optimizer):
         raise TypeError(f"optimizer must be a function of the parameters that builds the optimizer "
                         f"(lambda parameters: torch.optim.Adam(parameters, lr)), got {type(optimizer).__name__}")
+    if patience is not None and (not isinstance(patience, int) or isinstance(patience, bool) or patience < 1):
+        raise ValueError(f"patience must be a positive integer or None, got {patience!r}")
+    if isinstance(min_delta, bool) or not isinstance(min_delta, (int, float)) or not (
+            math.isfinite(min_delta) and min_delta >= 0):
+        raise ValueError(f"min_delta must be a finite number >= 0, got {min_delta!r}")
     context = context if context is not None else current()
     model, trained = prepare(model, context, sync_bn=sync_bn, find_unused_parameters=find_unused_parameters)
     optimizer = optimizer(list(model.parameters()))
     schedule = schedule(optimizer) if schedule is not None else None
     result, best = FitResult(model), Snapshot(model)
+    begun = Snapshot(model) if metric is None else None  # the weights each epoch starts from
+    watched, stale = None, 0
     for index in range(epochs):
+        if begun is not None:
+            begun.take()
         start = time.perf_counter()
         mean_loss = _train_epoch(trained, batches, loss, optimizer, index, context)
         result.seconds.append(time.perf_counter() - start)
@@ -154,15 +176,27 @@ def fit(model: nn.Module, batches: Batches, loss: LossFn, *, epochs: int,
             score = metric(model)
             score = None if score is None or not math.isfinite(score) else float(score)
             result.metrics.append(score)
-        if _better(score, result.best_metric, maximize) or (result.best_metric is None and score is None):
+        if metric is None:  # the latest epoch; its start weights are what a divergence keeps
+            result.best_epoch = index
+            best, begun = begun, best
+        elif _better(score, result.best_metric, maximize) or (result.best_metric is None and score is None):
             result.best_epoch, result.best_metric = index, score
             best.take()
         if on_epoch is not None:
             on_epoch(Epoch(index, mean_loss, score, result.seconds[-1]))
+        if patience is not None:
+            value = score if metric is not None else mean_loss
+            if _improves(value, watched, min_delta, maximize if metric is not None else False):
+                watched, stale = value, 0
+            else:
+                stale += 1
+            if stale >= patience:
+                result.stopped_early = index < epochs - 1
+                break
     if result.best_epoch < 0:
         raise TrainingDiverged(f"training diverged in its first epoch ({result.divergence}): no epoch can be kept; "
                                "lower the learning rate", 0)
-    if result.best_epoch != len(result.losses) - 1:
+    if (result.diverged_epoch is not None) if metric is None else result.best_epoch != len(result.losses) - 1:
         best.restore()
     return result
 
@@ -203,6 +237,16 @@ def _better(score: Optional[float], best: Optional[float], maximize: bool) -> bo
     return best is None or (score > best if maximize else score < best)
 
 
+def _improves(value: Optional[float], watched: Optional[float], min_delta: float, maximize: bool) -> bool:
+    """Whether ``value`` beats the best value so far, ``watched``, by more than ``min_delta``
+    (an undefined value never does; anything defined beats an undefined ``watched``)."""
+    if value is None:
+        return False
+    if watched is None:
+        return True
+    return value > watched + min_delta if maximize else value < watched - min_delta
+
+
 def _divergence(mean_loss: float, model: nn.Module, context: Context) -> Optional[str]:
     """Why an epoch diverged (its mean loss, or a floating-point parameter or buffer of ``model``
     on any process of a group, is NaN or infinite), or None. One read of the device per epoch."""
@@ -223,15 +267,20 @@ def _divergence(mean_loss: float, model: nn.Module, context: Context) -> Optiona
 def _train_epoch(trained: nn.Module, batches: Batches, loss: LossFn, optimizer: torch.optim.Optimizer,
                  epoch: int, context: Context) -> float:
     """One pass over ``batches``' order for ``epoch``; the mean loss per example (over all
-    processes in a group; NaN if no batch was trained)."""
+    processes in a group; NaN if no batch was trained). In one process a batch whose loss is not
+    finite ends the epoch before its step, with that loss (the weights stay as they gave it); in
+    a group every rank steps (DistributedDataParallel's backward waits for all of them)."""
     trained.train()
     total, count = 0.0, 0
     for chunk in batches.epoch(epoch, context):
         value = loss(trained, batches.make(chunk))
+        number = value.item()
+        if not math.isfinite(number) and not context.distributed:
+            return number
         optimizer.zero_grad()
         value.backward()
         optimizer.step()
-        total += value.item() * len(chunk)
+        total += number * len(chunk)
         count += len(chunk)
     mean = total / count if count else float("nan")
     return context.mean(mean) if context.distributed else mean

@@ -224,3 +224,71 @@ def test_a_process_group_follows_the_one_process_run():
     alone = fit(_linear(), _batches(), _mse, epochs=5, optimizer=_sgd, context=Context())
     assert losses == pytest.approx(alone.losses, rel=1e-6)  # Context.mean reduces in float32
     assert torch.allclose(weight, alone.model.weight, rtol=1e-12, atol=0)
+
+
+# ------------------------------------------------------------------ issue 42: patience, the kept weights
+def test_patience_on_the_loss_stops_when_it_stops_improving():
+    """Without a metric the mean training loss is watched: an SGD step too small to lower it by
+    min_delta counts as no improvement."""
+    result = fit(_linear(), _batches(), _mse, epochs=50, optimizer=lambda p: torch.optim.SGD(p, lr=1e-9),
+                 patience=3, min_delta=1e-3, context=Context())
+    assert len(result.losses) == 4 and result.stopped_early  # the first epoch sets the mark, three fail it
+    unlimited = fit(_linear(), _batches(), _mse, epochs=6, optimizer=_sgd, patience=3, context=Context())
+    assert len(unlimited.losses) == 6 and not unlimited.stopped_early  # the loss falls every epoch
+
+
+def test_patience_on_a_metric_follows_its_direction():
+    scores = [0.5, 0.6, 0.55, 0.6, 0.59, 0.9]
+    kept = iter(scores)
+    result = fit(_linear(), _batches(), _mse, epochs=6, optimizer=_sgd, metric=lambda model: next(kept),
+                 patience=3, context=Context())
+    assert result.metrics == [0.5, 0.6, 0.55, 0.6, 0.59] and result.stopped_early and result.best_epoch == 1
+    errors = iter([1.0, 0.5, 0.6, 0.7])  # an error: lower is better, so 0.6 and 0.7 do not improve
+    result = fit(_linear(), _batches(), _mse, epochs=6, optimizer=_sgd, metric=lambda model: next(errors),
+                 maximize=False, patience=2, context=Context())
+    assert len(result.metrics) == 4 and result.best_epoch == 1
+
+
+@pytest.mark.parametrize("patience,min_delta", [(0, 0.0), (True, 0.0), (2.5, 0.0), (2, -1.0), (2, math.nan)])
+def test_patience_and_min_delta_are_checked(patience, min_delta):
+    with pytest.raises(ValueError, match="patience|min_delta"):
+        fit(_linear(), _batches(), _mse, epochs=2, optimizer=_sgd, patience=patience, min_delta=min_delta,
+            context=Context())
+
+
+def test_without_a_metric_a_divergence_keeps_the_weights_that_gave_the_last_finite_loss():
+    """Full-batch training whose third loss is NaN: the second loss is the last finite one, and the
+    weights kept are those it was computed on (the first step's result), not the second step's."""
+    states, nan_from_third = [], _loss_nan_from(2)
+
+    def recording(module, batch):
+        states.append(module.weight.detach().clone())
+        return nan_from_third(module, batch)
+
+    result = fit(_linear(), _batches(), recording, epochs=5, optimizer=_sgd, context=Context())
+    assert result.diverged_epoch == 2 and result.finite_epochs == 2
+    assert torch.equal(result.model.weight, states[1]) and not torch.equal(states[1], states[2])
+
+
+def test_a_non_finite_batch_loss_takes_no_step():
+    """The epoch ends at the batch whose loss is not finite, before its step: the NaN never reaches
+    the weights (nor the optimizer's state)."""
+    model = _linear()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
+    fit(model, _batches(size=2), _loss_nan_from(1, steps_per_epoch=4), epochs=3, optimizer=lambda _: optimizer,
+        metric=lambda m: 1.0, context=Context())
+    assert all(torch.isfinite(s["exp_avg"]).all() for s in optimizer.state.values())
+
+
+def test_pairs_train_through_fit(monkeypatch):
+    """`rpfast pairs` trains every pair with the experiments' one loop."""
+    import rpfast.experiments.pairs.protocol as protocol
+    from rpfast.datasets.pair_families import family_pairs
+    from rpfast.experiments.pairs.protocol import PairsSettings
+
+    calls = []
+    real = protocol.fit
+    monkeypatch.setattr(protocol, "fit", lambda *a, **k: calls.append(k) or real(*a, **k))
+    row = protocol.run_pair(family_pairs("basic", 1)[0], 0, PairsSettings(epochs=4, patience=2, lr=1e-3))
+    assert len(calls) == 1 and calls[0]["patience"] == 2 and calls[0]["epochs"] == 4
+    assert 1 <= row["epochs"] <= 4

@@ -3,10 +3,11 @@
 
 For each pair (G, H) and seed: Q random relabelings of each graph (a node permutation and a
 shuffled edge order), interleaved G_1, H_1, G_2, H_2, ...; a fresh model (initialised from the
-pair's seed) trained to push the two apart (``CosineEmbeddingLoss(out[0::2], out[1::2], -1)``,
+pair's seed) trained to push the two apart by the experiments' one loop,
+:func:`~rpfast.experiments.training.fit` (``CosineEmbeddingLoss(out[0::2], out[1::2], -1)``,
 Adam, up to ``epochs`` full-batch steps, stopping when the loss has not improved for
-``patience`` of them, or at the first loss that is not finite, keeping the weights of the last
-finite one); then, in eval mode, ``D = f(G_q) - f(H_q)`` and the statistics of
+``patience`` of them, or at the first loss that is not finite, keeping the weights that gave
+the last finite one); then, in eval mode, ``D = f(G_q) - f(H_q)`` and the statistics of
 :mod:`rpfast.experiments.pairs.statistics`, with the reliability check on 2Q relabelings of one
 member (chosen by the seed) split into interleaved halves.
 
@@ -24,7 +25,8 @@ from rpfast.data.batch import GraphBatch
 from rpfast.datasets.pairs import GraphPair
 from rpfast.experiments.pairs.models import MODELS, build_model, check_model_settings
 from rpfast.experiments.pairs.statistics import verdict
-from rpfast.experiments.training import Snapshot, check_learning_rate
+from rpfast.experiments.batches import Batches
+from rpfast.experiments.training import TrainingDiverged, check_learning_rate, fit
 
 __all__ = ["PairsSettings", "MODELS", "run_pair", "score", "relabeled", "batch_of", "differences_arrays"]
 
@@ -107,31 +109,21 @@ def run_pair(pair: GraphPair, seed: int, settings: PairsSettings) -> Dict:
     h_views = relabeled(pair.h, n, q, generator)
     train = batch_of([view for both in zip(g_views, h_views) for view in both], n)
     model = build_model(settings, n, generator, max_degree=max(_max_degree(pair.g, n), _max_degree(pair.h, n)))
-    optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
     loss_fn = torch.nn.CosineEmbeddingLoss()
     target = -torch.ones(q)
-    best, stale, epochs, loss_value = math.inf, 0, 0, math.nan
-    finite = Snapshot(model)  # the weights of the last finite loss
-    model.train()
-    for step in range(1, settings.epochs + 1):
-        out = _embed(model, train)
-        loss = loss_fn(out[0::2], out[1::2], target)
-        value = float(loss.detach())
-        if not math.isfinite(value):  # diverged: keep the weights of the last finite loss
-            if epochs:
-                finite.restore()
-            break
-        finite.take()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        epochs, loss_value = step, value
-        if loss_value < best - 1e-6:
-            best, stale = loss_value, 0
-        else:
-            stale += 1
-            if stale >= settings.patience:
-                break
+
+    def loss(module: torch.nn.Module, graph: GraphBatch) -> torch.Tensor:
+        out = _embed(module, graph)
+        return loss_fn(out[0::2], out[1::2], target)
+
+    steps = Batches(torch.arange(2 * q), lambda chunk: train, 2 * q, generator)  # one full-batch step an epoch
+    try:
+        result = fit(model, steps, loss, epochs=settings.epochs, patience=settings.patience, min_delta=1e-6,
+                     optimizer=lambda parameters: torch.optim.Adam(parameters, lr=settings.lr))
+        epochs = result.finite_epochs
+        loss_value = result.losses[epochs - 1]
+    except TrainingDiverged:  # the first loss is not finite: the initial weights, untouched
+        epochs, loss_value = 0, math.nan
     model.eval()
     with torch.no_grad():
         g_out = _embed(model, batch_of(g_views, n)).double()
