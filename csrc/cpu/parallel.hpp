@@ -17,7 +17,6 @@
 
 #include "cpu/round_trip.hpp"
 #include "cpu/schedule.hpp"
-#include "rpfast/interrupt.hpp"
 
 namespace rpfast {
 
@@ -123,9 +122,10 @@ inline int64_t thread_round_trip_ns(int64_t timeout_ns) {
 }
 
 // Like parallel_for for long, uneven items that need per-thread scratch state: each
-// thread builds its state once with make_state() (which may allocate and throw), items are
-// dealt out dynamically in `grain`-sized runs, and Ctrl-C is polled before every item.
-// body(state, i) must write only item i's output. The schedule decides as for parallel_for
+// thread builds its state once with make_state() (which may allocate and throw), and items are
+// dealt out dynamically in `grain`-sized runs. body(state, i) must write only item i's output; a
+// body that should stop at Ctrl-C polls for it (rpfast/interrupt.hpp: its Interrupted ends the
+// loop like any other exception). The loop itself knows nothing of interrupts. The schedule decides as for parallel_for
 // whether the n * cost_per_item operations share the threads (Schedule::kLongItem: items long
 // enough that two already do).
 template <class MakeState, class Body>
@@ -139,10 +139,7 @@ void parallel_items(int64_t n, int threads, int64_t grain, int64_t cost_per_item
     errors.run([&] { state.emplace(make_state()); });
 #pragma omp for schedule(dynamic, grain)
     for (int64_t i = 0; i < n; ++i)
-      errors.run([&] {
-        poll_interrupt();
-        body(*state, i);
-      });
+      errors.run([&] { body(*state, i); });
   }
   errors.rethrow();
 }

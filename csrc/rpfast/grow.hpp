@@ -51,7 +51,10 @@ inline void component_sizes(const LocalGraph& g, std::vector<int64_t>& size_of, 
 inline void component_labels_batch(const GraphBatchView& batch, int64_t* comp, int threads) {
   parallel_items(
       batch.B, threads, 4, Schedule::kLongItem, [] { return std::vector<int64_t>(); },
-      [&](std::vector<int64_t>& queue, int64_t b) { component_labels(batch.graph(b), comp + batch.ptr[b], queue); });
+      [&](std::vector<int64_t>& queue, int64_t b) {
+        poll_interrupt();
+        component_labels(batch.graph(b), comp + batch.ptr[b], queue);
+      });
 }
 
 class GrowSampler {
@@ -125,6 +128,7 @@ inline void sample_grown_subsets(const GraphBatchView& batch, int64_t k, int64_t
   parallel_items(
       batch.B, threads, 4, Schedule::kLongItem, [] { return 0; },
       [&](int, int64_t b) {
+        poll_interrupt();
         GrowSampler sampler(batch.graph(b), k);
         for (int64_t s = 0; s < S; ++s) {
           if ((s & 1023) == 1023) poll_interrupt();

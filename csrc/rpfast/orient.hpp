@@ -17,6 +17,7 @@
 
 #include "rpfast/graph.hpp"
 #include "cpu/parallel.hpp"
+#include "rpfast/interrupt.hpp"
 
 namespace rpfast {
 
@@ -157,6 +158,7 @@ inline void traversal_orders(const GraphBatchView& batch, const int64_t* start, 
   parallel_items(
       rows, threads, 16, cost, [&] { return Traversal(n_max); },
       [&](Traversal& traversal, int64_t row) {
+        poll_interrupt();
         traversal.run(batch.graph(row / P), start[row], tiebreak ? tiebreak + row * n_max : nullptr, depth_first, K,
                       out + row * K);
       });

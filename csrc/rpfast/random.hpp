@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cpu/parallel.hpp"
+#include "rpfast/interrupt.hpp"
 #include "rpfast/stream_rng.hpp"
 
 namespace rpfast {
@@ -96,6 +97,7 @@ inline void random_permutations(const int64_t* num_nodes, int64_t B, int64_t P, 
         return s;
       },
       [&](Scratch& s, int64_t row) {
+        poll_interrupt();
         random_permutation_row(seed, row, num_nodes[row / P], K, dense ? s.pool.data() : nullptr, s.sparse,
                                out + row * K);
       });
@@ -124,6 +126,7 @@ inline void random_positions(const int64_t* ptr, int64_t B, int64_t P, int64_t m
         return s;
       },
       [&](Scratch& s, int64_t r) {
+        poll_interrupt();
         const int64_t b = r / P, p = r % P, n = ptr[b + 1] - ptr[b];
         random_permutation_row(seed, r, n, n, s.pool.data(), s.sparse, s.row.data());
         int64_t* dst = out + p * N + ptr[b];

@@ -12,6 +12,7 @@
 
 #include "rpfast/graph.hpp"
 #include "cpu/parallel.hpp"
+#include "rpfast/interrupt.hpp"
 #include "rpfast/subsets.hpp"
 
 namespace rpfast {
@@ -43,6 +44,7 @@ void for_each_task(const GraphBatchView& batch, const std::vector<int64_t>& grap
   parallel_items(
       t_end - t_begin, threads, 8, Schedule::kLongItem, [] { return ThreadSearch{}; },
       [&](ThreadSearch& state, int64_t i) {
+        poll_interrupt();
         const int64_t t = t_begin + i;
         if (!wanted(t)) return;
         const int64_t b = graph_of[t];
@@ -100,6 +102,7 @@ inline void count_graphs_bounded(const GraphBatchView& batch, int64_t k, Prune p
   parallel_items(
       batch.B, threads, 1, Schedule::kLongItem, [] { return 0; },
       [&](int, int64_t b) {
+        poll_interrupt();
         const int64_t n = batch.num_nodes(b);
         for (int64_t t = batch.ptr[b]; t < batch.ptr[b + 1]; ++t) task_counts[t] = 0;
         BoundedCountSink sink(step_limit, count_limit);

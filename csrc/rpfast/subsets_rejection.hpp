@@ -107,6 +107,7 @@ inline RejectionResult sample_by_rejection(const LocalGraph& g, int64_t k, Prune
         return state;
       },
       [&](State& state, int64_t s) {
+        poll_interrupt();
         StreamRng rng(seed, static_cast<uint64_t>(s));
         int64_t* row = out + s * k;
         uint64_t pending = 0, draws = 0;

@@ -20,6 +20,7 @@
 
 #include "rpfast/graph.hpp"
 #include "cpu/parallel.hpp"
+#include "rpfast/interrupt.hpp"
 
 namespace rpfast {
 
@@ -145,7 +146,10 @@ inline void wl_refine(const GraphBatchView& batch, int64_t* colours, int threads
   const int64_t n_max = batch.max_nodes();
   parallel_items(
       batch.B, threads, 4, Schedule::kLongItem, [&] { return WLRefiner(n_max); },
-      [&](WLRefiner& refiner, int64_t b) { refiner.refine(batch.graph(b), colours + batch.ptr[b]); });
+      [&](WLRefiner& refiner, int64_t b) {
+        poll_interrupt();
+        refiner.refine(batch.graph(b), colours + batch.ptr[b]);
+      });
 }
 
 }  // namespace rpfast
