@@ -67,10 +67,12 @@ class Epoch:
 @dataclass
 class FitResult:
     """:func:`fit`'s outcome: ``model`` (unwrapped from DDP; SyncBatchNorm-converted with
-    ``sync_bn``) holds the state of ``best_epoch``; the histories have one entry per epoch
-    trained (``metrics`` stays empty without a metric, and holds None for a diverged epoch).
+    ``sync_bn``) holds the state of ``best_epoch`` (without a metric, after a divergence: the
+    state ``best_epoch`` started from); the histories have one entry per epoch trained
+    (``metrics`` stays empty without a metric, and holds None for a diverged epoch).
     ``diverged_epoch``: the epoch (from 0) after which the mean loss or the weights were not
-    finite, where training stopped early (``divergence`` says which); None when every epoch ran."""
+    finite, where training stopped early (``divergence`` says which); None when every epoch ran
+    or the patience rule stopped it (``stopped_early``)."""
 
     model: nn.Module
     losses: List[float] = field(default_factory=list)
@@ -196,7 +198,9 @@ def fit(model: nn.Module, batches: Batches, loss: LossFn, *, epochs: int,
     if result.best_epoch < 0:
         raise TrainingDiverged(f"training diverged in its first epoch ({result.divergence}): no epoch can be kept; "
                                "lower the learning rate", 0)
-    if (result.diverged_epoch is not None) if metric is None else result.best_epoch != len(result.losses) - 1:
+    diverged_without_metric = metric is None and result.diverged_epoch is not None
+    earlier_epoch_selected = metric is not None and result.best_epoch != len(result.losses) - 1
+    if diverged_without_metric or earlier_epoch_selected:
         best.restore()
     return result
 
