@@ -20,7 +20,7 @@ from rpfast.datasets import PAPER_SKIPS, csl_batch, csl_dataset
 from rpfast._options import option
 from rpfast.experiments.report import format_table, summarise, wall_seconds, write_outputs
 from rpfast.experiments import distributed
-from rpfast.experiments.preamble import prepare
+from rpfast.experiments.shape import Experiment
 from rpfast.experiments.workers import default_jobs, run_in_workers
 from rpfast.experiments.training import Batches, TrainingDiverged, adam, check_learning_rate, diverged_warning, fit
 from rpfast.nn import GIN, RPGIN, PiSGD
@@ -241,21 +241,19 @@ def run_csl(config: CSLConfig, progress: bool = True) -> Dict:
 
 
 def main(config: CSLConfig, progress: bool = True) -> Dict:
-    """Run the experiment, print the paper-style table and write CSV, JSON and the figure; the
-    closing line's "finished in" is this process's whole wall time
-    (:func:`~rpfast.experiments.report.wall_seconds`: start-up, ``--nproc`` processes, writing).
+    """Run the experiment (:class:`~rpfast.experiments.shape.Experiment`: the preamble, the
+    runs of :func:`run_csl`, :func:`report`). The options, the output directory and the threads
+    are checked and set once, before any training: a bad ``out_dir`` (an existing file, a
+    non-empty directory without ``force``) raises its ``OSError`` at once. The directory is
+    written whole and renamed into place when complete."""
+    return Experiment("rpfast csl", run_csl, report).main(config, progress)
 
-    The options, the output directory and the threads are checked and set once, before any
-    training (:func:`~rpfast.experiments.preamble.prepare`): a bad ``out_dir`` (an existing file,
-    a non-empty directory without ``force``) raises its ``OSError`` at once. The directory is
-    written whole and renamed into place when complete.
-    """
-    prepare(config, "rpfast csl")
-    results, writes = distributed.run_experiment(run_csl, config, progress)
-    if not writes:
-        return results
+
+def report(results: Dict, config: CSLConfig) -> None:
+    """Print the paper-style table and write CSV, JSON and the figure; the closing line's
+    "finished in" is this process's whole wall time
+    (:func:`~rpfast.experiments.report.wall_seconds`: start-up, ``--nproc`` processes, writing)."""
     print(format_table(results["summary"], "CSL validation accuracy (%)"))
     paths = write_outputs(results, Path(config.out_dir), class_names=[f"R={r}" for r in PAPER_SKIPS],
                           force=config.force)
     print(f"finished in {wall_seconds():.0f} s; wrote " + ", ".join(str(p) for p in paths))
-    return results

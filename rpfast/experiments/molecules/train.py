@@ -25,7 +25,7 @@ from rpfast._options import option
 from rpfast.datasets.moleculenet import MoleculeDataset, featurize_dataset, load_tox21, read_moleculenet_csv
 from rpfast.datasets.molecules import MoleculeGraphs
 from rpfast.experiments import distributed
-from rpfast.experiments.preamble import prepare
+from rpfast.experiments.shape import Experiment
 from rpfast.experiments.molecules.checkpoints import PREDICT_BATCH, MoleculeModel, checkpoint_record
 from rpfast.experiments.molecules.models import (MODELS, SUBGRAPH_MODELS, Architecture, build_model, max_same_element,
                                                model_outputs)
@@ -362,13 +362,16 @@ def summarise(runs: List[Dict]) -> List[Dict]:
 
 
 def main(config: MoleculesConfig, progress: bool = True) -> Dict:
-    """Run the experiment, print the Table-2-style summary, write the tables, checkpoints,
-    predictions, splits and figures. The options, the output directory and the threads are checked and set once before
-    any work; the directory is written whole and renamed into place when complete."""
-    prepare(config, "rpfast molecules")
-    results, writes = distributed.run_experiment(run_molecules, config, progress)
-    if not writes:
-        return results
+    """Run the experiment (:class:`~rpfast.experiments.shape.Experiment`: the preamble, the runs
+    of :func:`run_molecules`, :func:`report`). The options, the output directory and the
+    threads are checked and set once before any work; the directory is written whole and
+    renamed into place when complete."""
+    return Experiment("rpfast molecules", run_molecules, report).main(config, progress)
+
+
+def report(results: Dict, config: MoleculesConfig) -> None:
+    """Print the Table-2-style summary; write the tables, checkpoints, predictions, splits and
+    figures."""
     name = "Tox21" if config.data == "tox21" else Path(config.data).name
     count = len(results["splits"]["splits"])
     how = f"the {count} split(s) of {Path(config.splits_file).name}" if config.splits_file else \
@@ -379,4 +382,3 @@ def main(config: MoleculesConfig, progress: bool = True) -> Dict:
               "results.json): " + ", ".join(results["skipped_tasks"]))
     paths = write_outputs(results, Path(config.out_dir), force=config.force)
     print(f"finished in {wall_seconds():.0f} s; wrote " + ", ".join(str(p) for p in paths))
-    return results

@@ -26,7 +26,7 @@ from rpfast._io import atomic_path, check_output_dir
 from rpfast._options import option
 from rpfast.datasets.pair_families import FAMILIES, family_pairs
 from rpfast.datasets.pairs import GraphPair, read_pairs, write_pairs
-from rpfast.experiments.preamble import prepare
+from rpfast.experiments.shape import Experiment
 from rpfast.experiments.pairs.models import MODELS, ORIENTATIONS, check_graph_sizes
 from rpfast.experiments.pairs.protocol import PairsSettings, run_pair, score
 from rpfast.experiments.pairs.rows import COLUMNS, create_rows_file, read_rows
@@ -170,10 +170,17 @@ def timed_pair(pair: GraphPair, seed: int, settings: PairsSettings, report=None)
 
 
 def main(config: PairsConfig, progress: bool = True) -> Dict:
-    """Run the protocol on every pair and seed (skipping those a resumed run has), streaming
-    rows; print the table; write the summary and the figure. The options, the output and the
-    threads are checked and set once first (:func:`~rpfast.experiments.preamble.prepare`)."""
-    prepare(config, "rpfast pairs", check_output=_check_output)
+    """Run the experiment (:class:`~rpfast.experiments.shape.Experiment` with the streamed-rows
+    output policy: the preamble, :func:`run_pairs`, :func:`report`). The options, the output
+    and the threads are checked and set once first."""
+    return Experiment("rpfast pairs", run_pairs, report, check_output=_check_output,
+                      in_process_group=False).main(config, progress)
+
+
+def run_pairs(config: PairsConfig, progress: bool = True) -> Dict:
+    """The protocol on every pair and seed (skipping those a resumed run has), each row streamed
+    to ``pairs.csv`` as it finishes; with ``--export``, the pair file instead. Returns the rows
+    (``{"exported": count}`` for an export)."""
     if config.threads:
         torch.set_num_threads(config.threads)
     pairs = load_pairs(config)
@@ -215,7 +222,16 @@ def main(config: PairsConfig, progress: bool = True) -> Dict:
                 finished(index, timed_pair(*call))
         else:
             run_in_workers(timed_pair, calls, jobs, max(1, threads // jobs), bar, on_result=finished)
-    table = score(rows)
+    return {"rows": rows}
+
+
+def report(results: Dict, config: PairsConfig) -> None:
+    """Score the rows; print the table beside the published scores; write the summary and the
+    figure (each whole). Adds ``scores`` to ``results``. Nothing for an export."""
+    if "exported" in results:
+        return
+    out = Path(config.out_dir)
+    table = results["scores"] = score(results["rows"])
     changed = changed_constants(asdict(config))
     print(format_table(table, describe_model(asdict(config)), changed))
     with atomic_path(out / "summary.json") as tmp:
@@ -226,4 +242,3 @@ def main(config: PairsConfig, progress: bool = True) -> Dict:
         plot_scores(table, config.model, tmp)
     print(f"finished in {wall_seconds():.0f} s; wrote {out / 'pairs.csv'}, {out / 'summary.json'}, "
           f"{out / 'scores.png'}" + (f", {out / 'embeddings'}" if config.save_embeddings else ""))
-    return {"rows": rows, "scores": table}
