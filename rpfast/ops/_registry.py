@@ -100,10 +100,11 @@ class Handles:
     ``weak=True``: a handle names its object while something else keeps it alive (a model's
     bound weights: the handle dies with the model). ``weak=False``: the table keeps the object
     until :meth:`take` hands it out once, and keeps at most ``keep`` of them, dropping the
-    oldest (a forward's activations whose backward never ran)."""
+    oldest (a forward's activations whose backward never ran). ``gone``: the error message of a
+    :meth:`take` whose object is not there (taken already, or dropped)."""
 
-    def __init__(self, what: str, weak: bool, keep: Optional[int] = None):
-        self.what = what
+    def __init__(self, gone: str, weak: bool, keep: Optional[int] = None):
+        self.gone = gone  # the error of a take() that finds nothing
         self.keep = keep
         self._objects = weakref.WeakValueDictionary() if weak else collections.OrderedDict()
         self._numbers = itertools.count(1)
@@ -125,8 +126,7 @@ class Handles:
         """The object ``handle`` names, removed from the table; RuntimeError if it is gone."""
         obj = self._objects.pop(int(handle), None)
         if obj is None:
-            raise RuntimeError(f"rpfast: {self.what} is gone (taken before, or more than {self.keep} newer ones "
-                               f"were kept since)")
+            raise RuntimeError(f"rpfast: {self.gone}")
         return obj
 
     def __len__(self) -> int:

@@ -28,11 +28,11 @@ __all__ = ["BoundWeights", "weights_handle", "gin_model_op"]
 _EMPTY = torch.empty(0)
 
 # A model's weights bound for the op, by handle; weak: a handle dies with the model that owns the store.
-_bound = Handles("a model's bound GIN weights", weak=True)
+_bound = Handles("a model's bound GIN weights are gone", weak=True)
 # The activations of forwards whose backward has not run yet. Forwards whose backward never runs
 # (evaluation with gradients on) are dropped after 16 newer ones.
-_activations = Handles("the activations of this compiled GIN forward (a second backward through it, or one "
-                       "of many forwards waiting for their backward)", weak=False, keep=16)
+_activations = Handles("the activations of this compiled GIN forward are gone (a second backward through it, "
+                       "or more than 16 forwards waiting for their backward)", weak=False, keep=16)
 
 
 def _layers(params: Sequence[Tensor], present: Sequence[bool], running: Sequence[Tensor], stages: Sequence[int],

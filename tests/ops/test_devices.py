@@ -206,3 +206,30 @@ def test_backend_switch_is_validated_and_reported(capsys):
         rpfast.show_config()
     assert "backend        : torch" in capsys.readouterr().out
     assert rpfast.backend() == "auto" or rpfast.backend() == "torch"
+
+
+# ------------------------------------------------------------------ opaque handles (issue 42)
+def test_handles_name_objects_an_op_cannot_take_as_tensors():
+    import gc
+
+    from rpfast.ops._registry import Handles
+
+    class Store:
+        pass
+
+    weak = Handles("the store is gone", weak=True)
+    store = Store()
+    handle = weak.add(store)
+    assert weak.get(handle) is store and weak.get(torch.tensor(handle)) is store  # a traced int64 too
+    del store
+    gc.collect()
+    assert weak.get(handle) is None  # a weak handle dies with its object
+
+    kept = Handles("the activations are gone", weak=False, keep=2)
+    first, second, third = (kept.add(object()) for _ in range(3))
+    assert len(kept) == 2 and kept.get(first) is None  # the oldest was dropped
+    assert kept.take(second) is not None and len(kept) == 1
+    for gone in (first, second):  # dropped, or taken already
+        with pytest.raises(RuntimeError, match="rpfast: the activations are gone"):
+            kept.take(gone)
+    assert kept.take(torch.tensor(third)) is not None
