@@ -42,7 +42,8 @@ def _snapshot_paths(gin: "GIN") -> list:
     modules = [f"layers.{l}.{name}" for l in range(len(gin.layers)) for name in ("first", "edge", "id_weight", "eps")]
     norms = [f"layers.{l}.norms.{s}" for l, layer in enumerate(gin.layers) for s in range(len(layer.norms))]
     counters = [f"{norm}.num_batches_tracked" for norm in norms]
-    return bound_paths(gin) + modules + norms + counters + (["flat_parameter"] if gin.flat_parameters else [])
+    paths = bound_paths(gin) + modules + norms + counters + (["flat_parameter"] if gin.flat_parameters else [])
+    return list(dict.fromkeys(paths))  # once each: the snapshot re-checks every path at every call
 
 
 class Binding:
