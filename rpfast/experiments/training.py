@@ -181,7 +181,7 @@ def fit(model: nn.Module, batches: Batches, loss: LossFn, *, epochs: int,
         if metric is None:  # the latest epoch; its start weights are what a divergence keeps
             result.best_epoch = index
             best, begun = begun, best
-        elif _better(score, result.best_metric, maximize) or (result.best_metric is None and score is None):
+        elif _improves(score, result.best_metric, 0.0, maximize) or (result.best_metric is None and score is None):
             result.best_epoch, result.best_metric = index, score
             best.take()
         if on_epoch is not None:
@@ -234,16 +234,10 @@ def diverged_warning(what: str, diverged_epoch: int, divergence: str, kept: int,
             f"{divergence}): it stopped there and epoch {kept} is kept; a lower --lr may help")
 
 
-def _better(score: Optional[float], best: Optional[float], maximize: bool) -> bool:
-    """Whether a defined ``score`` beats ``best`` (an undefined best is beaten by any defined one)."""
-    if score is None:
-        return False
-    return best is None or (score > best if maximize else score < best)
-
-
 def _improves(value: Optional[float], watched: Optional[float], min_delta: float, maximize: bool) -> bool:
     """Whether ``value`` beats the best value so far, ``watched``, by more than ``min_delta``
-    (an undefined value never does; anything defined beats an undefined ``watched``)."""
+    (an undefined value never does; anything defined beats an undefined ``watched``): the
+    selection of the best epoch (``min_delta`` 0) and the patience rule."""
     if value is None:
         return False
     if watched is None:
