@@ -43,10 +43,20 @@ void gin_aggregate(const Array& x, const Array& rowptr, const Array& col, double
   dispatch_float(x, run);
 }
 
+// Writes `value` into `out`, one element of float32 or float64 (a gradient of eps, of eps's
+// dtype): the reductions below hand their result over in a tensor, not as a Python float.
+void store_scalar(const Array& out, const char* name, double value) {
+  if (out.size() != 1) throw std::invalid_argument(std::string(name) + ": expected one element");
+  dispatch_float(out, [&](auto tag) {
+    using T = decltype(tag);
+    *out_ptr<T>(out, name, out.ndim()) = static_cast<T>(value);
+  });
+}
+
 // The aggregation's backward in one pass: grad_z = (1 + eps) g + A^T g over the outgoing CSR
-// (rowptr, col); returns sum(g * z). g, z, grad_z: [N, F] or [R, N, F].
-double gin_aggregate_adjoint(const Array& g, const Array& rowptr, const Array& col, double eps,
-                             const Array& z, Array& grad_z, int threads) {
+// (rowptr, col), and grad_eps = sum(g * z) into its one element. g, z, grad_z: [N, F] or [R, N, F].
+void gin_aggregate_adjoint(const Array& g, const Array& rowptr, const Array& col, double eps,
+                           const Array& z, Array& grad_z, const Array& grad_eps, int threads) {
   const NodeShape s = node_shape(g, "g");
   expect_same_shape(z, "z", g, "g");
   expect_same_shape(grad_z, "grad_z", g, "g");
@@ -61,10 +71,11 @@ double gin_aggregate_adjoint(const Array& g, const Array& rowptr, const Array& c
       return rpfast::gin_aggregate_adjoint<T>(gs, rp, cl, static_cast<T>(1 + eps), zs, o, s.R, s.N, s.F, threads);
     });
   };
-  return dispatch_float(g, run);
+  store_scalar(grad_eps, "grad_eps", dispatch_float(g, run));
 }
 
-double sum_product(const Array& a, const Array& b, int threads) {
+// out (one element) = sum(a * b)
+void sum_product(const Array& a, const Array& b, const Array& out, int threads) {
   if (a.ndim() != b.ndim()) throw std::invalid_argument("sum_product: a and b differ in shape");
   for (py::ssize_t d = 0; d < a.ndim(); ++d) expect_dim(b, "b", d, a.shape(d));
   auto run = [&](auto tag) {
@@ -73,7 +84,7 @@ double sum_product(const Array& a, const Array& b, int threads) {
     const T* pb = in_ptr<T>(b, "b", a.ndim());
     return run_kernel([&] { return rpfast::sum_product<T>(pa, pb, a.size(), threads); });
   };
-  return dispatch_float(a, run);
+  store_scalar(out, "out", dispatch_float(a, run));
 }
 
 }  // namespace
@@ -83,11 +94,11 @@ void bind_gin(py::module_& m) {
         py::arg("eps"), py::arg("out"), py::arg("threads"),
         "out[r, i] = (1 + eps) x[r, i] + sum over CSR row i of x[r, col]; x [N, F] or [R, N, F]");
   m.def("gin_aggregate_adjoint", &gin_aggregate_adjoint, py::arg("g"), py::arg("rowptr"), py::arg("col"),
-        py::arg("eps"), py::arg("z"), py::arg("grad_z"), py::arg("threads"),
-        "grad_z = (1 + eps) g + A^T g over the outgoing CSR; returns sum(g * z) (chunks of rows summed in "
-        "the input's dtype, then in float64; the same for any thread count)");
-  m.def("sum_product", &sum_product, py::arg("a"), py::arg("b"), py::arg("threads"),
-        "sum(a * b) accumulated in float64, identical for any thread count.");
+        py::arg("eps"), py::arg("z"), py::arg("grad_z"), py::arg("grad_eps"), py::arg("threads"),
+        "grad_z = (1 + eps) g + A^T g over the outgoing CSR; grad_eps (one element) = sum(g * z) (chunks "
+        "of rows summed in the input's dtype, then in float64; the same for any thread count)");
+  m.def("sum_product", &sum_product, py::arg("a"), py::arg("b"), py::arg("out"), py::arg("threads"),
+        "out (one element) = sum(a * b), accumulated in float64, identical for any thread count.");
 }
 
 }  // namespace rpfast_bindings

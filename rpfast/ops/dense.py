@@ -14,6 +14,7 @@ backward is ``scatter_rows_sum``, whose backward is ``embedding`` again).
 import math
 from typing import Optional
 
+import torch
 from torch import Tensor
 import torch.nn.functional as F
 
@@ -132,11 +133,11 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
 
 
 # ------------------------------------------------------------------ embedding
-def _checked_gather(weight: Tensor, index: Tensor) -> Tensor:
-    """``weight[index]``, the range checked here too (compiled code skips :func:`embedding`'s check)."""
-    if index.numel() and (int(index.min()) < 0 or int(index.max()) >= weight.shape[0]):
-        raise IndexError(f"index must lie in [0, {weight.shape[0]}), got {int(index.min())}..{int(index.max())}")
-    return weight[index]
+def _gather(weight: Tensor, index: Tensor) -> Tensor:
+    """``weight[index]`` by ``torch.embedding``, which refuses an index outside ``[0, V)``
+    (negative ones included, which ``weight[index]`` would wrap) with an IndexError on every
+    device; compiled code, which skips :func:`embedding`'s own check, relies on it."""
+    return torch.embedding(weight, index)
 
 
 def _embedding_setup(ctx, inputs, output):
@@ -171,7 +172,7 @@ def _scatter_backward(ctx, grad):
 
 embedding_op = declare(
     "embedding", "(Tensor weight, Tensor index) -> Tensor",
-    kernels={"cpu": _checked_gather}, composed=lambda weight, index: weight[index],
+    kernels={"cpu": _gather}, composed=_gather,
     fake=lambda weight, index: weight.new_empty((*index.shape, weight.shape[1])),
     setup=_embedding_setup, backward=_embedding_backward)
 scatter_rows_sum_op = declare(

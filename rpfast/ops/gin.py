@@ -78,8 +78,9 @@ def _backward_kernel(grad: Tensor, x: Tensor, rowptr: Tensor, col: Tensor, eps: 
     if not with_eps:
         _backend.call("gin_aggregate", grad, rowptr, col, float(eps), grad_x)
         return grad_x, torch.zeros_like(eps)
-    value = _backend.call("gin_aggregate_adjoint", grad, rowptr, col, float(eps), x, grad_x)
-    return grad_x, torch.full_like(eps, value)
+    grad_eps = torch.empty_like(eps)
+    _backend.call("gin_aggregate_adjoint", grad, rowptr, col, float(eps), x, grad_x, grad_eps)
+    return grad_x, grad_eps
 
 
 def _backward_composed(grad: Tensor, x: Tensor, rowptr: Tensor, col: Tensor, eps: Tensor,
@@ -101,7 +102,9 @@ def _backward_fake(grad, x, rowptr, col, eps, with_eps):
 
 
 def _sum_product_kernel(a: Tensor, b: Tensor) -> Tensor:
-    return torch.tensor(_backend.call("sum_product", a.contiguous(), b.contiguous()), dtype=a.dtype)
+    out = a.new_empty(())
+    _backend.call("sum_product", a.contiguous(), b.contiguous(), out)
+    return out
 
 
 def _sum_product_setup(ctx, inputs, output):

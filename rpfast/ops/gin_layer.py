@@ -88,14 +88,16 @@ class _GINMLP(torch.autograd.Function):
         if ctx.aggregates:
             grad_z = torch.empty_like(g)
             if ctx.needs_eps:  # grad_eps = sum(g * z), in the same pass over g
-                grad_eps = torch.full_like(eps, _backend.call("gin_aggregate_adjoint", g, out_rowptr, out_col,
-                                                              float(eps.detach()), z, grad_z))
+                grad_eps = torch.empty_like(eps)
+                _backend.call("gin_aggregate_adjoint", g, out_rowptr, out_col, float(eps.detach()), z, grad_z,
+                              grad_eps)
             else:
                 _backend.call("gin_aggregate", g, out_rowptr, out_col, float(eps.detach()), grad_z)
         else:
             grad_z = g
             if ctx.needs_eps:
-                grad_eps = torch.full_like(eps, _backend.call("sum_product", g, z))
+                grad_eps = torch.empty_like(eps)
+                _backend.call("sum_product", g, z, grad_eps)
         return (grad_z, grad_eps, None, None, None, None, None, None, None, None,
                 *grad_weights, *grad_gammas, *grad_betas)
 

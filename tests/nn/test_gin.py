@@ -203,9 +203,9 @@ def test_adjoint_kernel_fuses_the_eps_gradient(shape):
     g, z = torch.randn(shape, generator=gen), torch.randn(shape, generator=gen)
 
     def run():
-        grad_z = torch.empty_like(g)
-        total = _backend.call("gin_aggregate_adjoint", g, batch.rowptr, batch.col, 0.25, z, grad_z)
-        return grad_z, torch.tensor(total, dtype=torch.float64)
+        grad_z, total = torch.empty_like(g), torch.empty((), dtype=torch.float64)
+        _backend.call("gin_aggregate_adjoint", g, batch.rowptr, batch.col, 0.25, z, grad_z, total)
+        return grad_z, total
 
     grad_z, total = assert_thread_invariant(run)
     expected = torch.empty_like(g)
@@ -216,7 +216,10 @@ def test_adjoint_kernel_fuses_the_eps_gradient(shape):
     terms = g.double() * z.double()
     assert abs(total.item() - terms.sum().item()) <= 1e-6 * terms.abs().sum().item()
     with pytest.raises(ValueError, match="z: dimension"):
-        _backend.call("gin_aggregate_adjoint", g, batch.rowptr, batch.col, 0.25, z[..., :1].contiguous(), grad_z)
+        _backend.call("gin_aggregate_adjoint", g, batch.rowptr, batch.col, 0.25, z[..., :1].contiguous(), grad_z,
+                      total)
+    with pytest.raises(ValueError, match="grad_eps: expected one element"):
+        _backend.call("gin_aggregate_adjoint", g, batch.rowptr, batch.col, 0.25, z, grad_z, torch.empty(2))
 
 
 def test_one_element_eps_keeps_its_shape():
