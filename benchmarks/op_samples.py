@@ -67,6 +67,6 @@ def op_samples() -> Dict[str, Tuple]:
         "permute_nodes_backward": (rand(1, P, N, F), perms, N),
         "sample_ids": (g.ptr, N, P, N),
         "random_permutations": (torch.tensor([N]), 12345, P, N),
-        "random_positions": (g.ptr, 12345, P, N, N),
+        "random_positions": (g.ptr, g.host_ptr, 12345, P, N, N, g.n_max),
         "pisgd_relabel": (torch.rand(1, N, N, 1, generator=gen), x.unsqueeze(0), torch.tensor([N]), P, N),
     }

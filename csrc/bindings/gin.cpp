@@ -27,8 +27,16 @@ void expect_same_shape(const Array& a, const char* name, const Array& like, cons
   for (py::ssize_t d = 0; d < like.ndim(); ++d) expect_dim(a, name, d, like.shape(d));
 }
 
+// 1 + eps in T, rounded once from double as everywhere (eps: one element of T, a tensor so that
+// no caller reads it back to the host; the CUDA binding hands its pointer to the kernel).
+template <class T>
+T one_plus_eps(const Array& eps) {
+  if (eps.size() != 1) throw std::invalid_argument("eps: expected one element");
+  return static_cast<T>(1.0 + static_cast<double>(*in_ptr<T>(eps, "eps", eps.ndim())));
+}
+
 // x, out: [N, F] or [R, N, F]; rowptr [N + 1]; col [E]. out = (1 + eps) x + A x over the CSR.
-void gin_aggregate(const Array& x, const Array& rowptr, const Array& col, double eps,
+void gin_aggregate(const Array& x, const Array& rowptr, const Array& col, const Array& eps,
                    Array& out, int threads) {
   const NodeShape s = node_shape(x, "x");
   expect_same_shape(out, "out", x, "x");
@@ -38,7 +46,8 @@ void gin_aggregate(const Array& x, const Array& rowptr, const Array& col, double
     using T = decltype(tag);
     const T* xs = in_ptr<T>(x, "x", s.ndim);
     T* o = out_ptr<T>(out, "out", s.ndim);
-    run_kernel([&] { rpfast::gin_aggregate<T>(xs, rp, cl, static_cast<T>(1 + eps), o, s.R, s.N, s.F, threads); });
+    const T scale = one_plus_eps<T>(eps);
+    run_kernel([&] { rpfast::gin_aggregate<T>(xs, rp, cl, scale, o, s.R, s.N, s.F, threads); });
   };
   dispatch_float(x, run);
 }
@@ -55,7 +64,7 @@ void store_scalar(const Array& out, const char* name, double value) {
 
 // The aggregation's backward in one pass: grad_z = (1 + eps) g + A^T g over the outgoing CSR
 // (rowptr, col), and grad_eps = sum(g * z) into its one element. g, z, grad_z: [N, F] or [R, N, F].
-void gin_aggregate_adjoint(const Array& g, const Array& rowptr, const Array& col, double eps,
+void gin_aggregate_adjoint(const Array& g, const Array& rowptr, const Array& col, const Array& eps,
                            const Array& z, Array& grad_z, const Array& grad_eps, int threads) {
   const NodeShape s = node_shape(g, "g");
   expect_same_shape(z, "z", g, "g");
@@ -67,8 +76,9 @@ void gin_aggregate_adjoint(const Array& g, const Array& rowptr, const Array& col
     const T* gs = in_ptr<T>(g, "g", s.ndim);
     const T* zs = in_ptr<T>(z, "z", s.ndim);
     T* o = out_ptr<T>(grad_z, "grad_z", s.ndim);
+    const T scale = one_plus_eps<T>(eps);
     return run_kernel([&] {
-      return rpfast::gin_aggregate_adjoint<T>(gs, rp, cl, static_cast<T>(1 + eps), zs, o, s.R, s.N, s.F, threads);
+      return rpfast::gin_aggregate_adjoint<T>(gs, rp, cl, scale, zs, o, s.R, s.N, s.F, threads);
     });
   };
   store_scalar(grad_eps, "grad_eps", dispatch_float(g, run));
@@ -92,7 +102,8 @@ void sum_product(const Array& a, const Array& b, const Array& out, int threads) 
 void bind_gin(py::module_& m) {
   m.def("gin_aggregate", &gin_aggregate, py::arg("x"), py::arg("rowptr"), py::arg("col"),
         py::arg("eps"), py::arg("out"), py::arg("threads"),
-        "out[r, i] = (1 + eps) x[r, i] + sum over CSR row i of x[r, col]; x [N, F] or [R, N, F]");
+        "out[r, i] = (1 + eps) x[r, i] + sum over CSR row i of x[r, col]; x [N, F] or [R, N, F], eps one element "
+        "of x's dtype");
   m.def("gin_aggregate_adjoint", &gin_aggregate_adjoint, py::arg("g"), py::arg("rowptr"), py::arg("col"),
         py::arg("eps"), py::arg("z"), py::arg("grad_z"), py::arg("grad_eps"), py::arg("threads"),
         "grad_z = (1 + eps) g + A^T g over the outgoing CSR; grad_eps (one element) = sum(g * z) (chunks "

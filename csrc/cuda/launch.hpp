@@ -66,7 +66,7 @@ void segment_max_backward(const T* x, const int64_t* ptr, const T* out, const T*
 // out[r, i, f] = (1 + eps) x[r, i, f] + sum over the CSR row i (increasing) of x[r, col, f]:
 // GIN's aggregation, row-parallel (the backward is the same kernel on the transpose CSR).
 template <class T>
-void gin_aggregate(const T* x, const int64_t* rowptr, const int64_t* col, double eps, T* out, int64_t R, int64_t N,
+void gin_aggregate(const T* x, const int64_t* rowptr, const int64_t* col, const T* eps, T* out, int64_t R, int64_t N,
                    int64_t F, uintptr_t stream);
 
 }  // namespace rpfast_cuda

@@ -146,10 +146,12 @@ void segment_max_backward(const Array& x, const Array& ptr, const Array& out, co
   });
 }
 
-// x, out: [N, F] or [R, N, F]; rowptr [N + 1]; col [E].
-void gin_aggregate(const Array& x, const Array& rowptr, const Array& col, double eps, const Array& out,
+// x, out: [N, F] or [R, N, F]; rowptr [N + 1]; col [E]; eps: one element of x's dtype, read by the
+// kernel (never by the host).
+void gin_aggregate(const Array& x, const Array& rowptr, const Array& col, const Array& eps, const Array& out,
                    uintptr_t stream) {
-  same_device({&x, &rowptr, &col, &out});
+  same_device({&x, &rowptr, &col, &eps, &out});
+  if (eps.size() != 1) throw std::invalid_argument("eps: expected one element");
   if (x.ndim() != 2 && x.ndim() != 3) throw std::invalid_argument("x: expected [N, F] or [R, N, F]");
   const int64_t R = x.ndim() == 3 ? x.shape(0) : 1, N = x.shape(x.ndim() - 2), F = x.shape(x.ndim() - 1);
   for (int64_t d = 0; d < x.ndim(); ++d) expect_dim(out, "out", d, x.shape(d));
@@ -158,8 +160,8 @@ void gin_aggregate(const Array& x, const Array& rowptr, const Array& col, double
   const int64_t* cl = in_ptr<int64_t>(col, "col", 1);
   dispatch_float(x, [&](auto tag) {
     using T = decltype(tag);
-    rpfast_cuda::gin_aggregate<T>(in_ptr<T>(x, "x", x.ndim()), rp, cl, eps, out_ptr<T>(out, "out", x.ndim()), R, N,
-                                  F, stream);
+    rpfast_cuda::gin_aggregate<T>(in_ptr<T>(x, "x", x.ndim()), rp, cl, in_ptr<T>(eps, "eps", eps.ndim()),
+                                  out_ptr<T>(out, "out", x.ndim()), R, N, F, stream);
   });
 }
 

@@ -40,6 +40,9 @@ def lazy_property(compute):
     return property(get)
 
 
+_HOST_PTR = "_lazy_host_ptr"  # GraphBatch.host_ptr's cache: stays on the CPU when the batch moves
+
+
 class GraphBatch:
     r"""A batch of ``B`` graphs with ``N`` nodes and ``E`` directed edges in total.
 
@@ -65,7 +68,7 @@ class GraphBatch:
     graph-level ones).
 
     Cached views (built on first access):
-        ``ptr [B+1]``, ``num_nodes [B]``, ``batch [N]``, ``rowptr [N+1]``/``col [E]`` (CSR sorted
+        ``ptr [B+1]``, ``num_nodes [B]``, ``host_ptr [B+1]`` (``ptr`` on the CPU), ``batch [N]``, ``rowptr [N+1]``/``col [E]`` (CSR sorted
         by row then column, ``csr_edge_order [E]`` maps CSR slots to edge ids),
         ``t_rowptr``/``t_col``/``t_edge_order`` (the transpose CSR: incoming edges),
         ``dense_adj() [B, n_max, n_max, 1 + D]`` (channel 0 = edge indicator, multi-edges add
@@ -276,6 +279,13 @@ class GraphBatch:
         """``[B]`` nodes per graph."""
         return self._ptr.diff()
 
+    @lazy_property
+    def host_ptr(self) -> Tensor:
+        """``ptr`` on the CPU: the batch's sizes for work that runs on the host (drawing
+        relabelings from the CPU's streams, sizing buffers) without reading device memory. A
+        batch made on the CPU and moved by :meth:`to` keeps its source's."""
+        return self._ptr if self._ptr.is_cpu else self._ptr.cpu()
+
     @property
     def num_graphs(self) -> int:
         return self._ptr.numel() - 1
@@ -435,8 +445,8 @@ class GraphBatch:
             device = None if device is None else torch.device(device)
         except (RuntimeError, TypeError) as error:
             raise ValueError(f"device must name a torch device, got {device!r} ({error})") from None
-        for name in ("num_nodes", "n_max", "batch", "local_index", "_csr_views", "_csr_t_views", "_edges_by_graph",
-                     "_edge_rank", "_undirected_views"):
+        for name in ("num_nodes", "n_max", "host_ptr", "batch", "local_index", "_csr_views", "_csr_t_views",
+                     "_edges_by_graph", "_edge_rank", "_undirected_views"):
             getattr(self, name)  # structural views: built once, here, on the source device
 
         def move(value, features: bool = False):
@@ -450,7 +460,7 @@ class GraphBatch:
         for key, value in self.__getstate__().items():
             features = key in ("x", "edge_attr", "_lazy__dense_adj", "_lazy__dense_x")
             out.__dict__[key] = ({k: move(v) for k, v in value.items()} if key == "extras"
-                                 else move(value, features))
+                                 else value if key == _HOST_PTR else move(value, features))
         if dtype is not None:  # the adjacency of a batch without edge features too
             out.__dict__["_adjacency_dtype"] = dtype
         return out

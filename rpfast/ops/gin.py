@@ -34,7 +34,7 @@ __all__ = ["gin_aggregate", "graph_csr"]
 def _aggregate_kernel(x: Tensor, rowptr: Tensor, col: Tensor, other_rowptr: Tensor, other_col: Tensor,
                       eps: Tensor) -> Tensor:
     out = torch.empty_like(x)
-    _backend.call("gin_aggregate", x, rowptr, col, float(eps), out)
+    _backend.call("gin_aggregate", x, rowptr, col, eps, out)
     return out
 
 
@@ -76,10 +76,10 @@ def _backward_kernel(grad: Tensor, x: Tensor, rowptr: Tensor, col: Tensor, eps: 
                      with_eps: bool) -> Tuple[Tensor, Tensor]:
     grad_x = torch.empty_like(grad)
     if not with_eps:
-        _backend.call("gin_aggregate", grad, rowptr, col, float(eps), grad_x)
+        _backend.call("gin_aggregate", grad, rowptr, col, eps, grad_x)
         return grad_x, torch.zeros_like(eps)
     grad_eps = torch.empty_like(eps)
-    _backend.call("gin_aggregate_adjoint", grad, rowptr, col, float(eps), x, grad_x, grad_eps)
+    _backend.call("gin_aggregate_adjoint", grad, rowptr, col, eps, x, grad_x, grad_eps)
     return grad_x, grad_eps
 
 
@@ -93,7 +93,7 @@ def _backward_composed(grad: Tensor, x: Tensor, rowptr: Tensor, col: Tensor, eps
 def _backward_cuda(grad: Tensor, x: Tensor, rowptr: Tensor, col: Tensor, eps: Tensor, with_eps: bool):
     """The aggregation over the transpose CSR; ``grad_eps = sum(grad * x)`` by torch's (deterministic) sum."""
     grad_x = torch.empty_like(grad)
-    _backend.call("gin_aggregate", grad, rowptr, col, float(eps), grad_x)
+    _backend.call("gin_aggregate", grad, rowptr, col, eps, grad_x)
     return grad_x, ((grad * x).sum().reshape(eps.shape).to(eps.dtype) if with_eps else torch.zeros_like(eps))
 
 

@@ -43,7 +43,7 @@ class _GINMLP(torch.autograd.Function):
             h = z.view(M, H)
         else:
             aggregated = torch.empty_like(z)
-            _backend.call("gin_aggregate", z, in_rowptr, in_col, float(eps.detach()), aggregated)
+            _backend.call("gin_aggregate", z, in_rowptr, in_col, eps.detach(), aggregated)
             h = aggregated.view(M, H)
         saved: List[Tensor] = []
         for stage, (running_mean, running_var) in enumerate(stats):
@@ -89,10 +89,10 @@ class _GINMLP(torch.autograd.Function):
             grad_z = torch.empty_like(g)
             if ctx.needs_eps:  # grad_eps = sum(g * z), in the same pass over g
                 grad_eps = torch.empty_like(eps)
-                _backend.call("gin_aggregate_adjoint", g, out_rowptr, out_col, float(eps.detach()), z, grad_z,
+                _backend.call("gin_aggregate_adjoint", g, out_rowptr, out_col, eps.detach(), z, grad_z,
                               grad_eps)
             else:
-                _backend.call("gin_aggregate", g, out_rowptr, out_col, float(eps.detach()), grad_z)
+                _backend.call("gin_aggregate", g, out_rowptr, out_col, eps.detach(), grad_z)
         else:
             grad_z = g
             if ctx.needs_eps:

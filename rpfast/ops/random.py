@@ -8,7 +8,7 @@ from rpfast import _backend
 from rpfast.ops._registry import declare
 from rpfast._validation import check_int, check_layout, check_output_size, index_tensor
 
-__all__ = ["random_permutations", "random_positions", "seed_from_generator"]
+__all__ = ["random_permutations", "random_positions", "graph_positions", "seed_from_generator"]
 
 
 def seed_from_generator(generator: Optional[torch.Generator]) -> int:
@@ -20,8 +20,8 @@ def seed_from_generator(generator: Optional[torch.Generator]) -> int:
         raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
     if generator is not None and generator.device.type != "cpu":
         raise ValueError(f"generator must be a CPU generator, got one on {generator.device}")
-    draw = torch.randint(0, 2**62, (2,), generator=generator, dtype=torch.int64)
-    return (int(draw[0]) << 2) ^ int(draw[1])
+    high, low = torch.randint(0, 2**62, (2,), generator=generator, dtype=torch.int64).tolist()  # CPU memory
+    return (high << 2) ^ low
 
 
 # ------------------------------------------------------------------ the draws, one op each
@@ -62,29 +62,45 @@ permutations_op = declare(
     fake=lambda num_nodes, seed, samples, k: num_nodes.new_empty((num_nodes.shape[0], samples, k)))
 
 
-def _positions_cpu(ptr: Tensor, seed: int, samples: int, modulus: int, total_nodes: int) -> Tensor:
+def _positions_cpu(ptr: Tensor, host_ptr: Tensor, seed: int, samples: int, modulus: int, total_nodes: int,
+                  n_max: int) -> Tensor:
     out = torch.empty((samples, total_nodes), dtype=torch.int64)
-    _backend.call("random_positions", ptr, modulus, _unsigned(seed), out)
+    _backend.call("random_positions", host_ptr, modulus, _unsigned(seed), out)
     return out
 
 
-def _positions_cuda(ptr: Tensor, seed: int, samples: int, modulus: int, total_nodes: int) -> Tensor:
+def _positions_cuda(ptr: Tensor, host_ptr: Tensor, seed: int, samples: int, modulus: int, total_nodes: int,
+                    n_max: int) -> Tensor:
+    """The CPU's streams on the device; each graph's Fisher-Yates pool is a row of ``workspace
+    [B * P, n_max]`` (``n_max`` from the host: nothing is read back)."""
     B = ptr.shape[0] - 1
-    n_max = int(ptr.diff().max()) if B else 0
     out = torch.empty((samples, total_nodes), dtype=torch.int64, device=ptr.device)
     workspace = torch.empty((B * samples, max(n_max, 1)), dtype=torch.int64, device=ptr.device)
     _backend.call("random_positions", ptr, modulus, _unsigned(seed), workspace, out)
     return out
 
 
-def _positions_elsewhere(ptr: Tensor, seed: int, samples: int, modulus: int, total_nodes: int) -> Tensor:
-    return _positions_cpu(ptr.cpu(), seed, samples, modulus, total_nodes).to(ptr.device)
+def _positions_elsewhere(ptr: Tensor, host_ptr: Tensor, seed: int, samples: int, modulus: int, total_nodes: int,
+                         n_max: int) -> Tensor:
+    """Drawn from the host's copy of the sizes by the CPU kernel and moved: the same positions on
+    every device and backend, and no read of device memory (on ``meta`` the move keeps the shape)."""
+    return _positions_cpu(host_ptr, host_ptr, seed, samples, modulus, total_nodes, n_max).to(ptr.device)
 
 
 positions_op = declare(
-    "random_positions", "(Tensor ptr, int seed, int samples, int modulus, SymInt total_nodes) -> Tensor",
+    "random_positions", "(Tensor ptr, Tensor host_ptr, int seed, int samples, int modulus, SymInt total_nodes, "
+                        "SymInt n_max) -> Tensor",
     kernels={"cpu": _positions_cpu, "cuda": _positions_cuda}, composed=_positions_elsewhere,
-    fake=lambda ptr, seed, samples, modulus, total_nodes: ptr.new_empty((samples, total_nodes)))
+    fake=lambda ptr, host_ptr, seed, samples, modulus, total_nodes, n_max: ptr.new_empty((samples, total_nodes)))
+
+
+def graph_positions(graph, num_samples: int, modulus: int, generator: Optional[torch.Generator] = None) -> Tensor:
+    """:func:`random_positions` of a :class:`~rpfast.data.GraphBatch` (valid by construction, its
+    sizes known on the host), for layers: no argument checks and no read of device memory, so a
+    training step on a GPU draws its IDs without waiting for the device."""
+    check_output_size(num_samples * graph.total_nodes, 8, "random_positions output")
+    return positions_op(graph.ptr, graph.host_ptr, _signed(seed_from_generator(generator)), num_samples, modulus,
+                        graph.total_nodes, graph.n_max)
 
 
 # ------------------------------------------------------------------ public API
@@ -147,9 +163,14 @@ def random_positions(ptr: Tensor, num_samples: int, modulus: int, generator: Opt
     modulus = check_int(modulus, "modulus", minimum=1)
     if ptr.numel() < 1:
         raise ValueError("ptr must hold at least one offset (0)")
-    N = int(ptr[-1])
+    host_ptr = ptr.cpu()
+    if int(host_ptr[0]) != 0 or bool((host_ptr.diff() < 0).any()):
+        raise ValueError(f"ptr must start at 0 and never decrease, got {host_ptr.tolist()[:8]}")
+    N = int(host_ptr[-1])
     check_output_size(samples * N, 8, "random_positions output")
-    return positions_op(ptr.contiguous(), _signed(seed_from_generator(generator)), samples, modulus, N)
+    n_max = int(host_ptr.diff().max()) if host_ptr.numel() > 1 else 0
+    return positions_op(ptr.contiguous(), host_ptr.contiguous(), _signed(seed_from_generator(generator)), samples,
+                        modulus, N, n_max)
 
 
 def _sample_ids(ptr: Tensor, total_nodes: int, samples: int, id_dim: int) -> Tensor:

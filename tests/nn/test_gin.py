@@ -95,11 +95,15 @@ def test_kernel_validates_csr():
     """The compiled kernel checks the CSR itself, so no Python path can read out of bounds."""
     from rpfast import _backend
 
-    x, out = torch.zeros(1, 3, 2), torch.zeros(1, 3, 2)
+    x, out, eps = torch.zeros(1, 3, 2), torch.zeros(1, 3, 2), torch.zeros(1)
     with pytest.raises(IndexError, match=r"col\[0\] = 7"):
-        _backend.call("gin_aggregate", x, torch.tensor([0, 1, 1, 1]), torch.tensor([7]), 0.0, out)
+        _backend.call("gin_aggregate", x, torch.tensor([0, 1, 1, 1]), torch.tensor([7]), eps, out)
     with pytest.raises(ValueError, match="rowptr decreases"):
-        _backend.call("gin_aggregate", x, torch.tensor([0, 1, 0, 1]), torch.tensor([0]), 0.0, out)
+        _backend.call("gin_aggregate", x, torch.tensor([0, 1, 0, 1]), torch.tensor([0]), eps, out)
+    with pytest.raises(ValueError, match="eps: expected one element"):
+        _backend.call("gin_aggregate", x, torch.tensor([0, 1, 1, 1]), torch.tensor([0]), torch.zeros(2), out)
+    with pytest.raises(TypeError, match="eps: expected dtype float32"):
+        _backend.call("gin_aggregate", x, torch.tensor([0, 1, 1, 1]), torch.tensor([0]), eps.double(), out)
 
 
 def _mlp():
@@ -201,25 +205,26 @@ def test_adjoint_kernel_fuses_the_eps_gradient(shape):
     edge_index = torch.randint(0, N, (2, 3 * N), generator=gen)
     batch = GraphBatch(edge_index, num_nodes=N)
     g, z = torch.randn(shape, generator=gen), torch.randn(shape, generator=gen)
+    eps = torch.tensor([0.25])
 
     def run():
         grad_z, total = torch.empty_like(g), torch.empty((), dtype=torch.float64)
-        _backend.call("gin_aggregate_adjoint", g, batch.rowptr, batch.col, 0.25, z, grad_z, total)
+        _backend.call("gin_aggregate_adjoint", g, batch.rowptr, batch.col, eps, z, grad_z, total)
         return grad_z, total
 
     grad_z, total = assert_thread_invariant(run)
     expected = torch.empty_like(g)
-    _backend.call("gin_aggregate", g, batch.rowptr, batch.col, 0.25, expected)
+    _backend.call("gin_aggregate", g, batch.rowptr, batch.col, eps, expected)
     assert torch.equal(grad_z, expected)
     # chunks of ~1024 products are summed in float32 (in SIMD lanes or one by one, by build), so
     # the error scales with the magnitudes summed; a lost or doubled chunk would be off by ~10
     terms = g.double() * z.double()
     assert abs(total.item() - terms.sum().item()) <= 1e-6 * terms.abs().sum().item()
     with pytest.raises(ValueError, match="z: dimension"):
-        _backend.call("gin_aggregate_adjoint", g, batch.rowptr, batch.col, 0.25, z[..., :1].contiguous(), grad_z,
+        _backend.call("gin_aggregate_adjoint", g, batch.rowptr, batch.col, eps, z[..., :1].contiguous(), grad_z,
                       total)
     with pytest.raises(ValueError, match="grad_eps: expected one element"):
-        _backend.call("gin_aggregate_adjoint", g, batch.rowptr, batch.col, 0.25, z, grad_z, torch.empty(2))
+        _backend.call("gin_aggregate_adjoint", g, batch.rowptr, batch.col, eps, z, grad_z, torch.empty(2))
 
 
 def test_one_element_eps_keeps_its_shape():

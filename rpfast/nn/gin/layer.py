@@ -8,7 +8,7 @@ from rpfast.data import GraphBatch
 from rpfast.ops.gin_network import GINLayerParams
 from rpfast.nn.runtime.batch_norm_steps import batch_norm_arguments
 from rpfast.ops import gin_aggregate
-from rpfast.ops.dense import embedding, linear
+from rpfast.ops.dense import embedding_op, linear
 from rpfast.ops.gin_layer import gin_mlp
 from rpfast.nn._unsupported import NotScriptable
 
@@ -47,7 +47,10 @@ class GINLayer(NotScriptable, nn.Module):
         edge_dim: edge feature width (0: plain GIN; > 0: GINE messages, ``graph.edge_attr
             [E, edge_dim]`` required).
 
-    Shapes: ``h [R, N, in_dim]`` or None, ``ids [R, N]`` or None -> ``[R, N, hidden]``.
+    Shapes: ``h [R, N, in_dim]`` or None, ``ids [R, N]`` int64 in ``[0, id_dim)`` or None ->
+    ``[R, N, hidden]``. The layer does not read the IDs back to check their range (an
+    :class:`~rpfast.nn.GIN` does, with a message naming the values); an ID outside it raises
+    torch's ``IndexError`` on the CPU.
     """
 
     def __init__(self, in_dim: int, hidden: int, mlp_layers: int = 2, train_eps: bool = True, id_dim: int = 0,
@@ -77,7 +80,9 @@ class GINLayer(NotScriptable, nn.Module):
         if self.id_weight is not None:
             if ids is None:
                 raise ValueError("this layer was built with id_dim > 0 and needs ids")
-            emb = embedding(self.id_weight, ids)  # [R, N, hidden], a gather of weight rows
+            # [R, N, hidden], a gather of weight rows; GIN checked the ID range (or drew the IDs),
+            # and torch.embedding refuses any index outside [0, id_dim) itself
+            emb = embedding_op(self.id_weight, ids)
             z = emb if z is None else z + emb
         eps = self.eps if self.eps is not None else self.fixed_eps
         z = z if z.dim() == 3 else z.unsqueeze(0)

@@ -144,6 +144,16 @@ class GIN(NotScriptable, nn.Module):
         embedding = self._run(x, graph, ids, classify=False)
         return embedding.squeeze(0) if self._single(x, ids) else embedding
 
+    def replica_logits(self, x: Optional[Tensor], graph: GraphBatch, ids: Tensor, *, embedding: bool = False) -> Tensor:
+        """``[R, B, out_dim]`` logits (``embedding``: ``[R, B, embedding_dim]``) for ``ids [R, N]``
+        that the caller drew in ``[0, id_dim)`` (RP's relabelings mod ``id_dim``): :meth:`forward`
+        without reading the IDs back to check their range, so an RP training step on a device
+        never waits for it. Out-of-range IDs still fail where they are read (the C++ network,
+        ``torch.embedding``), without the message naming the values."""
+        if embedding:
+            return self._run(x, graph, ids, classify=False, check_ids=False)
+        return self._logits(x, graph, ids, check_ids=False)
+
     def forward(self, x: Optional[Tensor], edge_index=None, batch: Optional[Tensor] = None,
                 edge_attr: Optional[Tensor] = None, *, ids: Optional[Tensor] = None) -> Tensor:
         """Logits ``[B, out_dim]`` (``[R, B, out_dim]`` with ``ids [R, N]`` or ``x [R, N, F]``).
@@ -153,12 +163,17 @@ class GIN(NotScriptable, nn.Module):
         ``(x, edge_index, batch=None, edge_attr=None)``; ``ids`` (keyword): one-hot IDs of
         ``R`` relabelings for a model with ``id_dim > 0``."""
         x, graph = self._read("GIN", x, edge_index, batch, edge_attr)
+        out = self._logits(x, graph, ids)
+        return out.squeeze(0) if self._single(x, ids) else out
+
+    def _logits(self, x: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor], check_ids: bool = True) -> Tensor:
+        """``[R, B, out_dim]``: the embedding, dropout in training, the classifier."""
         classify = not (self.training and self.dropout.p > 0)  # else dropout runs between embedding and classifier
-        out = self._run(x, graph, ids, classify)
+        out = self._run(x, graph, ids, classify, check_ids)
         if not classify:
             with self._parameters_in_graph():
                 out = linear(self.dropout(out), self.classifier.weight, self.classifier.bias)
-        return out.squeeze(0) if self._single(x, ids) else out
+        return out
 
     def _read(self, owner: str, x, edge_index, batch, edge_attr):
         """:func:`read_graph_input`, after catching a model with IDs given ``ids`` positionally
@@ -174,7 +189,8 @@ class GIN(NotScriptable, nn.Module):
                             "its positional arguments are PyG's (x, edge_index, batch, edge_attr)")
         return read_graph_input(owner, x, edge_index, batch, edge_attr, training=self.training)
 
-    def _run(self, x: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor], classify: bool) -> Tensor:
+    def _run(self, x: Optional[Tensor], graph: GraphBatch, ids: Optional[Tensor], classify: bool,
+             check_ids: bool = True) -> Tensor:
         """Logits ``[R, B, out_dim]`` (``classify``) or embeddings ``[R, B, embedding_dim]`` on the
         path :func:`rpfast.nn.runtime.plan.plan` chose (eager: decided when the model's binding
         was made, :func:`rpfast.nn.runtime.binding.binding`)."""
@@ -186,7 +202,7 @@ class GIN(NotScriptable, nn.Module):
         if path is Path.WHOLE:  # outside _parameters_in_graph: the binding points at the detached views
             h, ids, replicas = self._inputs(x, graph, ids, check_ids=False)  # the kernel checks the ID range
             return bound.run(h, ids, graph, replicas, self.training, classify)
-        h, ids, replicas = self._inputs(x, graph, ids)
+        h, ids, replicas = self._inputs(x, graph, ids, check_ids)
         with self._parameters_in_graph():
             if path is Path.COMPILED:
                 return run_compiled(self, h, ids, graph, replicas, classify)

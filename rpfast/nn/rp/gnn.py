@@ -115,7 +115,7 @@ class RPGNN(NotScriptable, nn.Module):
         if self._takes_ids:
             if kwargs:
                 raise TypeError(f"an rpfast GIN takes no extra arguments, got {sorted(kwargs)}")
-            return self._average(graph, lambda ids: self.gnn(x, graph, ids=ids))
+            return self._average(graph, lambda ids: self.gnn.replica_logits(x, graph, ids))
         if x is None:
             raise ValueError("RPGNN needs node features x (use a column of ones for featureless graphs)")
         return self._average(graph, lambda ids: self._replicas(x, graph, ids, kwargs))

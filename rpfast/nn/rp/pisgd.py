@@ -16,7 +16,7 @@ from rpfast._validation import check_count
 from rpfast.nn.rp.strategies import NodePositions, Strategy, _check_graph, _sample_counts, _uniform
 from rpfast.ops import permute_adjacency, permute_nodes, random_permutations
 from rpfast.ops._registry import compiling, declare
-from rpfast.ops.random import random_positions, sample_ids_op
+from rpfast.ops.random import graph_positions, sample_ids_op
 
 __all__ = ["PiSGD", "pisgd_relabel_op"]
 
@@ -73,7 +73,7 @@ class PiSGD(Strategy):
                              "PiSGD(max_nodes)")
         if self.size is not None:
             self._check_sizes(graph, self.size, "max_nodes")
-        return [NodePositions(random_positions(graph.ptr, samples, modulus, generator=generator), None)]
+        return [NodePositions(graph_positions(graph, samples, modulus, generator=generator), None)]
 
     def group_positions(self, groups: Tensor, training: bool, generator: Optional[torch.Generator] = None,
                         modulus: Optional[int] = None) -> Tensor:

@@ -58,4 +58,4 @@ class RPGIN(RPGNN):
         forward takes."""
         x, graph = read_graph_input("RPGIN.graph_embedding", data, edge_index, batch, edge_attr,
                                     training=self.training)
-        return self._average(graph, lambda ids: self.gin.graph_embedding(x, graph, ids=ids))
+        return self._average(graph, lambda ids: self.gin.replica_logits(x, graph, ids, embedding=True))
