@@ -283,8 +283,9 @@ class GraphBatch:
     def host_ptr(self) -> Tensor:
         """``ptr`` on the CPU: the batch's sizes for work that runs on the host (drawing
         relabelings from the CPU's streams, sizing buffers) without reading device memory. A
-        batch made on the CPU and moved by :meth:`to` keeps its source's."""
-        return self._ptr if self._ptr.is_cpu else self._ptr.cpu()
+        batch made on the CPU and moved by :meth:`to` keeps its source's. Its own tensor (a copy
+        of a CPU batch's ``ptr``): host data stays apart from the data a step runs on."""
+        return self._ptr.clone() if self._ptr.is_cpu else self._ptr.cpu()
 
     @property
     def num_graphs(self) -> int:

@@ -3,7 +3,6 @@ import inspect
 from typing import Callable, Iterable, Optional
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rpfast._validation import check_count
@@ -134,8 +133,9 @@ class RPGNN(NotScriptable, nn.Module):
     def _replicas(self, x: Tensor, graph: GraphBatch, ids: Tensor, kwargs) -> Tensor:
         """The GNN on ``P`` replicas of the batch with one-hot IDs: ``[P, B, ...]`` or ``[P, N, ...]``."""
         P, N, B = ids.shape[0], graph.total_nodes, graph.num_graphs
-        x = torch.cat([x.unsqueeze(0).expand(P, -1, -1),
-                       F.one_hot(ids, self.id_dim).to(x.dtype)], dim=-1).flatten(0, 1)  # [P * N, F + m]
+        # one-hot by comparison: F.one_hot reads the IDs' range back on the CPU (the IDs are drawn in range)
+        one_hot = (ids.unsqueeze(-1) == torch.arange(self.id_dim, device=ids.device)).to(x.dtype)
+        x = torch.cat([x.unsqueeze(0).expand(P, -1, -1), one_hot], dim=-1).flatten(0, 1)  # [P * N, F + m]
         shift = torch.arange(P, device=graph.device).repeat_interleave(graph.num_edges) * N
         replica_edges = graph.edge_index.repeat(1, P) + shift
         replica_batch = (graph.batch.unsqueeze(0) + B * torch.arange(P, device=graph.device).unsqueeze(1)).reshape(-1)

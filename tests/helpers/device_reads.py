@@ -1,0 +1,74 @@
+"""What makes a training step on a GPU wait for the host, counted on the CPU.
+
+A step waits when the host reads device memory: ``item()``, ``int()``, ``bool()`` of a tensor
+(``aten::_local_scalar_dense``), and ops whose output shape depends on the data (``nonzero``,
+``unique``, ``masked_select``, ``bincount``, ...), whose size the host must learn before it can
+allocate. :class:`DeviceReads` counts those ops on the data a step runs on. Tensors that live on
+the host by design are not counted, nor is anything computed from them alone: a batch's
+host-side views (``GraphBatch.host_ptr``, ...) and draws from a CPU ``torch.Generator``. Reads
+that bypass the dispatcher (``tolist()``) are not seen here; the ``meta`` device catches them.
+"""
+import weakref
+from typing import Iterable, List
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+aten = torch.ops.aten
+
+# ops that read data back or size their output by it
+WAITS = {
+    aten._local_scalar_dense.default, aten.nonzero.default, aten.nonzero_static.default,
+    aten._unique2.default, aten.unique_dim.default, aten.unique_consecutive.default, aten.masked_select.default,
+    aten.bincount.default, aten.repeat_interleave.Tensor, aten.is_nonzero.default,
+}
+
+
+def _tensors(values) -> List[torch.Tensor]:
+    return [v for v in tree_flatten(values)[0] if isinstance(v, torch.Tensor)]
+
+
+class _Tensors:
+    """A set of tensors by identity that does not keep them alive (a WeakSet compares tensors
+    with ``==``, which is elementwise)."""
+
+    def __init__(self, tensors: Iterable[torch.Tensor] = ()):
+        self._refs = {}
+        self.update(tensors)
+
+    def update(self, tensors: Iterable[torch.Tensor]) -> None:
+        for t in tensors:
+            self._refs[id(t)] = weakref.ref(t)
+
+    def __contains__(self, t: torch.Tensor) -> bool:
+        ref = self._refs.get(id(t))
+        return ref is not None and ref() is t
+
+
+def _waits(func, kwargs) -> bool:
+    if func is aten.repeat_interleave.Tensor:  # sized by the data unless told its output size
+        return kwargs.get("output_size") is None
+    return func in WAITS
+
+
+class DeviceReads(TorchDispatchMode):
+    """Within the block, ``waits`` lists the names of the ops that would make the step wait."""
+
+    def __init__(self, host: Iterable[torch.Tensor] = ()):
+        super().__init__()
+        self.host = _Tensors(host)
+        self.waits: List[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        inputs = _tensors((args, kwargs))
+        from_host = bool(inputs) and all(t in self.host for t in inputs)
+        generator = kwargs.get("generator")
+        drawn_on_host = generator is not None and generator.device.type == "cpu"
+        if _waits(func, kwargs) and not from_host:
+            self.waits.append(func.__name__)
+        out = func(*args, **kwargs)
+        if from_host or drawn_on_host:
+            self.host.update(_tensors(out))
+        return out

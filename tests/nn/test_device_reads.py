@@ -1,0 +1,137 @@
+"""Training steps that never wait for the host (issue 43, part 1).
+
+Two proxies for a GPU, both on the CPU, on both backends:
+
+* the ``meta`` device, where tensors have shapes and no data: any read of the data fails, so a
+  layer whose forward + backward completes there computes its sizes from shapes and from
+  host-side metadata only;
+* :class:`~tests.helpers.device_reads.DeviceReads` on the CPU, which counts the ops that would
+  make a GPU step wait (scalar reads, nonzero, unique, bincount, ...) on the step's data: none
+  in a steady-state step (the second: a first step may build per-model caches once).
+
+A layer that cannot yet is listed in ``WAITS_FOR_THE_HOST`` with the reason (also in the README);
+the test then expects it to fail, so a fix shows up as an unexpected pass.
+"""
+import pytest
+import torch
+from torch import nn
+
+from rpfast.data import GraphBatch
+from rpfast.nn import RPDuvenaud, RPGNN, KAry, PiSGD, RelationalPooling, VecMLP
+from tests.helpers.assertions import backend
+from tests.helpers.device_reads import DeviceReads
+from tests.helpers.layer_cases import layer_cases, small_batch
+
+META = torch.device("meta")
+
+
+class NodeGCN(nn.Module):
+    """A user's GNN as RPGNN wraps it: ``relu((A + I) X W)`` per node, a linear head per node
+    (node rows, so it needs no graph count that only the data could tell)."""
+
+    def __init__(self, in_dim: int):
+        super().__init__()
+        self.lin, self.head = nn.Linear(in_dim, 8), nn.Linear(8, 2)
+
+    def forward(self, x, edge_index, batch):
+        z = self.lin(x)
+        return self.head(torch.relu(z.index_add(0, edge_index[1], z[edge_index[0]])))
+
+
+def _with_elements(graph: GraphBatch) -> GraphBatch:
+    graph.extras["element"] = torch.tensor([0, 1, 0, 0, 1, 0, 2, 0, 2])
+    return graph
+
+
+def _cases() -> dict:
+    cases = layer_cases()
+    g = small_batch(torch.float64)
+    dense = (g.dense_adj(), g.dense_x(), g.num_nodes)
+    gen = lambda: torch.Generator().manual_seed(0)  # noqa: E731
+    cases.update({
+        "RPGNN": lambda: (RPGNN(NodeGCN(3 + 4).double(), 4, strategy=PiSGD(train_samples=2), generator=gen()),
+                          (g.x, g)),
+        "RPDuvenaud": lambda: (RPDuvenaud(3, 2, 3, conv=(8,), dense=8, generator=gen()).double(),
+                               (_with_elements(small_batch(torch.float64)),)),
+        "RP-KAry-sampled": lambda: (RelationalPooling(VecMLP(2, dense[0].shape[-1], 3, 8, 2).double(),
+                                                      KAry(2, subsets="sample", train_samples=3), generator=gen()),
+                                    dense),
+    })
+    return cases
+
+
+CASES = _cases()
+
+# layer -> why its step still reads the device (README.md, "GPU steps without the host")
+WAITS_FOR_THE_HOST = {
+    "Duvenaud": "groups atoms by degree with bincount at every step",
+    "RPDuvenaud": "groups atoms by degree and by element (unique, bincount) at every step",
+    "RootedRP": "counts each node's neighbours with bincount",
+    "SubgraphRP": "enumerates subgraphs on the host from the batch's data",
+    "RP-Exact": "checks the dense sizes and builds a GraphBatch from the dense input at every call",
+    "RP-PiSGD": "checks the dense sizes and builds a GraphBatch from the dense input at every call",
+    "RP-KAry": "checks the dense sizes; enumerates subsets on the host",
+    "RP-KAry-sampled": "checks the dense sizes; samples subsets on the host",
+    "RP-Oriented": "checks the dense sizes; orders the vertices on the host",
+}
+
+
+def _marks(name: str):
+    reason = WAITS_FOR_THE_HOST.get(name)
+    return [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+
+
+PARAMS = [pytest.param(name, marks=_marks(name)) for name in sorted(CASES)]
+
+
+def _step(model, inputs):
+    out = model(*inputs)
+    out.square().sum().backward()
+    return out
+
+
+def _moved(value, device):
+    return value.to(device) if isinstance(value, (torch.Tensor, GraphBatch)) else value
+
+
+@pytest.mark.parametrize("kind", ["auto", "torch"])
+@pytest.mark.parametrize("name", PARAMS)
+def test_a_step_runs_on_meta(name, kind):
+    """Forward + backward with every tensor on ``meta``: shapes only, nothing to read."""
+    model, inputs = CASES[name]()
+    model = model.to(META)
+    with backend(kind):
+        out = _step(model, [_moved(v, META) for v in inputs])
+    assert out.device == META
+    assert all(p.grad is not None and p.grad.device == META for p in model.parameters() if p.requires_grad)
+
+
+def _host_views(inputs):
+    """The host-side views of the step's batches (``GraphBatch.host_ptr``, ...), built by now."""
+    return [value for graph in inputs if isinstance(graph, GraphBatch)
+            for key, value in graph.__dict__.items() if key.startswith("_lazy_host") and value is not None]
+
+
+@pytest.mark.parametrize("kind", ["auto", "torch"])
+@pytest.mark.parametrize("name", PARAMS)
+def test_a_step_never_waits_for_the_device(name, kind):
+    model, inputs = CASES[name]()
+    with backend(kind):
+        _step(model, inputs)  # per-model caches are built once, here
+        model.zero_grad()
+        with DeviceReads(_host_views(inputs)) as reads:
+            _step(model, inputs)
+    assert reads.waits == []
+
+
+def test_the_counter_sees_reads_and_ignores_host_data():
+    """DeviceReads itself: a scalar read and a bincount of step data count; the same on host
+    views, and on draws from a CPU generator, do not."""
+    g = small_batch()
+    g.host_ptr  # noqa: B018 (built before the block, as a step would)
+    with DeviceReads(_host_views([g])) as reads:
+        int(g.ptr[-1])
+        torch.bincount(g.batch)
+        int(g.host_ptr[-1])
+        int(torch.randint(0, 9, (1,), generator=torch.Generator().manual_seed(0))[0])
+    assert reads.waits == ["_local_scalar_dense.default", "bincount.default"]
