@@ -40,7 +40,7 @@ def lazy_property(compute):
     return property(get)
 
 
-_HOST_PTR = "_lazy_host_ptr"  # GraphBatch.host_ptr's cache: stays on the CPU when the batch moves
+_HOST_VIEWS = "_lazy_host"  # the caches of GraphBatch.host_*: they stay on the CPU when the batch moves
 
 
 class GraphBatch:
@@ -68,7 +68,7 @@ class GraphBatch:
     graph-level ones).
 
     Cached views (built on first access):
-        ``ptr [B+1]``, ``num_nodes [B]``, ``host_ptr [B+1]`` (``ptr`` on the CPU), ``batch [N]``, ``rowptr [N+1]``/``col [E]`` (CSR sorted
+        ``ptr [B+1]``, ``num_nodes [B]``, ``host_ptr [B+1]`` and ``host_in_degree [N]`` (on the CPU), ``batch [N]``, ``rowptr [N+1]``/``col [E]`` (CSR sorted
         by row then column, ``csr_edge_order [E]`` maps CSR slots to edge ids),
         ``t_rowptr``/``t_col``/``t_edge_order`` (the transpose CSR: incoming edges),
         ``dense_adj() [B, n_max, n_max, 1 + D]`` (channel 0 = edge indicator, multi-edges add
@@ -287,6 +287,13 @@ class GraphBatch:
         of a CPU batch's ``ptr``): host data stays apart from the data a step runs on."""
         return self._ptr.clone() if self._ptr.is_cpu else self._ptr.cpu()
 
+    @lazy_property
+    def host_in_degree(self) -> Tensor:
+        """``[N]`` incoming edges of every node, on the CPU (kept by :meth:`to` as ``host_ptr``
+        is): what groups nodes by degree on the host without reading the device."""
+        t_rowptr = self.t_rowptr if self.t_rowptr.is_cpu else self.t_rowptr.cpu()
+        return t_rowptr[1:] - t_rowptr[:-1]
+
     @property
     def num_graphs(self) -> int:
         return self._ptr.numel() - 1
@@ -446,7 +453,7 @@ class GraphBatch:
             device = None if device is None else torch.device(device)
         except (RuntimeError, TypeError) as error:
             raise ValueError(f"device must name a torch device, got {device!r} ({error})") from None
-        for name in ("num_nodes", "n_max", "host_ptr", "batch", "local_index", "_csr_views", "_csr_t_views",
+        for name in ("num_nodes", "n_max", "host_ptr", "host_in_degree", "batch", "local_index", "_csr_views", "_csr_t_views",
                      "_edges_by_graph", "_edge_rank", "_undirected_views"):
             getattr(self, name)  # structural views: built once, here, on the source device
 
@@ -461,7 +468,7 @@ class GraphBatch:
         for key, value in self.__getstate__().items():
             features = key in ("x", "edge_attr", "_lazy__dense_adj", "_lazy__dense_x")
             out.__dict__[key] = ({k: move(v) for k, v in value.items()} if key == "extras"
-                                 else value if key == _HOST_PTR else move(value, features))
+                                 else value if key.startswith(_HOST_VIEWS) else move(value, features))
         if dtype is not None:  # the adjacency of a batch without edge features too
             out.__dict__["_adjacency_dtype"] = dtype
         return out

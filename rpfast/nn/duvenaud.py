@@ -164,7 +164,7 @@ class DegreeGroups(NamedTuple):
 def degree_groups(graph: GraphBatch, max_degree: int) -> DegreeGroups:
     """Group a batch's atoms by (capped) in-degree, so each degree's weights are one product
     on a contiguous block instead of a gather and a scatter per degree."""
-    degree = (graph.t_rowptr[1:] - graph.t_rowptr[:-1]).clamp(max=max_degree)
+    degree = graph.host_in_degree.clamp(max=max_degree)  # on the host: the ranges are host ints
     order = torch.argsort(degree, stable=True)
     counts = torch.bincount(degree, minlength=max_degree + 1).tolist()
     ranges, start = [], 0
@@ -172,7 +172,7 @@ def degree_groups(graph: GraphBatch, max_degree: int) -> DegreeGroups:
         if count:
             ranges.append((d, start, start + count))
             start += count
-    return DegreeGroups(order, ranges, _inverse(order))
+    return DegreeGroups(order.to(graph.device), ranges, _inverse(order).to(graph.device))
 
 
 def _inverse(order: Tensor) -> Tensor:

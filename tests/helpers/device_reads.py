@@ -5,8 +5,10 @@ A step waits when the host reads device memory: ``item()``, ``int()``, ``bool()`
 ``unique``, ``masked_select``, ``bincount``, ...), whose size the host must learn before it can
 allocate. :class:`DeviceReads` counts those ops on the data a step runs on. Tensors that live on
 the host by design are not counted, nor is anything computed from them alone: a batch's
-host-side views (``GraphBatch.host_ptr``, ...) and draws from a CPU ``torch.Generator``. Reads
-that bypass the dispatcher (``tolist()``) are not seen here; the ``meta`` device catches them.
+host-side views (``GraphBatch.host_ptr``, ...), draws from a CPU ``torch.Generator``, and what
+factories make (``arange``, ``zeros``: on the CPU they cannot say which side they are on). Reads
+that bypass the dispatcher (``tolist()``) and reads of factory-made data on a device are not
+seen here; the ``meta`` device, where every read fails, catches them on the composed path.
 """
 import weakref
 from typing import Iterable, List
@@ -63,7 +65,7 @@ class DeviceReads(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         inputs = _tensors((args, kwargs))
-        from_host = bool(inputs) and all(t in self.host for t in inputs)
+        from_host = all(t in self.host for t in inputs)  # a factory (no tensor in) makes host data
         generator = kwargs.get("generator")
         drawn_on_host = generator is not None and generator.device.type == "cpu"
         if _waits(func, kwargs) and not from_host:

@@ -179,7 +179,9 @@ class RootedRP(NotScriptable, nn.Module):
         strongly regular graph srg(40, 12, 2, 4) grew to 1.5e-2, as large as the difference between
         two such graphs with two roots (with the factor: 1.1e-5 against 1.5e-3; with its square
         root, 2.3e-2 against 6e-2)."""
-        edges = torch.bincount(graph.batch[graph.edge_index[1]], minlength=graph.num_graphs).to(dtype)
+        # each graph's edges from the incoming CSR's offsets at its node range (no bincount:
+        # fixed-size gathers that read nothing back)
+        edges = (graph.t_rowptr[graph.ptr[1:]] - graph.t_rowptr[graph.ptr[:-1]]).to(dtype)
         mean_degree = edges / graph.num_nodes.clamp(min=1).to(dtype)
         return ((1 + self.REFERENCE_DEGREE) / (1 + mean_degree))[graph.batch]
 
@@ -190,16 +192,18 @@ class RootedRP(NotScriptable, nn.Module):
         marks all of a graph with fewer than k vertices, at weight 1; in training ``train_roots``
         uniform draws of k distinct vertices at ``1 / train_roots``; 0 for an empty graph)."""
         n, device, k = graph.num_nodes, graph.device, self.roots
+        host_n = graph.host_ptr.diff()  # the sizes on the host: nothing read back from the device
         if self.training:
             # k distinct vertices: the k smallest of uniform keys, keys past a graph's size at 2
             # (drawn last: a graph with fewer than k vertices marks them all)
             keys = torch.rand(self.train_roots, graph.num_graphs, max(graph.n_max, k), generator=self.generator)
-            keys.masked_fill_(torch.arange(keys.shape[-1]) >= n.cpu().view(1, -1, 1), 2.0)
+            keys.masked_fill_(torch.arange(keys.shape[-1]) >= host_n.view(1, -1, 1), 2.0)
             roots = keys.topk(k, dim=-1, largest=False).indices.to(device)
             yield roots, (n > 0).to(torch.float64).expand(self.train_roots, -1) / self.train_roots
             return
-        sets = torch.combinations(torch.arange(max(graph.n_max, k), device=device), k)  # [C, k], the first 0..k-1
-        count = torch.tensor([math.comb(int(size), k) if size >= k else 1 for size in n.tolist()],
+        # [C, k], the first 0..k-1; made on the host (torch.combinations selects by a mask)
+        sets = torch.combinations(torch.arange(max(graph.n_max, k)), k).to(device)
+        count = torch.tensor([math.comb(int(size), k) if size >= k else 1 for size in host_n.tolist()],
                              dtype=torch.float64, device=device)
         fit = self.block_elements // max(1, graph.total_nodes * self.rounds[0].out_features)
         per_block = max(1, min(self.block_sets, fit))
