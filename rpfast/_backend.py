@@ -369,7 +369,7 @@ class KernelObject:
         value = getattr(self._instance, attr)
         if not callable(value):
             return value
-        name, created_on = self._name, self._device
+        name = self._name
         kernel = f"{name}.{attr}"
 
         def method(*args):  # refers to locals only: caching it on self must not make a reference cycle

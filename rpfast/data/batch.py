@@ -41,6 +41,12 @@ def lazy_property(compute):
 
 
 _HOST_VIEWS = "_lazy_host"  # the caches of GraphBatch.host_*: they stay on the CPU when the batch moves
+_HOST_EXTRAS = "_lazy_host_extras"  # GraphBatch.host_extra's copies, by name
+
+
+def _host_view(value):
+    """A host view for a moved batch: the same tensor, or a new dict of the same tensors."""
+    return dict(value) if isinstance(value, dict) else value
 
 
 class GraphBatch:
@@ -68,7 +74,7 @@ class GraphBatch:
     graph-level ones).
 
     Cached views (built on first access):
-        ``ptr [B+1]``, ``num_nodes [B]``, ``host_ptr [B+1]`` and ``host_in_degree [N]`` (on the CPU), ``batch [N]``, ``rowptr [N+1]``/``col [E]`` (CSR sorted
+        ``ptr [B+1]``, ``num_nodes [B]``, ``host_ptr [B+1]`` and ``host_in_degree [N]`` (on the CPU; :meth:`host_extra` too), ``batch [N]``, ``rowptr [N+1]``/``col [E]`` (CSR sorted
         by row then column, ``csr_edge_order [E]`` maps CSR slots to edge ids),
         ``t_rowptr``/``t_col``/``t_edge_order`` (the transpose CSR: incoming edges),
         ``dense_adj() [B, n_max, n_max, 1 + D]`` (channel 0 = edge indicator, multi-edges add
@@ -227,6 +233,32 @@ class GraphBatch:
         out.__dict__["_lazy__csr_t_views"] = t_csr
         return out
 
+    def replicate(self, copies: int) -> "GraphBatch":
+        """A batch of ``copies`` copies of this one, graph ``b`` of copy ``p`` at position
+        ``p * B + b`` (what ID-based RP runs its relabelings on), built from this batch's tensors
+        and host views without reading the device: node, edge and CSR indices shifted copy by
+        copy. ``x``, ``edge_attr`` and the extras are not carried (the caller gives the replicas'
+        features)."""
+        P = check_int(copies, "copies", minimum=1)
+        N, E = self.total_nodes, self.num_edges
+        device = self.device
+
+        def shifted(index: Tensor, step: int) -> Tensor:  # [P * len]: copy p's indices + p * step
+            return (index.unsqueeze(0) + step * torch.arange(P, device=index.device).unsqueeze(1)).reshape(-1)
+
+        def stacked_offsets(ptr: Tensor, step: int) -> Tensor:  # P copies of offsets ending at P * step
+            return torch.cat([shifted(ptr[:-1], step), ptr.new_full((1,), P * step)])
+
+        views = [(stacked_offsets(rowptr, E), shifted(col, N), shifted(order, E))
+                 for rowptr, col, order in (self._csr_views, self._csr_t_views)]
+        edge_index = (self.edge_index.unsqueeze(0) + N * torch.arange(P, device=device).view(P, 1, 1)) \
+            .permute(1, 0, 2).reshape(2, P * E)
+        out = GraphBatch._assemble(edge_index, None, None, stacked_offsets(self._ptr, N), *views)
+        out.__dict__["_lazy_host_ptr"] = stacked_offsets(self.host_ptr, N)
+        out.__dict__["_lazy_host_in_degree"] = self.host_in_degree.repeat(P)
+        out.__dict__["_lazy_n_max"] = self.n_max
+        return out
+
     def select(self, graphs) -> "GraphBatch":
         """A new batch holding ``graphs`` (indices ``[G]``, in the given order, repeats allowed:
         each copy gets its own nodes and edges), with ``x`` and ``edge_attr``; its CSR views
@@ -286,6 +318,19 @@ class GraphBatch:
         batch made on the CPU and moved by :meth:`to` keeps its source's. Its own tensor (a copy
         of a CPU batch's ``ptr``): host data stays apart from the data a step runs on."""
         return self._ptr.clone() if self._ptr.is_cpu else self._ptr.cpu()
+
+    def host_extra(self, name: str) -> Optional[Tensor]:
+        """``extras[name]`` (``element``, ...) on the CPU, copied on first use and kept by
+        :meth:`to` as ``host_ptr`` is: per-node labels that host-side work groups by. None when
+        the batch has no such tensor."""
+        cache = self.__dict__.setdefault(_HOST_EXTRAS, {})
+        value = cache.get(name)
+        if value is None:
+            extra = self.extras.get(name)
+            if not isinstance(extra, Tensor):
+                return None
+            value = cache[name] = extra.cpu().clone() if extra.is_cpu else extra.cpu()
+        return value
 
     @lazy_property
     def host_in_degree(self) -> Tensor:
@@ -453,6 +498,8 @@ class GraphBatch:
             device = None if device is None else torch.device(device)
         except (RuntimeError, TypeError) as error:
             raise ValueError(f"device must name a torch device, got {device!r} ({error})") from None
+        for name in self.extras:
+            self.host_extra(name)
         for name in ("num_nodes", "n_max", "host_ptr", "host_in_degree", "batch", "local_index", "_csr_views", "_csr_t_views",
                      "_edges_by_graph", "_edge_rank", "_undirected_views"):
             getattr(self, name)  # structural views: built once, here, on the source device
@@ -468,7 +515,7 @@ class GraphBatch:
         for key, value in self.__getstate__().items():
             features = key in ("x", "edge_attr", "_lazy__dense_adj", "_lazy__dense_x")
             out.__dict__[key] = ({k: move(v) for k, v in value.items()} if key == "extras"
-                                 else value if key.startswith(_HOST_VIEWS) else move(value, features))
+                                 else _host_view(value) if key.startswith(_HOST_VIEWS) else move(value, features))
         if dtype is not None:  # the adjacency of a batch without edge features too
             out.__dict__["_adjacency_dtype"] = dtype
         return out

@@ -211,6 +211,8 @@ class Duvenaud(NotScriptable, nn.Module):
     (the convolution reads atoms, not bonds).
     """
 
+    graph_batch_input = True  # forward takes (x, GraphBatch): RPGNN hands it the replicas as one
+
     def __init__(self, in_dim: int, num_tasks: int, conv: Sequence[int] = (64, 64), dense: int = 128,
                  dropout: float = 0.0, max_degree: int = 10):
         super().__init__()
@@ -271,8 +273,12 @@ class RPDuvenaud(RPGNN):
                          generator=generator)
 
     def id_groups(self, graph: GraphBatch) -> Tensor:
-        element = graph.__dict__.get("extras", {}).get("element")
+        """``[N]`` on the CPU: one group per (molecule, element), from the batch's host views,
+        so drawing the orders reads nothing back from the device."""
+        element = graph.host_extra("element")
         if element is None:
             raise ValueError("RPDuvenaud needs each atom's element (graph.element [N]); "
                              "MoleculeGraphs.batch() provides it")
-        return graph.batch * (int(element.max()) + 1 if element.numel() else 1) + element
+        # each atom's molecule: how many molecules end at or before it
+        molecule = torch.searchsorted(graph.host_ptr[1:], torch.arange(graph.total_nodes), right=True)
+        return molecule * (int(element.max()) + 1 if element.numel() else 1) + element

@@ -301,6 +301,37 @@ def test_to_meta_keeps_shapes_and_structure_without_data():
     assert meta.undirected_csr()[0].shape == batch.undirected_csr()[0].shape
 
 
+def test_host_views_stay_on_the_cpu_when_the_batch_moves():
+    batch = _random_batch(5)
+    batch.extras["element"] = torch.arange(batch.total_nodes) % 3
+    meta = batch.to("meta")
+    assert torch.equal(meta.host_ptr, batch.ptr) and meta.host_ptr.is_cpu
+    assert torch.equal(meta.host_in_degree, batch.t_rowptr.diff()) and meta.host_in_degree.is_cpu
+    assert torch.equal(meta.host_extra("element"), batch.extras["element"])
+    assert meta.host_extra("y") is None and meta.extras["element"].device.type == "meta"
+    assert batch.host_ptr is not batch.ptr  # host data is its own tensor, apart from the step's
+
+
+@pytest.mark.parametrize("copies", [1, 3])
+def test_replicate_is_the_batch_of_the_copies(copies):
+    """replicate(P) has the structure of a batch built from P copies of the edges, and its host
+    views, without building anything again."""
+    batch = _random_batch(4)
+    N, E, B = batch.total_nodes, batch.num_edges, batch.num_graphs
+    replicas = batch.replicate(copies)
+    shift = (torch.arange(copies) * N).repeat_interleave(E)
+    fresh = GraphBatch(batch.edge_index.repeat(1, copies) + shift, ptr=torch.cat(
+        [batch.ptr[:-1] + p * N for p in range(copies)] + [torch.tensor([copies * N])]))
+    assert (replicas.num_graphs, replicas.total_nodes, replicas.num_edges) == (copies * B, copies * N, copies * E)
+    assert torch.equal(replicas.edge_index, fresh.edge_index) and torch.equal(replicas.ptr, fresh.ptr)
+    for name in ("rowptr", "col", "csr_edge_order", "t_rowptr", "t_col", "t_edge_order", "batch", "host_ptr",
+                 "host_in_degree"):
+        assert torch.equal(getattr(replicas, name), getattr(fresh, name)), name
+    assert replicas.n_max == batch.n_max
+    with pytest.raises(ValueError, match="copies"):
+        batch.replicate(0)
+
+
 def test_to_rejects_what_is_not_a_device_or_float_dtype():
     batch = _random_batch(1)
     with pytest.raises(TypeError, match="floating-point torch.dtype"):

@@ -64,7 +64,6 @@ CASES = _cases()
 
 # layer -> why its step still reads the device (README.md, "GPU steps without the host")
 WAITS_FOR_THE_HOST = {
-    "RPDuvenaud": "groups atoms by degree and by element (unique, bincount) at every step",
     "SubgraphRP": "enumerates subgraphs on the host from the batch's data",
     "RP-Exact": "checks the dense sizes and builds a GraphBatch from the dense input at every call",
     "RP-PiSGD": "checks the dense sizes and builds a GraphBatch from the dense input at every call",
@@ -113,8 +112,9 @@ def test_a_step_runs_on_meta(name, kind, mode):
 
 def _host_views(inputs):
     """The host-side views of the step's batches (``GraphBatch.host_ptr``, ...), built by now."""
-    return [value for graph in inputs if isinstance(graph, GraphBatch)
-            for key, value in graph.__dict__.items() if key.startswith("_lazy_host") and value is not None]
+    views = [value for graph in inputs if isinstance(graph, GraphBatch)
+             for key, value in graph.__dict__.items() if key.startswith("_lazy_host") and value is not None]
+    return [t for view in views for t in (view.values() if isinstance(view, dict) else [view])]
 
 
 @pytest.mark.parametrize("mode", ["train", "eval"])

@@ -70,6 +70,8 @@ class GIN(NotScriptable, nn.Module):
     ``ids [R, N]`` -> logits ``[R, B, out_dim]`` (``[B, out_dim]`` for 2-D ``x`` without ids).
     """
 
+    graph_batch_input = True  # forward takes (x, GraphBatch): RPGNN hands it the replicas as one
+
     _flat_layout: Optional[FlatLayout] = None  # also for models pickled before flat parameters existed
 
     def __init__(self, in_dim: int, hidden: int, num_layers: int, out_dim: int, mlp_layers: int = 2,

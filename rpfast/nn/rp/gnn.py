@@ -131,17 +131,22 @@ class RPGNN(NotScriptable, nn.Module):
         return total
 
     def _replicas(self, x: Tensor, graph: GraphBatch, ids: Tensor, kwargs) -> Tensor:
-        """The GNN on ``P`` replicas of the batch with one-hot IDs: ``[P, B, ...]`` or ``[P, N, ...]``."""
+        """The GNN on ``P`` replicas of the batch with one-hot IDs: ``[P, B, ...]`` or ``[P, N, ...]``.
+        An rpfast model (``graph_batch_input``) gets the replicas as a GraphBatch, built without
+        reading the device; any other GNN gets ``(x, edge_index, batch)``."""
         P, N, B = ids.shape[0], graph.total_nodes, graph.num_graphs
         # one-hot by comparison: F.one_hot reads the IDs' range back on the CPU (the IDs are drawn in range)
         one_hot = (ids.unsqueeze(-1) == torch.arange(self.id_dim, device=ids.device)).to(x.dtype)
         x = torch.cat([x.unsqueeze(0).expand(P, -1, -1), one_hot], dim=-1).flatten(0, 1)  # [P * N, F + m]
-        shift = torch.arange(P, device=graph.device).repeat_interleave(graph.num_edges) * N
-        replica_edges = graph.edge_index.repeat(1, P) + shift
-        replica_batch = (graph.batch.unsqueeze(0) + B * torch.arange(P, device=graph.device).unsqueeze(1)).reshape(-1)
-        if graph.edge_attr is not None and self._takes_edge_attr:
-            kwargs = {**kwargs, "edge_attr": graph.edge_attr.repeat(P, 1)}
-        out = self.gnn(x, replica_edges, replica_batch, **kwargs)
+        replicas = graph.replicate(P)
+        edge_attr = graph.edge_attr.repeat(P, 1) if graph.edge_attr is not None and self._takes_edge_attr else None
+        if getattr(self.gnn, "graph_batch_input", False):
+            replicas.edge_attr = edge_attr
+            out = self.gnn(x, replicas, **kwargs)
+        else:
+            if edge_attr is not None:
+                kwargs = {**kwargs, "edge_attr": edge_attr}
+            out = self.gnn(x, replicas.edge_index, replicas.batch, **kwargs)
         if out.shape[0] == P * B:
             return out.reshape(P, B, *out.shape[1:])
         if out.shape[0] == P * N:
@@ -164,4 +169,5 @@ class RPGNN(NotScriptable, nn.Module):
             raise ValueError(f"id_groups must return [N={graph.total_nodes}] group labels")
         if groups is None:
             return self.strategy.node_positions(graph, self.training, self.generator, modulus=self.id_dim)
-        return [NodePositions(self.strategy.group_positions(groups, self.training, self.generator, self.id_dim), None)]
+        positions = self.strategy.group_positions(groups, self.training, self.generator, self.id_dim)
+        return [NodePositions(positions.to(graph.device), None)]  # groups may come from the host
