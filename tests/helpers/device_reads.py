@@ -3,12 +3,13 @@
 A step waits when the host reads device memory: ``item()``, ``int()``, ``bool()`` of a tensor
 (``aten::_local_scalar_dense``), and ops whose output shape depends on the data (``nonzero``,
 ``unique``, ``masked_select``, ``bincount``, ...), whose size the host must learn before it can
-allocate. :class:`DeviceReads` counts those ops on the data a step runs on. Tensors that live on
-the host by design are not counted, nor is anything computed from them alone: a batch's
-host-side views (``GraphBatch.host_ptr``, ...), draws from a CPU ``torch.Generator``, and what
-factories make (``arange``, ``zeros``: on the CPU they cannot say which side they are on). Reads
-that bypass the dispatcher (``tolist()``) and reads of factory-made data on a device are not
-seen here; the ``meta`` device, where every read fails, catches them on the composed path.
+allocate. :class:`DeviceReads` counts those ops on device data: the tensors it is given (the
+model's parameters and buffers, the step's inputs and their batches' tensors) and everything
+computed from them. What the step makes from host data alone (sizes given as a list, a batch's
+host-side views, draws from a CPU ``torch.Generator``, factories such as ``arange``, which on the
+CPU cannot say which side they are on) is host data and not counted. Reads that bypass the
+dispatcher (``tolist()``) and reads of factory-made data on a device are not seen here; the
+``meta`` device, where every read fails, catches them on the composed path.
 """
 import weakref
 from typing import Iterable, List
@@ -57,20 +58,17 @@ def _waits(func, kwargs) -> bool:
 class DeviceReads(TorchDispatchMode):
     """Within the block, ``waits`` lists the names of the ops that would make the step wait."""
 
-    def __init__(self, host: Iterable[torch.Tensor] = ()):
+    def __init__(self, device_data: Iterable[torch.Tensor]):
         super().__init__()
-        self.host = _Tensors(host)
+        self.device = _Tensors(device_data)
         self.waits: List[str] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        inputs = _tensors((args, kwargs))
-        from_host = all(t in self.host for t in inputs)  # a factory (no tensor in) makes host data
-        generator = kwargs.get("generator")
-        drawn_on_host = generator is not None and generator.device.type == "cpu"
-        if _waits(func, kwargs) and not from_host:
+        on_device = any(t in self.device for t in _tensors((args, kwargs)))
+        if on_device and _waits(func, kwargs):
             self.waits.append(func.__name__)
         out = func(*args, **kwargs)
-        if from_host or drawn_on_host:
-            self.host.update(_tensors(out))
+        if on_device:
+            self.device.update(_tensors(out))
         return out

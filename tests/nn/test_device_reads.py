@@ -43,8 +43,17 @@ def _with_elements(graph: GraphBatch) -> GraphBatch:
     return graph
 
 
+def _host_sizes(make):
+    """A dense case with its sizes given on the host (a list), as a step on a device gives them."""
+    def made():
+        model, inputs = make()
+        adj, x, sizes = inputs
+        return model, (adj, x, sizes.tolist())
+    return made
+
+
 def _cases() -> dict:
-    cases = layer_cases()
+    cases = {name: _host_sizes(make) if name.startswith("RP-") else make for name, make in layer_cases().items()}
     g = small_batch(torch.float64)
     dense = (g.dense_adj(), g.dense_x(), g.num_nodes)
     gen = lambda: torch.Generator().manual_seed(0)  # noqa: E731
@@ -55,7 +64,7 @@ def _cases() -> dict:
                                (_with_elements(small_batch(torch.float64)),)),
         "RP-KAry-sampled": lambda: (RelationalPooling(VecMLP(2, dense[0].shape[-1], 3, 8, 2).double(),
                                                       KAry(2, subsets="sample", train_samples=3), generator=gen()),
-                                    dense),
+                                    (dense[0], dense[1], dense[2].tolist())),
     })
     return cases
 
@@ -64,12 +73,8 @@ CASES = _cases()
 
 # layer -> why its step still reads the device (README.md, "GPU steps without the host")
 WAITS_FOR_THE_HOST = {
-    "SubgraphRP": "enumerates subgraphs on the host from the batch's data",
-    "RP-Exact": "checks the dense sizes and builds a GraphBatch from the dense input at every call",
-    "RP-PiSGD": "checks the dense sizes and builds a GraphBatch from the dense input at every call",
-    "RP-KAry": "checks the dense sizes; enumerates subsets on the host",
-    "RP-KAry-sampled": "checks the dense sizes; samples subsets on the host",
-    "RP-Oriented": "checks the dense sizes; orders the vertices on the host",
+    "SubgraphRP": "enumerates and orders subgraphs on the host: the batch is copied there",
+    "RP-Oriented": "orders the vertices by a search over the edges on the host: the dense input is copied there",
 }
 
 
@@ -110,11 +115,18 @@ def test_a_step_runs_on_meta(name, kind, mode):
         assert grads and all(g.device == META for g in grads)
 
 
-def _host_views(inputs):
-    """The host-side views of the step's batches (``GraphBatch.host_ptr``, ...), built by now."""
-    views = [value for graph in inputs if isinstance(graph, GraphBatch)
-             for key, value in graph.__dict__.items() if key.startswith("_lazy_host") and value is not None]
-    return [t for view in views for t in (view.values() if isinstance(view, dict) else [view])]
+def _device_data(model, inputs):
+    """The tensors a step on a device would hold there: the model's parameters and buffers, the
+    input tensors and every tensor of the input batches but their host-side views."""
+    data = list(model.parameters()) + list(model.buffers())
+    for value in inputs:
+        if isinstance(value, torch.Tensor):
+            data.append(value)
+        elif isinstance(value, GraphBatch):
+            for key, item in value.__dict__.items():
+                items = item.values() if isinstance(item, dict) else item if isinstance(item, tuple) else [item]
+                data += [t for t in items if isinstance(t, torch.Tensor) and not key.startswith("_lazy_host")]
+    return data
 
 
 @pytest.mark.parametrize("mode", ["train", "eval"])
@@ -126,19 +138,22 @@ def test_a_step_never_waits_for_the_device(name, kind, mode):
     with backend(kind):
         _step(model, inputs)  # per-model caches are built once, here
         model.zero_grad()
-        with DeviceReads(_host_views(inputs)) as reads:
+        with DeviceReads(_device_data(model, inputs)) as reads:
             _step(model, inputs)
     assert reads.waits == []
 
 
-def test_the_counter_sees_reads_and_ignores_host_data():
-    """DeviceReads itself: a scalar read and a bincount of step data count; the same on host
-    views, and on draws from a CPU generator, do not."""
+def test_the_counter_sees_reads_of_device_data_only():
+    """DeviceReads itself: a scalar read and a bincount of device data count, and so does a read
+    of what was computed from it; the same on host views, on data made on the host and on draws
+    from a CPU generator do not."""
     g = small_batch()
     g.host_ptr  # noqa: B018 (built before the block, as a step would)
-    with DeviceReads(_host_views([g])) as reads:
+    with DeviceReads(_device_data(torch.nn.Linear(1, 1), [g])) as reads:
         int(g.ptr[-1])
         torch.bincount(g.batch)
+        bool((g.x * 2).sum() > 0)
         int(g.host_ptr[-1])
+        int(torch.tensor([3, 4]).max())
         int(torch.randint(0, 9, (1,), generator=torch.Generator().manual_seed(0))[0])
-    assert reads.waits == ["_local_scalar_dense.default", "bincount.default"]
+    assert reads.waits == ["_local_scalar_dense.default", "bincount.default", "_local_scalar_dense.default"]

@@ -49,6 +49,7 @@ class PiSGD(Strategy):
         self.size = (check_count(k, "k", minimum=1) if self.truncate else
                      None if max_nodes is None else check_count(max_nodes, "max_nodes", minimum=0))
         self.train_samples, self.eval_samples = _sample_counts(train_samples, eval_samples, 1, 5)
+        self.needs_edges = False  # uniform draws over each graph's vertices: the sizes decide
 
     def relabel(self, graph, training, generator=None):
         if not self.truncate and self.size is not None:

@@ -142,8 +142,9 @@ class RelationalPooling(NotScriptable, nn.Module):
                             "no edge_attr")
         if compiling():
             return self._forward_compiled(adj, x, num_nodes)
-        graph, adj, x, num_nodes = (self._dense_inputs(adj, x, num_nodes) if dense
-                                    else self._graph_inputs(adj, x, num_nodes, edge_attr))
+        needs_edges = (self.strategy or PiSGD()).needs_edges
+        graph, adj, x = (self._dense_inputs(adj, x, num_nodes, needs_edges) if dense
+                         else self._graph_inputs(adj, x, num_nodes, edge_attr, needs_edges))
         strategy = _sized(self.strategy or PiSGD(), adj.shape[1])  # default: one sample to train, five to evaluate
         total = None
         for perms, weights in strategy.relabel_chunks(graph, self.training, self.generator):
@@ -204,8 +205,9 @@ class RelationalPooling(NotScriptable, nn.Module):
                 total = _accumulate(total, out, weights)
         return total
 
-    def _graph_inputs(self, data, edge_index, batch, edge_attr):
-        """``(graph on the CPU, adj [B, n, n, C], x [B, n, F], num_nodes [B])`` of a graph input."""
+    def _graph_inputs(self, data, edge_index, batch, edge_attr, needs_edges: bool):
+        """``(the strategy's graph on the CPU, adj [B, n, n, C], x [B, n, F])`` of a graph input: the batch itself (copied to the CPU) when the strategy reads edges, else a
+        batch of its host-side sizes alone."""
         node_x, graph = read_graph_input(type(self).__name__, data, edge_index, batch, edge_attr,
                                          training=self.training)
         adj = graph.dense_adj() if self.use_edge_attr else graph.dense_adj()[..., :1]
@@ -213,22 +215,29 @@ class RelationalPooling(NotScriptable, nn.Module):
             raise ValueError("RelationalPooling needs node features x (graph.x, or x beside the graph; a column of "
                              "ones for featureless graphs)")
         x = graph.dense_x() if node_x is graph.x else _pad_nodes(node_x, graph)
-        num_nodes = self._check_dense(adj, x, graph.num_nodes)
+        self._check_dense(adj, x)
         # the strategies enumerate, traverse and draw on the CPU
-        return (graph if graph.device.type == "cpu" else graph.to("cpu")), adj, x, num_nodes
+        if not needs_edges:
+            return _sizes_batch(graph.host_ptr.diff()), adj, x
+        return (graph if graph.device.type == "cpu" else graph.to("cpu")), adj, x
 
-    def _dense_inputs(self, adj, x, num_nodes):
-        """``(graph of adj's nonzeros on the CPU, adj, x, num_nodes)`` of a dense input."""
+    def _dense_inputs(self, adj, x, num_nodes, needs_edges: bool):
+        """``(the strategy's graph on the CPU, adj, x)`` of a dense input: the graph of
+        adj's nonzeros when the strategy reads edges, else a batch of the sizes alone. Sizes given
+        on the CPU (a tensor or a list) are checked there, so a step on a device reads nothing
+        back; sizes on the device are read once."""
         if x is None or num_nodes is None:
             raise TypeError("dense RP input is forward(adj [B, n, n(, C)], x [B, n(, F)], num_nodes [B]): "
                             "x and num_nodes are missing")
-        num_nodes = self._check_dense(adj, x, num_nodes)
-        graph = _graph_of_dense(adj, num_nodes)
-        return (graph if graph.device.type == "cpu" else graph.to("cpu")), adj, x, num_nodes
+        self._check_dense(adj, x)
+        sizes = _sizes_within(num_nodes, adj.shape[0], adj.shape[1], "num_nodes").cpu()
+        if not needs_edges:
+            return _sizes_batch(sizes), adj, x
+        return _graph_of_dense(adj.detach().cpu(), sizes), adj, x
 
     @staticmethod
-    def _check_dense(adj, x, num_nodes) -> Tensor:
-        """Check that ``adj [B, n, n(, C)]``, ``x [B, n(, F)]`` and ``num_nodes [B]`` agree."""
+    def _check_dense(adj, x) -> None:
+        """Check that ``adj [B, n, n(, C)]`` and ``x [B, n(, F)]`` agree."""
         for name, value in (("adj", adj), ("x", x)):
             require_tensor(value, name)
         if x.device != adj.device:
@@ -238,7 +247,12 @@ class RelationalPooling(NotScriptable, nn.Module):
         B, n = adj.shape[:2]
         if x.dim() not in (2, 3) or tuple(x.shape[:2]) != (B, n):
             raise ValueError(f"x must have shape [B={B}, n={n}, F] to match adj, got {tuple(x.shape)}")
-        return _sizes_within(num_nodes, B, n, "num_nodes")
+
+
+def _sizes_batch(sizes: Tensor) -> GraphBatch:
+    """A CPU batch of graphs of ``sizes`` vertices and no edges: all a strategy that reads only
+    the sizes needs (PiSGD, Exact, KAry without pruning)."""
+    return GraphBatch(torch.zeros(2, 0, dtype=torch.int64), num_nodes=sizes)
 
 
 def _is_dense(adj) -> bool:

@@ -37,7 +37,7 @@ from torch import Tensor
 from rpfast._validation import check_count, check_int, check_memory, require_flag
 from rpfast.data import GraphBatch
 from rpfast.ops import k_subsets, sample_k_subsets
-from rpfast.ops.subsets import _prune
+from rpfast.ops.subsets import Prune, _prune
 
 __all__ = ["Relabelings", "NodePositions", "Strategy", "Exact", "KAry"]
 
@@ -69,6 +69,9 @@ class Strategy(abc.ABC):
     size: Optional[int]
     train_samples: Optional[int] = None
     eval_samples: Optional[int] = None
+    #: whether the relabelings depend on the edges (and features), not only on the graph sizes:
+    #: RelationalPooling then copies the batch to the host, else it hands over the sizes alone
+    needs_edges: bool = True
 
     def samples(self, training: bool) -> Optional[int]:
         """Relabelings per graph drawn in this mode (``train_samples`` when ``training``, else
@@ -195,6 +198,7 @@ class Exact(Strategy):
                              f"KAry or Oriented")
         self.chunk_size = check_count(chunk_size, "chunk_size", minimum=1)
         self._suffix = max(m for m in range(self.size + 1) if math.factorial(m) <= self.chunk_size)
+        self.needs_edges = False  # every order of each graph's vertices: the sizes decide
 
     def relabel(self, graph, training, generator=None):
         self._check_sizes(graph, self.size, "max_nodes")
@@ -276,6 +280,7 @@ class KAry(Strategy):
                              "kept subset)")
         self.subsets, self.order = subsets, order
         self.prune = _prune(prune)
+        self.needs_edges = self.prune != Prune.NONE  # without pruning, every k-subset: the sizes decide
         if subsets == "sample":
             self.train_samples, self.eval_samples = _sample_counts(train_samples, eval_samples, 1, 5)
         self.chunk_size = check_count(chunk_size, "chunk_size", minimum=1)
