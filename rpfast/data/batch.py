@@ -44,6 +44,15 @@ _HOST_VIEWS = "_lazy_host"  # the caches of GraphBatch.host_*: they stay on the 
 _HOST_EXTRAS = "_lazy_host_extras"  # GraphBatch.host_extra's copies, by name
 
 
+def _same_device(asked: torch.device, current: torch.device) -> bool:
+    """Whether a tensor on ``current`` is already on ``asked`` (``cuda`` meaning the current GPU)."""
+    if asked.type != current.type:
+        return False
+    if asked.index is None:
+        return asked.type != "cuda" or current.index == torch.cuda.current_device()
+    return asked.index == current.index
+
+
 def _host_view(value):
     """A host view for a moved batch: the same tensor, or a new dict of the same tensors."""
     return dict(value) if isinstance(value, dict) else value
@@ -489,7 +498,8 @@ class GraphBatch:
         it, and the structural ones (sizes, ``batch``, the CSRs, ``n_max``) are built here
         first, so the copy never recomputes from data it cannot read (the ``meta`` device) or
         sync for them; ``extras`` tensors move to ``device``. Nothing is copied that is already
-        where it is asked to be."""
+        where it is asked to be, and without a dtype on the batch's own device the batch itself
+        is returned (as ``Tensor.to`` does)."""
         if isinstance(device, torch.dtype) and dtype is None:
             device, dtype = None, device
         if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
@@ -498,10 +508,12 @@ class GraphBatch:
             device = None if device is None else torch.device(device)
         except (RuntimeError, TypeError) as error:
             raise ValueError(f"device must name a torch device, got {device!r} ({error})") from None
+        if dtype is None and (device is None or _same_device(device, self.device)):
+            return self
         for name in self.extras:
             self.host_extra(name)
-        for name in ("num_nodes", "n_max", "host_ptr", "host_in_degree", "batch", "local_index", "_csr_views", "_csr_t_views",
-                     "_edges_by_graph", "_edge_rank", "_undirected_views"):
+        for name in ("num_nodes", "n_max", "host_ptr", "host_in_degree", "batch", "local_index", "_csr_views",
+                     "_csr_t_views", "_edges_by_graph", "_edge_rank", "_undirected_views"):
             getattr(self, name)  # structural views: built once, here, on the source device
 
         def move(value, features: bool = False):

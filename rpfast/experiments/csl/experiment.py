@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from rpfast.datasets import PAPER_SKIPS, csl_batch, csl_dataset
 from rpfast._options import option
+from rpfast.experiments.devices import check_device, device_option, resolve_device
 from rpfast.experiments.report import format_table, summarise, wall_seconds, write_outputs
 from rpfast.experiments import distributed
 from rpfast.experiments.shape import Experiment
@@ -55,10 +56,11 @@ class CSLConfig:
     nproc: int = option(1, "processes that train each run together (DistributedDataParallel, gloo on CPU); "
                            "torchrun sets this itself")
     sync_bn: bool = option(False, "with several processes, synchronise BatchNorm statistics (SyncBatchNorm)")
+    device: str = device_option()
 
     def resolved_jobs(self) -> int:
-        if self.nproc > 1 or distributed.under_launcher():
-            return 1  # the processes share every run
+        if self.nproc > 1 or distributed.under_launcher() or resolve_device(self.device).type != "cpu":
+            return 1  # the processes share every run; a GPU trains the runs one after another
         runs = self.folds * self.seeds * len(MODELS)
         return min(runs, self.jobs or default_jobs())
 
@@ -83,6 +85,9 @@ class CSLConfig:
         if self.nproc > 1 and self.jobs is not None and self.jobs > 1:
             raise ValueError("--nproc shares each run among processes and --jobs trains runs side by side: "
                              "choose one")
+        check_device(self.device)
+        if self.device != "cpu" and self.nproc > 1:
+            raise ValueError(f"--device {self.device} trains in one process: --nproc must be 1, got {self.nproc}")
 
 
 def build_model(name: str, config: CSLConfig, generator: torch.Generator) -> torch.nn.Module:
@@ -130,8 +135,10 @@ def train_run(config: CSLConfig, fold: int, seed: int, name: str, report: Option
     train_idx, val_idx = (torch.as_tensor(i) for i in _splits(config, labels)[fold])
     # Batches are slices of the whole dataset's batch (GraphBatch.select copies CSR slices); the
     # validation and full-batch training batches recur, mini-batches are reshuffled.
+    device = resolve_device(config.device)
     dataset = csl_batch(graphs, range(len(graphs)))
-    cached_batch = functools.lru_cache(maxsize=8)(lambda key: dataset.select(list(key)))
+    cached_batch = functools.lru_cache(maxsize=8)(lambda key: dataset.select(list(key)).to(device))
+    labels = labels.to(device)
 
     def make_batch(indices: torch.Tensor):
         return cached_batch(tuple(indices.tolist()))
@@ -141,7 +148,7 @@ def train_run(config: CSLConfig, fold: int, seed: int, name: str, report: Option
     torch.manual_seed(run_seed)  # the same initialisation on every process
     # relabelings: each process draws from its own stream (rank 0's is the one-process stream)
     generator = torch.Generator().manual_seed(distributed.rank_seed(run_seed, context.rank))
-    model = build_model(name, config, generator)
+    model = build_model(name, config, generator).to(device)
     batches = Batches(train_idx, lambda chunk: (make_batch(chunk), labels[chunk]),
                       size=config.batch_size or len(train_idx),  # 0: full batch, the paper code's protocol
                       generator=generator, seed=run_seed)
@@ -160,7 +167,7 @@ def train_run(config: CSLConfig, fold: int, seed: int, name: str, report: Option
               "divergence": fitted.divergence}
     embeddings = None
     if fold == 0 and seed == 0 and context.main:
-        embeddings = _embeddings(model, make_batch(torch.arange(len(labels)))).numpy()
+        embeddings = _embeddings(model, make_batch(torch.arange(len(labels)))).cpu().numpy()
     return {"record": record, "embeddings": embeddings}
 
 
