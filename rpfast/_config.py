@@ -18,7 +18,24 @@ def build_config() -> dict:
     info["cuda_kernels"] = cuda_build_info()
     info["torch"] = torch.__version__
     info["python"] = platform.python_version()
+    info["gpus"] = gpu_names()
     return info
+
+
+def gpu_names() -> list:
+    """The names of the CUDA devices torch sees (``cuda:0`` first); empty without any."""
+    if not torch.cuda.is_available():
+        return []
+    return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+
+
+def _gpu_line(names: list) -> str:
+    """The GPUs in one line, or why there is none."""
+    if names:
+        return "; ".join(f"cuda:{i} {name}" for i, name in enumerate(names)) + " (--device cuda)"
+    if torch.version.cuda is None:
+        return f"none (torch {torch.__version__} is a CPU build)"
+    return f"none (torch {torch.__version__} is built for CUDA {torch.version.cuda} but sees no device)"
 
 
 def show_config() -> None:
@@ -36,6 +53,7 @@ def show_config() -> None:
         f"  threads policy : {info['threads_policy']} (RPFAST_THREADS_POLICY=adaptive|fixed)",
         f"  backend        : {info['backend']} (RPFAST_BACKEND=auto|torch; auto: the kernels on the CPU and, "
         f"where built, CUDA; torch-composed ops elsewhere)",
+        f"  GPUs           : {_gpu_line(info['gpus'])}",
         f"  CUDA kernels   : {_cuda_line(info['cuda_kernels'])}",
         f"  torch          : {info['torch']}",
         f"  python         : {info['python']}",

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from rpfast.datasets import PAPER_SKIPS, csl_batch, csl_dataset
 from rpfast._options import option
-from rpfast.experiments.devices import check_device, device_option, resolve_device
+from rpfast.experiments.devices import device_option, resolve_device
 from rpfast.experiments.report import format_table, summarise, wall_seconds, write_outputs
 from rpfast.experiments import distributed
 from rpfast.experiments.shape import Experiment
@@ -85,8 +85,7 @@ class CSLConfig:
         if self.nproc > 1 and self.jobs is not None and self.jobs > 1:
             raise ValueError("--nproc shares each run among processes and --jobs trains runs side by side: "
                              "choose one")
-        check_device(self.device)
-        if self.device != "cpu" and self.nproc > 1:
+        if resolve_device(self.device).type != "cpu" and self.nproc > 1:
             raise ValueError(f"--device {self.device} trains in one process: --nproc must be 1, got {self.nproc}")
 
 

@@ -69,9 +69,12 @@ def max_same_element(graphs: MoleculeGraphs, molecules: torch.Tensor) -> int:
 def model_outputs(model: nn.Module, graphs: MoleculeGraphs, molecules: torch.Tensor, batch_size: int) -> torch.Tensor:
     """The eval-mode outputs ``[len(molecules), tasks]`` of ``molecules`` (positions in
     ``graphs``), in batches of ``batch_size`` in the given order (fast; a molecule's output
-    depends on its batch: see :func:`molecule_outputs`). The validation metric's outputs."""
+    depends on its batch: see :func:`molecule_outputs`), run on the model's device and returned
+    on the CPU. The validation metric's outputs."""
     model.eval()
-    outs = [model(graphs.batch(molecules[i:i + batch_size])) for i in range(0, len(molecules), batch_size)]
+    device = next(model.parameters()).device
+    outs = [model(graphs.batch(molecules[i:i + batch_size]).to(device)).cpu()
+            for i in range(0, len(molecules), batch_size)]
     return torch.cat(outs) if outs else torch.zeros(0, 0)
 
 

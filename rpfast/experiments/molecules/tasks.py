@@ -155,6 +155,10 @@ class Targets:
         return cls(task_type, torch.zeros(labels.shape[1], dtype=torch.float64),
                    torch.ones(labels.shape[1], dtype=torch.float64), weight)
 
+    def to(self, device: torch.device) -> "Targets":
+        """The same targets with their tensors on ``device`` (where the training outputs are)."""
+        return Targets(self.task_type, self.mean.to(device), self.sd.to(device), self.pos_weight.to(device))
+
     def loss(self, outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """The mean loss over the labelled entries of a batch (``outputs``, ``labels``: ``[B, tasks]``)."""
         known = ~labels.isnan()

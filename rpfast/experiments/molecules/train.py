@@ -22,6 +22,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from rpfast._options import option
+from rpfast.experiments.devices import device_option, resolve_device
 from rpfast.datasets.moleculenet import MoleculeDataset, featurize_dataset, load_tox21, read_moleculenet_csv
 from rpfast.datasets.molecules import MoleculeGraphs
 from rpfast.experiments import distributed
@@ -82,6 +83,7 @@ class MoleculesConfig:
     nproc: int = option(1, "processes that train each model together (DistributedDataParallel, gloo on CPU); "
                            "torchrun sets this itself")
     sync_bn: bool = option(False, "with several processes, synchronise BatchNorm statistics (SyncBatchNorm)")
+    device: str = device_option()
 
     def model_list(self) -> List[str]:
         names = [m.strip() for m in self.models.split(",") if m.strip()]
@@ -112,6 +114,8 @@ class MoleculesConfig:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
         if not isinstance(self.nproc, int) or isinstance(self.nproc, bool) or self.nproc < 1:
             raise ValueError(f"nproc must be >= 1, got {self.nproc!r}")
+        if resolve_device(self.device).type != "cpu" and self.nproc > 1:
+            raise ValueError(f"--device {self.device} trains in one process: --nproc must be 1, got {self.nproc}")
         if self.splits_file is not None and not Path(self.splits_file).is_file():
             raise FileNotFoundError(f"splits file {self.splits_file} does not exist")
         self.model_list()
@@ -230,15 +234,18 @@ def train_model(name: str, k: int, config: MoleculesConfig, graphs: MoleculeGrap
     arch = Architecture(name, labels.shape[1], k if name in SUBGRAPH_MODELS else None,
                         max_same_element(graphs, train), config.eval_samples)
     targets = Targets.fit(task_type, labels[train])
-    model = build_model(arch, generator)
+    device = resolve_device(config.device)  # training runs there; scoring and checkpoints on the CPU
+    model = build_model(arch, generator).to(device)
     trained = MoleculeModel(model, generator, arch, targets, list(tasks), eval_seed=split_seed)
-    batches = Batches(train, lambda chunk: (graphs.batch(chunk), labels[chunk]), size=config.batch_size,
-                      generator=generator, seed=split_seed, min_size=2,  # BatchNorm needs two rows
+    batches = Batches(train, lambda chunk: (graphs.batch(chunk).to(device), labels[chunk].to(device)),
+                      size=config.batch_size, generator=generator, seed=split_seed,
+                      min_size=2,  # BatchNorm needs two rows
                       shuffle_full_batch=True)
+    device_targets = targets.to(device)
 
     def loss(module: nn.Module, batch) -> torch.Tensor:
         graph, batch_labels = batch
-        return targets.loss(module(graph), batch_labels)
+        return device_targets.loss(module(graph), batch_labels)
 
     def valid_score(module: nn.Module) -> Optional[float]:
         # None (no task with the metric defined in the validation set): the last epoch is kept
@@ -267,7 +274,7 @@ def train_model(name: str, k: int, config: MoleculesConfig, graphs: MoleculeGrap
         tqdm.write(diverged_warning(f"{_job_name(name, arch.k)}, split {split_seed - config.seed}",
                                     fitted.diverged_epoch, fitted.divergence, fitted.best_epoch, epochs),
                    file=sys.stderr)
-    trained.model = fitted.model
+    trained.model = fitted.model.cpu()
     predictions = trained.predict_graphs(graphs, test)
     test_labels = labels[test].numpy()
     scores = {m: task_scores(m, predictions, test_labels) for m in metrics_of(task_type)}

@@ -99,18 +99,20 @@ def _max_degree(edge_index: torch.Tensor, n: int) -> int:
     return int(torch.bincount(ends.reshape(-1), minlength=n).max())
 
 
-def run_pair(pair: GraphPair, seed: int, settings: PairsSettings) -> Dict:
+def run_pair(pair: GraphPair, seed: int, settings: PairsSettings, device: torch.device = torch.device("cpu")) -> Dict:
     """The protocol on one pair and seed: the row of the per-pair CSV (statistics, decision,
-    epochs, final loss) and the D matrices (``differences``, ``reliability``)."""
+    epochs, final loss) and the D matrices (``differences``, ``reliability``). The model trains
+    and embeds on ``device``; relabelings are drawn, and statistics computed, on the CPU."""
     generator = torch.Generator().manual_seed(seed * 1_000_003 + pair.index)
     torch.manual_seed(seed * 1_000_003 + pair.index)
     q, n = settings.relabelings, pair.n
     g_views = relabeled(pair.g, n, q, generator)
     h_views = relabeled(pair.h, n, q, generator)
-    train = batch_of([view for both in zip(g_views, h_views) for view in both], n)
+    train = batch_of([view for both in zip(g_views, h_views) for view in both], n).to(device)
     model = build_model(settings, n, generator, max_degree=max(_max_degree(pair.g, n), _max_degree(pair.h, n)))
+    model = model.to(device)
     loss_fn = torch.nn.CosineEmbeddingLoss()
-    target = -torch.ones(q)
+    target = -torch.ones(q, device=device)
 
     def loss(module: torch.nn.Module, graph: GraphBatch) -> torch.Tensor:
         out = _embed(module, graph)
@@ -126,10 +128,10 @@ def run_pair(pair: GraphPair, seed: int, settings: PairsSettings) -> Dict:
         epochs, loss_value = 0, math.nan
     model.eval()
     with torch.no_grad():
-        g_out = _embed(model, batch_of(g_views, n)).double()
-        h_out = _embed(model, batch_of(h_views, n)).double()
+        g_out = _embed(model, batch_of(g_views, n).to(device)).double().cpu()
+        h_out = _embed(model, batch_of(h_views, n).to(device)).double().cpu()
         member = pair.g if torch.randint(2, (1,), generator=generator).item() == 0 else pair.h
-        twice = _embed(model, batch_of(relabeled(member, n, 2 * q, generator), n)).double()
+        twice = _embed(model, batch_of(relabeled(member, n, 2 * q, generator), n).to(device)).double().cpu()
     differences = (g_out - h_out).numpy()
     reliability = (twice[0::2] - twice[1::2]).numpy()
     row = {"category": pair.category, "index": pair.index, "n": n, "seed": seed, "epochs": epochs,

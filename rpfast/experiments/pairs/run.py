@@ -32,6 +32,7 @@ from rpfast.experiments.pairs.protocol import PairsSettings, run_pair, score
 from rpfast.experiments.pairs.rows import COLUMNS, create_rows_file, read_rows
 from rpfast.experiments.pairs.report import changed_constants, describe_model, format_table, plot_scores
 from rpfast.experiments.report import provenance, wall_seconds
+from rpfast.experiments.devices import check_device, device_option, resolve_device
 from rpfast.experiments.workers import default_jobs, run_in_workers
 
 
@@ -73,6 +74,7 @@ class PairsConfig:
     threads: Optional[int] = option(None, "torch/kernel threads in all, shared by the --jobs processes")
     jobs: Optional[int] = option(None, "pairs run at once in worker processes (default: one per core, at most the "
                                        "number of pairs; 1: all in this process)")
+    device: str = device_option()
 
     def settings(self) -> PairsSettings:
         names = {f.name for f in fields(PairsSettings)}
@@ -91,6 +93,7 @@ class PairsConfig:
             raise ValueError(f"jobs must be >= 1, got {self.jobs}")
         if self.resume and self.force:
             raise ValueError("--resume continues the run in --out and --force replaces it: choose one")
+        check_device(self.device)
         self.settings().validate()
 
 
@@ -161,10 +164,10 @@ def _done_keys(rows: List[Dict], pairs: List[GraphPair], seeds: int, path: Path)
     return done
 
 
-def timed_pair(pair: GraphPair, seed: int, settings: PairsSettings, report=None) -> Dict:
+def timed_pair(pair: GraphPair, seed: int, settings: PairsSettings, device: str = "cpu", report=None) -> Dict:
     """:func:`~rpfast.experiments.pairs.protocol.run_pair` and its seconds (a worker's job)."""
     start = time.perf_counter()
-    row = run_pair(pair, seed, settings)
+    row = run_pair(pair, seed, settings, resolve_device(device))
     row["seconds"] = time.perf_counter() - start
     return row
 
@@ -196,7 +199,8 @@ def run_pairs(config: PairsConfig, progress: bool = True) -> Dict:
     out = Path(config.out_dir)
     done = _done_keys(rows, pairs, config.seeds, out / "pairs.csv")
     todo = [(p, s) for p in pairs for s in range(config.seeds) if (p.category, p.index, s) not in done]
-    jobs = min(len(todo), config.jobs or default_jobs()) or 1
+    on_cpu = resolve_device(config.device).type == "cpu"  # a GPU runs the pairs one after another
+    jobs = (min(len(todo), config.jobs or default_jobs()) or 1) if on_cpu else 1
     threads = config.threads or torch.get_num_threads()
     with (out / "pairs.csv").open("a", newline="") as fh, \
             tqdm(total=len(todo), desc="pairs", unit="pair", disable=not progress) as bar:
@@ -216,7 +220,7 @@ def run_pairs(config: PairsConfig, progress: bool = True) -> Dict:
             bar.set_postfix(t2=f"{row['t2']:.1f}", distinguished=sum(r["distinguished"] for r in rows))
             bar.update()
 
-        calls = [(pair, seed, settings) for pair, seed in todo]
+        calls = [(pair, seed, settings, config.device) for pair, seed in todo]
         if jobs == 1:
             for index, call in enumerate(calls):
                 finished(index, timed_pair(*call))

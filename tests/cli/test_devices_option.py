@@ -1,0 +1,74 @@
+"""``--device cpu|cuda|auto`` of the training commands, and ``rpfast info``'s GPU line."""
+import pytest
+import torch
+
+from rpfast._config import build_config, show_config
+from rpfast.cli import main
+from rpfast.experiments.csl.experiment import CSLConfig
+from rpfast.experiments.devices import check_device, resolve_device
+from rpfast.experiments.molecules.train import MoleculesConfig
+from rpfast.experiments.pairs.run import PairsConfig
+
+pytestmark = pytest.mark.backend_neutral
+
+NO_GPU = not torch.cuda.is_available()
+
+
+def test_device_names():
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device("auto") == torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ValueError, match="device must be one of cpu, cuda, auto, got 'gpu'"):
+        check_device("gpu")
+
+
+@pytest.mark.skipif(not NO_GPU, reason="this machine has a GPU")
+def test_cuda_without_a_gpu_is_one_clear_error():
+    with pytest.raises(ValueError, match="--device cuda: torch .* sees no CUDA device"):
+        resolve_device("cuda")
+
+
+@pytest.mark.parametrize("config", [
+    lambda: CSLConfig(device="gpu"),
+    lambda: MoleculesConfig(device="gpu"),
+    lambda: PairsConfig(family="basic", device="gpu"),
+])
+def test_every_command_config_checks_its_device(config):
+    with pytest.raises(ValueError, match="device must be one of"):
+        config().validate()
+
+
+def test_one_process_per_gpu():
+    """A GPU trains in one process: --nproc above 1 is refused where auto means the GPU."""
+    for config in (CSLConfig(device="auto", nproc=2), MoleculesConfig(device="auto", nproc=2)):
+        if NO_GPU:
+            config.validate()  # auto is the CPU here: processes share the runs as before
+        else:
+            with pytest.raises(ValueError, match="trains in one process: --nproc must be 1"):
+                config.validate()
+
+
+@pytest.mark.skipif(not NO_GPU, reason="this machine has a GPU")
+@pytest.mark.parametrize("command", [["csl"], ["molecules"], ["pairs", "--family", "basic", "--count", "1"]])
+def test_commands_refuse_cuda_without_a_gpu_in_one_line(command, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(command + ["--device", "cuda", "--out", str(tmp_path / "out"), "--no-progress"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "sees no CUDA device" in err[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_csl_trains_on_the_device_it_is_given(tmp_path, capsys):
+    """--device auto on this machine trains and writes its results (on the CPU without a GPU)."""
+    out = tmp_path / "csl"
+    assert main(["csl", "--epochs", "1", "--folds", "1", "--out", str(out), "--no-progress", "--threads", "1",
+                 "--device", "auto"]) == 0
+    assert (out / "results.json").is_file()
+
+
+def test_info_names_the_gpus(capsys):
+    show_config()
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("GPUs"))
+    names = build_config()["gpus"]
+    assert names == [] if NO_GPU else all(name in line for name in names)
+    assert ("none" in line) == NO_GPU
