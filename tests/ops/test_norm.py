@@ -38,3 +38,29 @@ def test_batch_norm_relu_rejects_bad_input():
         batch_norm_relu(torch.zeros(1, H), *p, True)
     with pytest.raises(TypeError, match="float32 or float64"):
         batch_norm_relu(torch.zeros(4, H, dtype=torch.int64), *p, True)
+
+
+@pytest.mark.parametrize("M, H", [(0, 3), (5, 0), (0, 0), (1, 3), (7, 4)])
+def test_composed_backward_is_the_batch_norm_gradient_on_every_shape(M, H):
+    """The composed backward (torch's batch-norm backward on the normalised input) gives
+    autograd's gradients of relu(F.batch_norm(x)) in training, empty batches and widths included
+    (torch's CPU kernel divides by zero on those: they take the elementwise formula)."""
+    from rpfast.ops.norm import bn_relu_backward_op, bn_relu_forward_op
+
+    gen = torch.Generator().manual_seed(M * 10 + H)
+    x = torch.randn(M, H, dtype=torch.float64, generator=gen, requires_grad=True)
+    weight = torch.randn(H, dtype=torch.float64, generator=gen, requires_grad=True)
+    bias = torch.randn(H, dtype=torch.float64, generator=gen, requires_grad=True)
+    grad = torch.randn(M, H, dtype=torch.float64, generator=gen)
+    stats = (torch.zeros(H, dtype=torch.float64), torch.ones(H, dtype=torch.float64))
+    if M:
+        y, xhat, invstd, _, _ = bn_relu_forward_op.composed(x.detach(), weight.detach(), bias.detach(), *stats, True,
+                                                              0.1, 1e-5)
+    else:  # torch's batch norm refuses an empty batch; the backward is given one all the same
+        y, xhat, invstd = x.detach().clone(), x.detach().clone(), torch.ones(H, dtype=torch.float64)
+    got = bn_relu_backward_op.composed(grad, y, xhat, weight.detach(), invstd, True)
+    assert [tuple(t.shape) for t in got] == [(M, H), (H,), (H,)]
+    if M > 1 and H:
+        torch.relu(F.batch_norm(x, *(s.clone() for s in stats), weight, bias, training=True)).backward(grad)
+        for mine, autograd in zip(got, (x.grad, weight.grad, bias.grad)):
+            torch.testing.assert_close(mine, autograd)
