@@ -42,6 +42,7 @@ def lazy_property(compute):
 
 _HOST_VIEWS = "_lazy_host"  # the caches of GraphBatch.host_*: they stay on the CPU when the batch moves
 _HOST_EXTRAS = "_lazy_host_extras"  # GraphBatch.host_extra's copies, by name
+_HOST_BATCH = "_lazy_host_batch"  # GraphBatch.host's CPU batch
 
 
 def _same_device(asked: torch.device, current: torch.device) -> bool:
@@ -328,6 +329,17 @@ class GraphBatch:
         of a CPU batch's ``ptr``): host data stays apart from the data a step runs on."""
         return self._ptr.clone() if self._ptr.is_cpu else self._ptr.cpu()
 
+    def host(self) -> "GraphBatch":
+        """The batch on the CPU, for host-side algorithms (traversals, enumerations): the batch
+        itself on the CPU; for a batch moved by :meth:`to`, the CPU batch it was moved from (kept
+        by reference: no copy, no read of the device); for one made on a device, a copy made once."""
+        if self.device.type == "cpu":
+            return self
+        source = self.__dict__.get(_HOST_BATCH)
+        if source is None:
+            source = self.__dict__[_HOST_BATCH] = self.to("cpu")
+        return source
+
     def host_extra(self, name: str) -> Optional[Tensor]:
         """``extras[name]`` (``element``, ...) on the CPU, copied on first use and kept by
         :meth:`to` as ``host_ptr`` is: per-node labels that host-side work groups by. None when
@@ -524,6 +536,8 @@ class GraphBatch:
             return value
 
         out = object.__new__(GraphBatch)
+        if self.device.type == "cpu" and dtype is None:  # the source serves host-side work
+            out.__dict__[_HOST_BATCH] = self
         for key, value in self.__getstate__().items():
             features = key in ("x", "edge_attr", "_lazy__dense_adj", "_lazy__dense_x")
             out.__dict__[key] = ({k: move(v) for k, v in value.items()} if key == "extras"

@@ -312,6 +312,15 @@ def test_host_views_stay_on_the_cpu_when_the_batch_moves():
     assert batch.host_ptr is not batch.ptr  # host data is its own tensor, apart from the step's
 
 
+def test_host_is_the_cpu_batch_a_batch_was_moved_from():
+    batch = _random_batch(3)
+    assert batch.host() is batch
+    meta = batch.to("meta")
+    assert meta.host() is batch and meta.to("meta").host() is batch  # kept by reference, through moves
+    double = batch.to(torch.float64)
+    assert double.host() is double  # a CPU batch is its own
+
+
 @pytest.mark.parametrize("copies", [1, 3])
 def test_replicate_is_the_batch_of_the_copies(copies):
     """replicate(P) has the structure of a batch built from P copies of the edges, and its host

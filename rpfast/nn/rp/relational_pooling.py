@@ -219,7 +219,7 @@ class RelationalPooling(NotScriptable, nn.Module):
         # the strategies enumerate, traverse and draw on the CPU
         if not needs_edges:
             return _sizes_batch(graph.host_ptr.diff()), adj, x
-        return (graph if graph.device.type == "cpu" else graph.to("cpu")), adj, x
+        return graph.host(), adj, x
 
     def _dense_inputs(self, adj, x, num_nodes, needs_edges: bool):
         """``(the strategy's graph on the CPU, adj, x)`` of a dense input: the graph of

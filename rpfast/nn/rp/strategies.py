@@ -105,7 +105,7 @@ class Strategy(abc.ABC):
         _check_graph(graph)
         require_flag(training, "training")
         modulus = None if modulus is None else check_count(modulus, "modulus", minimum=1)
-        on_cpu = graph if graph.device.type == "cpu" else graph.to("cpu")
+        on_cpu = graph.host()
         for perms, weights in self.relabel_chunks(on_cpu, training, generator):
             yield NodePositions(self._invert(on_cpu, perms, weights, modulus).to(graph.device), weights)
 

@@ -23,33 +23,41 @@ def induced_subgraphs(graph: GraphBatch, perms: Tensor) -> GraphBatch:
     vertex repeated within one row is an error of the caller (orders never repeat one)."""
     if not isinstance(graph, GraphBatch):
         raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")
-    return _induced(graph, perms, graph.x)
-
-
-def _induced(graph: GraphBatch, perms, x: Optional[Tensor]) -> GraphBatch:
-    """:func:`induced_subgraphs` carrying the node rows ``x [N, ...]`` (or None) instead of ``graph.x``."""
     perms = index_tensor(perms, "perms", ndim=3)
     B, P, K = perms.shape
     if B != graph.num_graphs:
         raise ValueError(f"perms has {B} rows but the graph batch holds {graph.num_graphs} graphs")
-    sizes = graph.num_nodes.view(B, 1, 1)
+    sizes = graph.num_nodes.view(B, 1, 1).to(perms.device)
     if perms.numel() and bool(((perms < -1) | (perms >= sizes)).any()):
         b, p, i = (int(v) for v in torch.nonzero((perms < -1) | (perms >= sizes))[0])
         raise IndexError(f"perms[{b}, {p}, {i}] = {int(perms[b, p, i])} is not a vertex of graph {b} "
                          f"(0..{int(sizes[b, 0, 0]) - 1}, or -1 for padding)")
+    return _induced(graph, perms.cpu(), graph.x)
+
+
+def _induced(graph: GraphBatch, perms: Tensor, x: Optional[Tensor]) -> GraphBatch:
+    """:func:`induced_subgraphs` of valid ``perms`` (on the CPU), carrying the node rows ``x [N,
+    ...]`` (or None) instead of ``graph.x``. The structure is built on the host from the batch's
+    host copy (:meth:`GraphBatch.host`) and moved; only the features are gathered on the
+    batch's device, so nothing is read back from it."""
+    host = graph.host()
+    B, P, K = perms.shape
     valid = perms >= 0
-    chosen = (perms + graph.ptr[:-1].view(B, 1, 1))[valid]  # global ids, in (b, p, position) order
-    replica_of = torch.arange(P, device=perms.device).view(1, P, 1).expand(B, P, K)[valid]
-    new_id = torch.full((P, graph.total_nodes), -1, dtype=torch.int64, device=perms.device)
-    new_id[replica_of, chosen] = torch.arange(chosen.numel(), device=perms.device)
-    source, target = graph.edge_index
+    chosen = (perms + host.ptr[:-1].view(B, 1, 1))[valid]  # global ids, in (b, p, position) order
+    replica_of = torch.arange(P).view(1, P, 1).expand(B, P, K)[valid]
+    new_id = torch.full((P, host.total_nodes), -1, dtype=torch.int64)
+    new_id[replica_of, chosen] = torch.arange(chosen.numel())
+    source, target = host.edge_index
     src, dst = new_id[:, source], new_id[:, target]  # [P, E]
     keep = (src >= 0) & (dst >= 0)
     edge_rows = torch.nonzero(keep, as_tuple=True)[1]
     sizes = valid.sum(dim=-1).reshape(-1)
-    sub = GraphBatch(torch.stack([src[keep], dst[keep]]), x=None if x is None else x[chosen],
-                     edge_attr=None if graph.edge_attr is None else graph.edge_attr[edge_rows],
-                     ptr=torch.cat([torch.zeros(1, dtype=torch.int64, device=sizes.device), sizes.cumsum(0)]))
+    structure = GraphBatch(torch.stack([src[keep], dst[keep]]), ptr=torch.cat([torch.zeros(1, dtype=torch.int64),
+                                                                                 sizes.cumsum(0)]))
+    sub = structure.to(graph.device)
+    chosen, edge_rows = chosen.to(graph.device), edge_rows.to(graph.device)
+    sub.x = None if x is None else x[chosen]
+    sub.edge_attr = None if graph.edge_attr is None else graph.edge_attr[edge_rows]
     element = graph.__dict__.get("extras", {}).get("element")
     if element is not None:
         sub.extras["element"] = element[chosen]
@@ -101,11 +109,11 @@ class SubgraphRP(NotScriptable, nn.Module):
                 edge_attr: Optional[Tensor] = None) -> Tensor:
         x, graph = read_graph_input(type(self).__name__, data, edge_index, batch, edge_attr,
                                     training=self.training)
-        on_cpu = graph if graph.device.type == "cpu" else graph.to("cpu")  # traversals run on the CPU
+        on_cpu = graph.host()  # traversals run on the CPU
         total = None
         for perms, weights in self.strategy.relabel_chunks(on_cpu, self.training, self.generator):
             B, P = weights.shape
-            out = self._call(_induced(graph, perms.to(graph.device), x))
+            out = self._call(_induced(graph, perms, x))
             if not isinstance(out, Tensor) or out.dim() == 0 or out.shape[0] != B * P:
                 raise ValueError(f"the GNN must return one row per subgraph ({B * P}: {B} graphs x {P} relabelings), "
                                  f"got {tuple(out.shape) if isinstance(out, Tensor) else type(out).__name__}")
