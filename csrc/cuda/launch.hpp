@@ -1,7 +1,7 @@
 // The CUDA kernels' host entry points: plain C++ (no pybind11, no torch), compiled by nvcc in
 // the .cu files and called from module.cpp. Pointers are device pointers; every launch goes to
 // `stream` (a cudaStream_t as an integer: torch's current stream) and returns at once. Shapes
-// and the gather convention are csrc/rpfast/permute.hpp's, segment.hpp's and gin.hpp's.
+// and the gather convention are csrc/rpfast/permute.hpp's, segment.hpp's, gin.hpp's and norm.hpp's.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -68,5 +68,19 @@ void segment_max_backward(const T* x, const int64_t* ptr, const T* out, const T*
 template <class T>
 void gin_aggregate(const T* x, const int64_t* rowptr, const int64_t* col, const T* eps, T* out, int64_t R, int64_t N,
                    int64_t F, uintptr_t stream);
+
+// Fused BatchNorm + ReLU over the rows of x [M, H] (rpfast/norm.hpp's math): y, xhat [M, H] and
+// invstd [H]; in training the batch statistics update running_mean and running_var (PyTorch's
+// rule), in eval they are read. `shift` [H] is scratch (the mean in T).
+template <class T>
+void batch_norm_relu_forward(const T* x, const T* gamma, const T* beta, T* running_mean, T* running_var,
+                             bool training, double momentum, double eps, T* y, T* xhat, T* invstd, T* shift,
+                             int64_t M, int64_t H, uintptr_t stream);
+
+// Its backward: grad_x [M, H], grad_gamma and grad_beta [H] from g [M, H]; `means` [2H] is scratch.
+template <class T>
+void batch_norm_relu_backward(const T* g, const T* y, const T* xhat, const T* gamma, const T* invstd, bool training,
+                              T* grad_x, T* grad_gamma, T* grad_beta, T* means, int64_t M, int64_t H,
+                              uintptr_t stream);
 
 }  // namespace rpfast_cuda

@@ -165,6 +165,49 @@ void gin_aggregate(const Array& x, const Array& rowptr, const Array& col, const 
   });
 }
 
+// x, y, xhat: [M, H]; gamma, beta, running_mean, running_var, invstd, workspace: [H] (the CPU
+// binding's arguments, the scratch and the stream last).
+void batch_norm_relu_forward(const Array& x, const Array& gamma, const Array& beta, const Array& running_mean,
+                             const Array& running_var, bool training, double momentum, double eps, const Array& y,
+                             const Array& xhat, const Array& invstd, const Array& workspace, uintptr_t stream) {
+  same_device({&x, &gamma, &beta, &running_mean, &running_var, &y, &xhat, &invstd, &workspace});
+  if (x.ndim() != 2) throw std::invalid_argument("x: expected [M, H]");
+  const int64_t M = x.shape(0), H = x.shape(1);
+  if (training && M < 1) throw std::invalid_argument("batch_norm_relu: training needs at least one row");
+  for (const Array* a : {&gamma, &beta, &running_mean, &running_var, &invstd, &workspace})
+    expect_dim(*a, "parameter", 0, H);
+  expect_leading(y, "y", {M, H});
+  expect_leading(xhat, "xhat", {M, H});
+  dispatch_float(x, [&](auto tag) {
+    using T = decltype(tag);
+    rpfast_cuda::batch_norm_relu_forward<T>(
+        in_ptr<T>(x, "x", 2), in_ptr<T>(gamma, "gamma", 1), in_ptr<T>(beta, "beta", 1),
+        out_ptr<T>(running_mean, "running_mean", 1), out_ptr<T>(running_var, "running_var", 1), training, momentum,
+        eps, out_ptr<T>(y, "y", 2), out_ptr<T>(xhat, "xhat", 2), out_ptr<T>(invstd, "invstd", 1),
+        out_ptr<T>(workspace, "workspace", 1), M, H, stream);
+  });
+}
+
+// g, y, xhat, grad_x: [M, H]; gamma, invstd, grad_gamma, grad_beta: [H]; workspace: [2H].
+void batch_norm_relu_backward(const Array& g, const Array& y, const Array& xhat, const Array& gamma,
+                              const Array& invstd, bool training, const Array& grad_x, const Array& grad_gamma,
+                              const Array& grad_beta, const Array& workspace, uintptr_t stream) {
+  same_device({&g, &y, &xhat, &gamma, &invstd, &grad_x, &grad_gamma, &grad_beta, &workspace});
+  if (g.ndim() != 2) throw std::invalid_argument("g: expected [M, H]");
+  const int64_t M = g.shape(0), H = g.shape(1);
+  for (const Array* a : {&y, &xhat, &grad_x}) expect_leading(*a, "activation", {M, H});
+  for (const Array* a : {&gamma, &invstd, &grad_gamma, &grad_beta}) expect_dim(*a, "parameter", 0, H);
+  expect_dim(workspace, "workspace", 0, 2 * H);
+  dispatch_float(g, [&](auto tag) {
+    using T = decltype(tag);
+    rpfast_cuda::batch_norm_relu_backward<T>(
+        in_ptr<T>(g, "g", 2), in_ptr<T>(y, "y", 2), in_ptr<T>(xhat, "xhat", 2), in_ptr<T>(gamma, "gamma", 1),
+        in_ptr<T>(invstd, "invstd", 1), training, out_ptr<T>(grad_x, "grad_x", 2),
+        out_ptr<T>(grad_gamma, "grad_gamma", 1), out_ptr<T>(grad_beta, "grad_beta", 1),
+        out_ptr<T>(workspace, "workspace", 1), M, H, stream);
+  });
+}
+
 }  // namespace
 
 #ifndef RPFAST_CUDA_ARCHITECTURES
@@ -197,4 +240,10 @@ PYBIND11_MODULE(_C_cuda, m) {
         py::arg("g"), py::arg("grad_x"), py::arg("stream"));
   m.def("gin_aggregate", &gin_aggregate, py::arg("x"), py::arg("rowptr"), py::arg("col"), py::arg("eps"),
         py::arg("out"), py::arg("stream"));
+  m.def("batch_norm_relu_forward", &batch_norm_relu_forward, py::arg("x"), py::arg("gamma"), py::arg("beta"),
+        py::arg("running_mean"), py::arg("running_var"), py::arg("training"), py::arg("momentum"), py::arg("eps"),
+        py::arg("y"), py::arg("xhat"), py::arg("invstd"), py::arg("workspace"), py::arg("stream"));
+  m.def("batch_norm_relu_backward", &batch_norm_relu_backward, py::arg("g"), py::arg("y"), py::arg("xhat"),
+        py::arg("gamma"), py::arg("invstd"), py::arg("training"), py::arg("grad_x"), py::arg("grad_gamma"),
+        py::arg("grad_beta"), py::arg("workspace"), py::arg("stream"));
 }

@@ -2,8 +2,9 @@
 
 Registered ops (:mod:`rpfast.ops._registry`): ``batch_norm_relu`` (functional: it returns the
 updated running statistics, which the caller copies into the buffers) and its backward
-``batch_norm_relu_backward``, not itself differentiable. C++ on the CPU; elsewhere
-``torch.native_batch_norm`` (torch's statistics and running-average update) and elementwise ops.
+``batch_norm_relu_backward``, not itself differentiable. C++ on the CPU, two CUDA launches each way
+on a GPU (csrc/cuda/norm.cu); elsewhere ``torch.native_batch_norm`` (torch's statistics and
+running-average update), the ReLU, and torch's batch-norm backward.
 """
 import math
 
@@ -22,7 +23,9 @@ def _forward_kernel(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tenso
     mean, var = running_mean.clone(), running_var.clone()  # functional: the caller copies them back
     y, xhat = torch.empty_like(x), torch.empty_like(x)
     invstd = x.new_empty(x.shape[1])
-    _backend.call("batch_norm_relu_forward", x, weight, bias, mean, var, training, momentum, eps, y, xhat, invstd)
+    scratch = (x.new_empty(x.shape[1]),) if x.is_cuda else ()  # the CUDA kernels' column means
+    _backend.call("batch_norm_relu_forward", x, weight, bias, mean, var, training, momentum, eps, y, xhat, invstd,
+                  *scratch)
     return y, xhat, invstd, mean, var
 
 
@@ -47,8 +50,9 @@ def _forward_fake(x, weight, bias, running_mean, running_var, training, momentum
 def _backward_kernel(grad: Tensor, y: Tensor, xhat: Tensor, weight: Tensor, invstd: Tensor, training: bool):
     grad_x = torch.empty_like(grad)
     grad_w, grad_b = torch.empty_like(invstd), torch.empty_like(invstd)
+    scratch = (invstd.new_empty(2 * invstd.shape[0]),) if grad.is_cuda else ()  # the CUDA kernels' column means
     _backend.call("batch_norm_relu_backward", grad, y, xhat, weight, invstd, training, grad_x, grad_w,
-                  grad_b)
+                  grad_b, *scratch)
     return grad_x, grad_w, grad_b
 
 
@@ -92,12 +96,13 @@ def _backward(ctx, grad, *unused):
 bn_relu_forward_op = declare(
     "batch_norm_relu", "(Tensor x, Tensor weight, Tensor bias, Tensor running_mean, Tensor running_var, "
                        "bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor, Tensor)",
-    kernels={"cpu": _forward_kernel}, composed=_forward_composed, fake=_forward_fake, setup=_setup, backward=_backward,
+    kernels={"cpu": _forward_kernel, "cuda": _forward_kernel}, composed=_forward_composed, fake=_forward_fake,
+    setup=_setup, backward=_backward,
     double_backward=False)
 bn_relu_backward_op = declare(
     "batch_norm_relu_backward", "(Tensor grad, Tensor y, Tensor xhat, Tensor weight, Tensor invstd, bool training) "
                                 "-> (Tensor, Tensor, Tensor)",
-    kernels={"cpu": _backward_kernel}, composed=_backward_composed, fake=_backward_fake)
+    kernels={"cpu": _backward_kernel, "cuda": _backward_kernel}, composed=_backward_composed, fake=_backward_fake)
 
 
 def bn_relu_forward(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
