@@ -94,7 +94,13 @@ def test_the_cuda_bindings_refuse_host_memory_by_name():
         _C_cuda.segment_sum(to_dlpack(x), to_dlpack(ptr), to_dlpack(out), 0)
     with pytest.raises(ValueError, match="rowptr: the tensor is on cpu"):
         _C_cuda.gin_aggregate(to_dlpack(torch.zeros(2, 1)), to_dlpack(torch.tensor([0, 0, 0])),
-                              to_dlpack(torch.zeros(0, dtype=torch.int64)), 0.0, to_dlpack(torch.zeros(2, 1)), 0)
+                              to_dlpack(torch.zeros(0, dtype=torch.int64)), to_dlpack(torch.zeros(1)),
+                              to_dlpack(torch.zeros(2, 1)), 0)
+    x, vec = torch.zeros(3, 2), torch.zeros(2)
+    with pytest.raises(ValueError, match=r"\w+: the tensor is on cpu, but this kernel reads CUDA memory"):
+        _C_cuda.batch_norm_relu_forward(*(to_dlpack(t) for t in (x, vec, vec.clone(), vec.clone(), vec.clone())),
+                                        True, 0.1, 1e-5, *(to_dlpack(t) for t in (x.clone(), x.clone(), vec.clone(),
+                                                                                  vec.clone())), 0)
 
 
 class _CudaLike:
