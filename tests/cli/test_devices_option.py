@@ -72,3 +72,24 @@ def test_info_names_the_gpus(capsys):
     names = build_config()["gpus"]
     assert names == [] if NO_GPU else all(name in line for name in names)
     assert ("none" in line) == NO_GPU
+
+
+def test_molecules_and_pairs_train_on_the_device_they_are_given(tmp_path, monkeypatch):
+    """--device auto (the CPU here) gives the results of --device cpu, bit for bit."""
+    import json
+
+    from tests.helpers.tox21_files import write_tox21_subset
+
+    monkeypatch.setenv("RPFAST_CACHE", str(tmp_path / "cache"))
+    data = write_tox21_subset(tmp_path / "tiny.csv", 160, {"A": 0, "B": 1, "C": 2}, smiles_header="SMILES")
+    scores = []
+    for device in ("cpu", "auto"):
+        out = tmp_path / f"molecules-{device}"
+        assert main(["molecules", "--data", str(data), "--model", "duvenaud", "--epochs", "1", "--splits", "1",
+                     "--out", str(out), "--no-progress", "--threads", "1", "--device", device]) == 0
+        scores.append([run["test_score"] for run in json.loads((out / "results.json").read_text())["runs"]])
+        out = tmp_path / f"pairs-{device}"
+        assert main(["pairs", "--family", "basic", "--count", "1", "--epochs", "2", "--out", str(out),
+                     "--no-progress", "--jobs", "1", "--device", device]) == 0
+        scores.append((out / "pairs.csv").read_text().splitlines()[1].split(",")[:8])
+    assert scores[0] == scores[2] and scores[1] == scores[3]
