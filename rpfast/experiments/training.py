@@ -124,8 +124,9 @@ def fit(model: nn.Module, batches: Batches, loss: LossFn, *, epochs: int,
       else the mean training loss (lower is better). ``FitResult.stopped_early`` says it did.
     * Divergence: an epoch whose mean loss (over all processes, so every rank stops together)
       is NaN or infinite, or after which a weight or buffer is, stops training there
-      (``diverged_epoch``); in one process the epoch ends at its first batch whose loss is not
-      finite, before that batch's step. The selection is made among the epochs before it;
+      (``diverged_epoch``); in one process on the CPU the epoch ends at its first batch whose
+      loss is not finite, before that batch's step (on a device the losses are read once per
+      epoch, so no step waits for the device: the epoch runs to its end). The selection is made among the epochs before it;
       without a metric the weights kept are those the last finite epoch started from (in
       full-batch training: the weights that gave its finite loss). In the first epoch nothing
       can be kept: :class:`TrainingDiverged` (a ``ValueError``) is raised.
@@ -269,16 +270,31 @@ def _train_epoch(trained: nn.Module, batches: Batches, loss: LossFn, optimizer: 
     finite ends the epoch before its step, with that loss (the weights stay as they gave it); in
     a group every rank steps (DistributedDataParallel's backward waits for all of them)."""
     trained.train()
-    total, count = 0.0, 0
+    total, on_device, count = 0.0, None, 0
     for chunk in batches.epoch(epoch, context):
         value = loss(trained, batches.make(chunk))
-        number = value.item()
-        if not math.isfinite(number) and not context.distributed:
-            return number
+        read = _reads_each_step(value)
+        if read:
+            number = value.item()
+            if not math.isfinite(number) and not context.distributed:
+                return number
         optimizer.zero_grad()
         value.backward()
         optimizer.step()
-        total += number * len(chunk)
+        if read:
+            total += number * len(chunk)
+        else:  # summed where the loss is, in float64 as the host sums, and read once per epoch
+            weighted = value.detach().double() * len(chunk)
+            on_device = weighted if on_device is None else on_device + weighted
         count += len(chunk)
+    if on_device is not None:
+        total += on_device.item()
     mean = total / count if count else float("nan")
     return context.mean(mean) if context.distributed else mean
+
+
+def _reads_each_step(loss: Tensor) -> bool:
+    """Whether an epoch reads each batch's loss as it goes: on the CPU (free there; a non-finite
+    loss then ends the epoch before its step), not on a device, where a read makes every step
+    wait for the device: there the losses are read once, at the epoch's end."""
+    return loss.device.type == "cpu"

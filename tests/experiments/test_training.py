@@ -280,6 +280,34 @@ def test_a_non_finite_batch_loss_takes_no_step():
     assert all(torch.isfinite(s["exp_avg"]).all() for s in optimizer.state.values())
 
 
+def test_on_a_device_the_losses_are_read_once_per_epoch(monkeypatch):
+    """Where reading a loss makes a step wait (a GPU), an epoch sums its losses where they are and
+    reads them once: the same mean losses, bit for bit, as reading each step on the CPU; a NaN
+    batch then shows at the epoch's end, and the divergence rule keeps an earlier epoch."""
+    from rpfast.experiments import training
+
+    def run(**kwargs):
+        return fit(_linear(), _batches(size=4), _mse, epochs=4, optimizer=_sgd, context=Context(), **kwargs)
+
+    read_each_step = run()
+    reads = []
+
+    def counted(value):
+        reads.append(value)
+        return False
+
+    monkeypatch.setattr(training, "_reads_each_step", counted)
+    with monkeypatch.context() as patch:
+        items = []
+        patch.setattr(torch.Tensor, "item", lambda self: items.append(1) or float(self.tolist()))
+        read_once = run()
+    assert read_once.losses == read_each_step.losses and len(items) == 4  # one read per epoch
+    diverged = fit(_linear(), _batches(size=4), _loss_nan_from(2, steps_per_epoch=N // 4), epochs=5, optimizer=_sgd,
+                   context=Context())
+    assert diverged.diverged_epoch == 2 and math.isnan(diverged.losses[2]) and diverged.best_epoch == 1
+    assert all(torch.isfinite(p).all() for p in diverged.model.parameters())
+
+
 def test_pairs_train_through_fit(monkeypatch):
     """`rpfast pairs` trains every pair with the experiments' one loop."""
     import rpfast.experiments.pairs.protocol as protocol
