@@ -12,6 +12,7 @@ from torch import Tensor
 from rpfast import _backend
 from rpfast._validation import check_int, check_memory, float_tensor, index_tensor
 from rpfast.data import interop
+from rpfast.data.host_copies import HostBatch, HostTensor
 from rpfast.data.batch_layout import check_edges, resolve_ptr, sizes_to_ptr, stack_rows
 from rpfast.data.segments import offsets, ranges, repeat
 
@@ -41,8 +42,8 @@ def lazy_property(compute):
 
 
 _HOST_VIEWS = "_lazy_host"  # the caches of GraphBatch.host_*: they stay on the CPU when the batch moves
-_HOST_EXTRAS = "_lazy_host_extras"  # GraphBatch.host_extra's copies, by name
-_HOST_BATCH = "_lazy_host_batch"  # GraphBatch.host's CPU batch
+_HOST_EXTRAS = "_host_extras"  # GraphBatch.host_extra's records (host_copies.HostTensor), by name
+_HOST_BATCH = "_host_batch"  # GraphBatch.host's record (host_copies.HostBatch)
 
 
 def _same_device(asked: torch.device, current: torch.device) -> bool:
@@ -52,11 +53,6 @@ def _same_device(asked: torch.device, current: torch.device) -> bool:
     if asked.index is None:
         return asked.type != "cuda" or current.index == torch.cuda.current_device()
     return asked.index == current.index
-
-
-def _host_view(value):
-    """A host view for a moved batch: the same tensor, or a new dict of the same tensors."""
-    return dict(value) if isinstance(value, dict) else value
 
 
 class GraphBatch:
@@ -331,27 +327,32 @@ class GraphBatch:
 
     def host(self) -> "GraphBatch":
         """The batch on the CPU, for host-side algorithms (traversals, enumerations): the batch
-        itself on the CPU; for a batch moved by :meth:`to`, the CPU batch it was moved from (kept
-        by reference: no copy, no read of the device); for one made on a device, a copy made once."""
+        itself on the CPU; for a batch moved by :meth:`to` without a dtype, the CPU batch it was
+        moved from (kept by reference: no copy, no read of the device); otherwise a copy, made
+        once. A copy or a source stands for the batch's ``edge_index``, ``x``, ``edge_attr`` and
+        extras as they were: replace one (or change it in place through torch) and the next call
+        copies the batch again (:mod:`rpfast.data.host_copies`)."""
         if self.device.type == "cpu":
             return self
-        source = self.__dict__.get(_HOST_BATCH)
-        if source is None:
-            source = self.__dict__[_HOST_BATCH] = self.to("cpu")
-        return source
+        record = self.__dict__.get(_HOST_BATCH)
+        if record is None or not record.current(self):
+            record = self.__dict__[_HOST_BATCH] = HostBatch(self.to("cpu"), self)
+        return record.batch
 
     def host_extra(self, name: str) -> Optional[Tensor]:
-        """``extras[name]`` (``element``, ...) on the CPU, copied on first use and kept by
-        :meth:`to` as ``host_ptr`` is: per-node labels that host-side work groups by. None when
-        the batch has no such tensor."""
+        """``extras[name]`` (``element``, ...) on the CPU: per-node labels that host-side work
+        groups by. Copied once (a moved batch keeps its source's tensor, by reference) and again
+        when the extra is replaced or changed in place through torch; a copy of a CPU batch's
+        own tensor, so host data stays apart from the step's. None when the batch has no such
+        tensor."""
+        extra = self.extras.get(name)
+        if not isinstance(extra, Tensor):
+            return None
         cache = self.__dict__.setdefault(_HOST_EXTRAS, {})
-        value = cache.get(name)
-        if value is None:
-            extra = self.extras.get(name)
-            if not isinstance(extra, Tensor):
-                return None
-            value = cache[name] = extra.cpu().clone() if extra.is_cpu else extra.cpu()
-        return value
+        record = cache.get(name)
+        if record is None or not record.current(extra):
+            record = cache[name] = HostTensor(extra.cpu().clone() if extra.is_cpu else extra.cpu(), extra)
+        return record.host
 
     @lazy_property
     def host_in_degree(self) -> Tensor:
@@ -522,8 +523,6 @@ class GraphBatch:
             raise ValueError(f"device must name a torch device, got {device!r} ({error})") from None
         if dtype is None and (device is None or _same_device(device, self.device)):
             return self
-        for name in self.extras:
-            self.host_extra(name)
         for name in ("num_nodes", "n_max", "host_ptr", "host_in_degree", "batch", "local_index", "_csr_views",
                      "_csr_t_views", "_edges_by_graph", "_edge_rank", "_undirected_views"):
             getattr(self, name)  # structural views: built once, here, on the source device
@@ -536,19 +535,35 @@ class GraphBatch:
             return value
 
         out = object.__new__(GraphBatch)
-        if self.device.type == "cpu" and dtype is None:  # the source serves host-side work
-            out.__dict__[_HOST_BATCH] = self
         for key, value in self.__getstate__().items():
             features = key in ("x", "edge_attr", "_lazy__dense_adj", "_lazy__dense_x")
             out.__dict__[key] = ({k: move(v) for k, v in value.items()} if key == "extras"
-                                 else _host_view(value) if key.startswith(_HOST_VIEWS) else move(value, features))
+                                 else value if key.startswith(_HOST_VIEWS) else move(value, features))
+        self._pass_host_copies(out, dtype)
         if dtype is not None:  # the adjacency of a batch without edge features too
             out.__dict__["_adjacency_dtype"] = dtype
         return out
 
+    def _pass_host_copies(self, out: "GraphBatch", dtype: Optional[torch.dtype]) -> None:
+        """Give a moved copy ``out`` this batch's host copies, by reference: a CPU batch is the host
+        copy of what it is moved into (unless the dtype changes), and the extras' CPU tensors
+        serve as theirs; a device batch passes on the copies that are still current."""
+        if self.device.type == "cpu":
+            host = self if dtype is None else None
+            extras = {name: value for name, value in self.extras.items() if isinstance(value, Tensor)}
+        else:
+            record = self.__dict__.get(_HOST_BATCH)
+            host = record.batch if record is not None and record.current(self) else None
+            extras = {name: record.host for name, record in self.__dict__.get(_HOST_EXTRAS, {}).items()
+                      if isinstance(self.extras.get(name), Tensor) and record.current(self.extras[name])}
+        if host is not None:
+            out.__dict__[_HOST_BATCH] = HostBatch(host, out)
+        out.__dict__[_HOST_EXTRAS] = {name: HostTensor(value, out.extras[name]) for name, value in extras.items()}
+
     def __getstate__(self) -> dict:
-        """The batch's tensors and cached views (pickles, copies and :meth:`to` take these)."""
-        return dict(self.__dict__)
+        """The batch's tensors and cached views (pickles, copies and :meth:`to` take these; not the
+        host copies of a device batch, which a copy rebuilds or :meth:`to` passes on)."""
+        return {k: v for k, v in self.__dict__.items() if k not in (_HOST_BATCH, _HOST_EXTRAS)}
 
     def __repr__(self) -> str:
         f = None if self.x is None else self.x.shape[1]

@@ -135,8 +135,9 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
 # ------------------------------------------------------------------ embedding
 def _gather(weight: Tensor, index: Tensor) -> Tensor:
     """``weight[index]`` by ``torch.embedding``, which refuses an index outside ``[0, V)``
-    (negative ones included, which ``weight[index]`` would wrap) with an IndexError on every
-    device; compiled code, which skips :func:`embedding`'s own check, relies on it."""
+    (negative ones included, which ``weight[index]`` would wrap): an IndexError on the CPU, a
+    device-side assert on CUDA, nothing on ``meta`` (no values). Compiled code skips
+    :func:`embedding`'s own check, with the message naming the value, and relies on it."""
     return torch.embedding(weight, index)
 
 

@@ -2,9 +2,12 @@
 
 Registered ops (:mod:`rpfast.ops._registry`): ``batch_norm_relu`` (functional: it returns the
 updated running statistics, which the caller copies into the buffers) and its backward
-``batch_norm_relu_backward``, not itself differentiable. C++ on the CPU, two CUDA launches each way
-on a GPU (csrc/cuda/norm.cu); elsewhere ``torch.native_batch_norm`` (torch's statistics and
-running-average update), the ReLU, and torch's batch-norm backward.
+``batch_norm_relu_backward``, not itself differentiable. C++ on the CPU; elsewhere
+``torch.native_batch_norm`` (torch's statistics and running-average update), the ReLU, and
+torch's batch-norm backward. The CUDA kernels of csrc/cuda/norm.cu (two launches each way) are
+built and callable (the kernel functions below take CUDA tensors) but not yet declared for
+the ops: that is one entry each, ``"cuda": _forward_kernel`` and ``"cuda": _backward_kernel``,
+once ``scripts/gpu_check.sh`` has compared them with the CPU on a GPU.
 """
 import math
 
@@ -96,13 +99,12 @@ def _backward(ctx, grad, *unused):
 bn_relu_forward_op = declare(
     "batch_norm_relu", "(Tensor x, Tensor weight, Tensor bias, Tensor running_mean, Tensor running_var, "
                        "bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor, Tensor, Tensor)",
-    kernels={"cpu": _forward_kernel, "cuda": _forward_kernel}, composed=_forward_composed, fake=_forward_fake,
-    setup=_setup, backward=_backward,
+    kernels={"cpu": _forward_kernel}, composed=_forward_composed, fake=_forward_fake, setup=_setup, backward=_backward,
     double_backward=False)
 bn_relu_backward_op = declare(
     "batch_norm_relu_backward", "(Tensor grad, Tensor y, Tensor xhat, Tensor weight, Tensor invstd, bool training) "
                                 "-> (Tensor, Tensor, Tensor)",
-    kernels={"cpu": _backward_kernel, "cuda": _backward_kernel}, composed=_backward_composed, fake=_backward_fake)
+    kernels={"cpu": _backward_kernel}, composed=_backward_composed, fake=_backward_fake)
 
 
 def bn_relu_forward(x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,

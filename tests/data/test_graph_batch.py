@@ -318,7 +318,23 @@ def test_host_is_the_cpu_batch_a_batch_was_moved_from():
     meta = batch.to("meta")
     assert meta.host() is batch and meta.to("meta").host() is batch  # kept by reference, through moves
     double = batch.to(torch.float64)
-    assert double.host() is double  # a CPU batch is its own
+    assert double.host() is double and double.to("meta").host() is double  # the batch moved, not its source
+    record = meta.__dict__["_host_batch"]
+    meta.x = torch.zeros(meta.total_nodes, 5, device="meta")  # replaced: the source no longer stands for it
+    assert not record.current(meta)
+    with pytest.raises(NotImplementedError):  # so the next host() copies the batch (here: meta has no data)
+        meta.host()
+
+
+def test_host_extra_follows_the_extra():
+    batch = _random_batch(3)
+    batch.extras["element"] = torch.zeros(batch.total_nodes, dtype=torch.int64)
+    assert batch.host_extra("element").sum() == 0
+    batch.extras["element"] = torch.ones(batch.total_nodes, dtype=torch.int64)  # replaced
+    assert batch.host_extra("element").sum() == batch.total_nodes
+    batch.extras["element"].add_(1)  # changed in place
+    assert batch.host_extra("element").sum() == 2 * batch.total_nodes
+    assert batch.host_extra("element") is not batch.extras["element"]  # the host copy is apart
 
 
 @pytest.mark.parametrize("copies", [1, 3])

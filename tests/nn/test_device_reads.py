@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from rpfast.data import GraphBatch
-from rpfast.nn import RPDuvenaud, RPGNN, KAry, PiSGD, RelationalPooling, VecMLP
+from rpfast.nn import RPDuvenaud, RPGNN, Exact, KAry, PiSGD, RelationalPooling, VecMLP
 from tests.helpers.assertions import backend
 from tests.helpers.device_reads import DeviceReads
 from tests.helpers.layer_cases import layer_cases, small_batch
@@ -61,6 +61,7 @@ def _cases() -> dict:
     cases.update({
         "RPGNN": lambda: (RPGNN(NodeGCN(3 + 4).double(), 4, strategy=PiSGD(train_samples=2), generator=gen()),
                           (g.x, g)),
+        "RPGNN-Exact": lambda: (RPGNN(NodeGCN(3 + 4).double(), 4, strategy=Exact(4), generator=gen()), (g.x, g)),
         "RPDuvenaud": lambda: (RPDuvenaud(3, 2, 3, conv=(8,), dense=8, generator=gen()).double(),
                                (_with_elements(small_batch(torch.float64)),)),
         "RP-KAry-sampled": lambda: (RelationalPooling(VecMLP(2, dense[0].shape[-1], 3, 8, 2).double(),
@@ -79,7 +80,8 @@ WAITS_FOR_THE_HOST = {
 # layers whose host-side work (traversals, enumerations) reads the batch's host copy
 # (GraphBatch.host): on a device that is the CPU batch it was moved from, and the meta test shows
 # the step reads nothing else; on the CPU the batch is its own host copy, so the counter sees it
-HOST_COPY = {"SubgraphRP": "orders subgraphs on the batch's host copy, which on the CPU is the batch itself"}
+HOST_COPY = {"SubgraphRP": "orders subgraphs on the batch's host copy, which on the CPU is the batch itself",
+             "RPGNN-Exact": "inverts its relabelings on the batch's host copy, which on the CPU is the batch itself"}
 
 
 def _marks(name: str, counted: bool = False):

@@ -50,7 +50,7 @@ class GINLayer(NotScriptable, nn.Module):
     Shapes: ``h [R, N, in_dim]`` or None, ``ids [R, N]`` int64 in ``[0, id_dim)`` or None ->
     ``[R, N, hidden]``. The layer does not read the IDs back to check their range (an
     :class:`~rpfast.nn.GIN` does, with a message naming the values); an ID outside it raises
-    torch's ``IndexError`` on the CPU.
+    torch's ``IndexError`` on the CPU and a device-side assert on CUDA.
     """
 
     def __init__(self, in_dim: int, hidden: int, mlp_layers: int = 2, train_eps: bool = True, id_dim: int = 0,

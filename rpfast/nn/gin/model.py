@@ -150,8 +150,9 @@ class GIN(NotScriptable, nn.Module):
         """``[R, B, out_dim]`` logits (``embedding``: ``[R, B, embedding_dim]``) for ``ids [R, N]``
         that the caller drew in ``[0, id_dim)`` (RP's relabelings mod ``id_dim``): :meth:`forward`
         without reading the IDs back to check their range, so an RP training step on a device
-        never waits for it. Out-of-range IDs still fail where they are read (the C++ network,
-        ``torch.embedding``), without the message naming the values."""
+        never waits for it. Out-of-range IDs still fail where they are read, without the
+        message naming the values: the C++ network and ``torch.embedding`` raise on the CPU, CUDA
+        asserts on the device."""
         if embedding:
             return self._run(x, graph, ids, classify=False, check_ids=False)
         return self._logits(x, graph, ids, check_ids=False)

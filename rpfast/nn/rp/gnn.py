@@ -38,8 +38,9 @@ def _replica_average(out: Tensor, weights: Optional[Tensor], row_graph: Optional
     ``b(r)`` the graph of row ``r`` (``row_graph [R]``; None: row ``r`` is graph ``r``)."""
     if weights is None:
         return replica_mean(out)
-    w = (weights if row_graph is None else weights[row_graph.to(weights.device)]).t()  # [P, R]
-    w = w.to(device=out.device, dtype=out.dtype).reshape(*w.shape, *([1] * (out.dim() - 2)))
+    weights = weights.to(device=out.device, dtype=out.dtype)  # to the rows' device: nothing is read back
+    w = (weights if row_graph is None else weights[row_graph]).t()  # [P, R]
+    w = w.reshape(*w.shape, *([1] * (out.dim() - 2)))
     return (out * w).sum(dim=0)
 
 
@@ -135,7 +136,8 @@ class RPGNN(NotScriptable, nn.Module):
         An rpfast model (``graph_batch_input``) gets the replicas as a GraphBatch, built without
         reading the device; any other GNN gets ``(x, edge_index, batch)``."""
         P, N, B = ids.shape[0], graph.total_nodes, graph.num_graphs
-        # one-hot by comparison: F.one_hot reads the IDs' range back on the CPU (the IDs are drawn in range)
+        # one-hot by comparison: F.one_hot reads the IDs' range back on the CPU. An ID outside
+        # [0, id_dim) would give a zero row, not an error: these are drawn mod id_dim
         one_hot = (ids.unsqueeze(-1) == torch.arange(self.id_dim, device=ids.device)).to(x.dtype)
         x = torch.cat([x.unsqueeze(0).expand(P, -1, -1), one_hot], dim=-1).flatten(0, 1)  # [P * N, F + m]
         replicas = graph.replicate(P)
