@@ -80,8 +80,9 @@ class GraphBatch:
     graph-level ones).
 
     Cached views (built on first access):
-        ``ptr [B+1]``, ``num_nodes [B]``, ``host_ptr [B+1]`` and ``host_in_degree [N]`` (on the CPU; :meth:`host_extra` too), ``batch [N]``, ``rowptr [N+1]``/``col [E]`` (CSR sorted
-        by row then column, ``csr_edge_order [E]`` maps CSR slots to edge ids),
+        ``ptr [B+1]``, ``num_nodes [B]``, ``host_ptr [B+1]`` and ``host_in_degree [N]`` (on the
+        CPU; :meth:`host_extra` and :meth:`host` too), ``batch [N]``, ``rowptr [N+1]``/``col
+        [E]`` (CSR sorted by row then column, ``csr_edge_order [E]`` maps CSR slots to edge ids),
         ``t_rowptr``/``t_col``/``t_edge_order`` (the transpose CSR: incoming edges),
         ``dense_adj() [B, n_max, n_max, 1 + D]`` (channel 0 = edge indicator, multi-edges add
         up as in ``torch_geometric.utils.to_dense_adj``), ``dense_x() [B, n_max, F]`` and

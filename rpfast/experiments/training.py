@@ -126,10 +126,10 @@ def fit(model: nn.Module, batches: Batches, loss: LossFn, *, epochs: int,
       is NaN or infinite, or after which a weight or buffer is, stops training there
       (``diverged_epoch``); in one process on the CPU the epoch ends at its first batch whose
       loss is not finite, before that batch's step (on a device the losses are read once per
-      epoch, so no step waits for the device: the epoch runs to its end). The selection is made among the epochs before it;
-      without a metric the weights kept are those the last finite epoch started from (in
-      full-batch training: the weights that gave its finite loss). In the first epoch nothing
-      can be kept: :class:`TrainingDiverged` (a ``ValueError``) is raised.
+      epoch, so no step waits for the device: the epoch runs to its end). The selection is made
+      among the epochs before it; without a metric the weights kept are those the last finite
+      epoch started from (in full-batch training: the weights that gave its finite loss). In
+      the first epoch nothing can be kept: :class:`TrainingDiverged` (a ``ValueError``) is raised.
     * ``context`` (default: :func:`~rpfast.experiments.distributed.current`): in a process
       group the model is prepared once by :func:`~rpfast.experiments.distributed.prepare`
       (``sync_bn``: SyncBatchNorm; ``find_unused_parameters`` for DDP) and each epoch's mean

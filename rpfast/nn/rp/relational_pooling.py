@@ -206,8 +206,9 @@ class RelationalPooling(NotScriptable, nn.Module):
         return total
 
     def _graph_inputs(self, data, edge_index, batch, edge_attr, needs_edges: bool):
-        """``(the strategy's graph on the CPU, adj [B, n, n, C], x [B, n, F])`` of a graph input: the batch itself (copied to the CPU) when the strategy reads edges, else a
-        batch of its host-side sizes alone."""
+        """``(the strategy's graph on the CPU, adj [B, n, n, C], x [B, n, F])`` of a graph input:
+        the batch's host copy (:meth:`GraphBatch.host`) when the strategy reads edges, else a batch
+        of its host-side sizes alone."""
         node_x, graph = read_graph_input(type(self).__name__, data, edge_index, batch, edge_attr,
                                          training=self.training)
         adj = graph.dense_adj() if self.use_edge_attr else graph.dense_adj()[..., :1]
