@@ -283,3 +283,36 @@ def test_every_layer_trains_on_the_gpu_as_on_the_cpu(name, kernels, monkeypatch)
         torch.testing.assert_close(gpu_grads[key], grad, rtol=1e-7, atol=1e-8, msg=lambda m: f"{key}: {m}")
     for (key, a), b in zip(model.state_dict().items(), twin.state_dict().values()):
         torch.testing.assert_close(b.cpu(), a, rtol=1e-8, atol=1e-8, msg=lambda m: f"{key}: {m}")
+
+
+# layers whose step still waits for the device (tests/nn/test_device_reads.py's list)
+WAITS_ON_A_GPU = {"RP-Oriented"}
+
+
+@needs_gpu
+@pytest.mark.parametrize("kernels", [False, True], ids=["composed", "kernels"])
+@pytest.mark.parametrize("name", sorted(set(LAYERS) - WAITS_ON_A_GPU))
+def test_every_layer_steps_on_the_gpu_without_a_synchronisation(name, kernels, monkeypatch):
+    """Issue 43: a training step (after one of warm-up) and an eval forward of every layer on
+    CUDA tensors under ``torch.cuda.set_sync_debug_mode("error")``, which raises at any
+    operation that makes the host wait for the device. Dense sizes are given on the host."""
+    monkeypatch.setattr(_backend, "_CUDA_SWITCHED_ON", kernels)
+    model, inputs = LAYERS[name]()
+    model = model.cuda()
+    inputs = [_on_gpu(a) if not (isinstance(a, torch.Tensor) and not a.is_floating_point()) else a.tolist()
+              for a in inputs]
+
+    def step():
+        model.train()
+        model(*inputs).square().sum().backward()
+        model.eval()
+        with torch.no_grad():
+            model(*inputs)
+
+    step()  # per-model caches, built once
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
