@@ -12,7 +12,7 @@ from torch import Tensor
 from rpfast import _backend
 from rpfast._validation import check_int, check_memory, float_tensor, index_tensor
 from rpfast.data import interop
-from rpfast.data.host_copies import HostBatch, HostTensor
+from rpfast.data import moves, replicas
 from rpfast.data.batch_layout import check_edges, resolve_ptr, sizes_to_ptr, stack_rows
 from rpfast.data.segments import offsets, ranges, repeat
 
@@ -39,20 +39,6 @@ def lazy_property(compute):
 
     get.__doc__ = compute.__doc__
     return property(get)
-
-
-_HOST_VIEWS = "_lazy_host"  # the caches of GraphBatch.host_*: they stay on the CPU when the batch moves
-_HOST_EXTRAS = "_host_extras"  # GraphBatch.host_extra's records (host_copies.HostTensor), by name
-_HOST_BATCH = "_host_batch"  # GraphBatch.host's record (host_copies.HostBatch)
-
-
-def _same_device(asked: torch.device, current: torch.device) -> bool:
-    """Whether a tensor on ``current`` is already on ``asked`` (``cuda`` meaning the current GPU)."""
-    if asked.type != current.type:
-        return False
-    if asked.index is None:
-        return asked.type != "cuda" or current.index == torch.cuda.current_device()
-    return asked.index == current.index
 
 
 class GraphBatch:
@@ -246,25 +232,7 @@ class GraphBatch:
         and host views without reading the device: node, edge and CSR indices shifted copy by
         copy. ``x``, ``edge_attr`` and the extras are not carried (the caller gives the replicas'
         features)."""
-        P = check_int(copies, "copies", minimum=1)
-        N, E = self.total_nodes, self.num_edges
-        device = self.device
-
-        def shifted(index: Tensor, step: int) -> Tensor:  # [P * len]: copy p's indices + p * step
-            return (index.unsqueeze(0) + step * torch.arange(P, device=index.device).unsqueeze(1)).reshape(-1)
-
-        def stacked_offsets(ptr: Tensor, step: int) -> Tensor:  # P copies of offsets ending at P * step
-            return torch.cat([shifted(ptr[:-1], step), ptr.new_full((1,), P * step)])
-
-        views = [(stacked_offsets(rowptr, E), shifted(col, N), shifted(order, E))
-                 for rowptr, col, order in (self._csr_views, self._csr_t_views)]
-        edge_index = (self.edge_index.unsqueeze(0) + N * torch.arange(P, device=device).view(P, 1, 1)) \
-            .permute(1, 0, 2).reshape(2, P * E)
-        out = GraphBatch._assemble(edge_index, None, None, stacked_offsets(self._ptr, N), *views)
-        out.__dict__["_lazy_host_ptr"] = stacked_offsets(self.host_ptr, N)
-        out.__dict__["_lazy_host_in_degree"] = self.host_in_degree.repeat(P)
-        out.__dict__["_lazy_n_max"] = self.n_max
-        return out
+        return replicas.replicate(self, copies)
 
     def select(self, graphs) -> "GraphBatch":
         """A new batch holding ``graphs`` (indices ``[G]``, in the given order, repeats allowed:
@@ -332,13 +300,8 @@ class GraphBatch:
         moved from (kept by reference: no copy, no read of the device); otherwise a copy, made
         once. A copy or a source stands for the batch's ``edge_index``, ``x``, ``edge_attr`` and
         extras as they were: replace one (or change it in place through torch) and the next call
-        copies the batch again (:mod:`rpfast.data.host_copies`)."""
-        if self.device.type == "cpu":
-            return self
-        record = self.__dict__.get(_HOST_BATCH)
-        if record is None or not record.current(self):
-            record = self.__dict__[_HOST_BATCH] = HostBatch(self.to("cpu"), self)
-        return record.batch
+        copies the batch again (:mod:`rpfast.data.moves`)."""
+        return moves.host_batch(self)
 
     def host_extra(self, name: str) -> Optional[Tensor]:
         """``extras[name]`` (``element``, ...) on the CPU: per-node labels that host-side work
@@ -346,14 +309,7 @@ class GraphBatch:
         when the extra is replaced or changed in place through torch; a copy of a CPU batch's
         own tensor, so host data stays apart from the step's. None when the batch has no such
         tensor."""
-        extra = self.extras.get(name)
-        if not isinstance(extra, Tensor):
-            return None
-        cache = self.__dict__.setdefault(_HOST_EXTRAS, {})
-        record = cache.get(name)
-        if record is None or not record.current(extra):
-            record = cache[name] = HostTensor(extra.cpu().clone() if extra.is_cpu else extra.cpu(), extra)
-        return record.host
+        return moves.host_extra(self, name)
 
     @lazy_property
     def host_in_degree(self) -> Tensor:
@@ -513,58 +469,14 @@ class GraphBatch:
         first, so the copy never recomputes from data it cannot read (the ``meta`` device) or
         sync for them; ``extras`` tensors move to ``device``. Nothing is copied that is already
         where it is asked to be, and without a dtype on the batch's own device the batch itself
-        is returned (as ``Tensor.to`` does)."""
-        if isinstance(device, torch.dtype) and dtype is None:
-            device, dtype = None, device
-        if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
-            raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
-        try:
-            device = None if device is None else torch.device(device)
-        except (RuntimeError, TypeError) as error:
-            raise ValueError(f"device must name a torch device, got {device!r} ({error})") from None
-        if dtype is None and (device is None or _same_device(device, self.device)):
-            return self
-        for name in ("num_nodes", "n_max", "host_ptr", "host_in_degree", "batch", "local_index", "_csr_views",
-                     "_csr_t_views", "_edges_by_graph", "_edge_rank", "_undirected_views"):
-            getattr(self, name)  # structural views: built once, here, on the source device
-
-        def move(value, features: bool = False):
-            if isinstance(value, Tensor):
-                return value.to(device=device, dtype=dtype if features and value.is_floating_point() else None)
-            if isinstance(value, tuple):
-                return tuple(move(v, features) for v in value)
-            return value
-
-        out = object.__new__(GraphBatch)
-        for key, value in self.__getstate__().items():
-            features = key in ("x", "edge_attr", "_lazy__dense_adj", "_lazy__dense_x")
-            out.__dict__[key] = ({k: move(v) for k, v in value.items()} if key == "extras"
-                                 else value if key.startswith(_HOST_VIEWS) else move(value, features))
-        self._pass_host_copies(out, dtype)
-        if dtype is not None:  # the adjacency of a batch without edge features too
-            out.__dict__["_adjacency_dtype"] = dtype
-        return out
-
-    def _pass_host_copies(self, out: "GraphBatch", dtype: Optional[torch.dtype]) -> None:
-        """Give a moved copy ``out`` this batch's host copies, by reference: a CPU batch is the host
-        copy of what it is moved into (unless the dtype changes), and the extras' CPU tensors
-        serve as theirs; a device batch passes on the copies that are still current."""
-        if self.device.type == "cpu":
-            host = self if dtype is None else None
-            extras = {name: value for name, value in self.extras.items() if isinstance(value, Tensor)}
-        else:
-            record = self.__dict__.get(_HOST_BATCH)
-            host = record.batch if record is not None and record.current(self) else None
-            extras = {name: record.host for name, record in self.__dict__.get(_HOST_EXTRAS, {}).items()
-                      if isinstance(self.extras.get(name), Tensor) and record.current(self.extras[name])}
-        if host is not None:
-            out.__dict__[_HOST_BATCH] = HostBatch(host, out)
-        out.__dict__[_HOST_EXTRAS] = {name: HostTensor(value, out.extras[name]) for name, value in extras.items()}
+        is returned (as ``Tensor.to`` does). The host views stay on the CPU, and a batch moved
+        from the CPU keeps its source as its host copy (:meth:`host`)."""
+        return moves.moved(self, device, dtype)
 
     def __getstate__(self) -> dict:
         """The batch's tensors and cached views (pickles, copies and :meth:`to` take these; not the
         host copies of a device batch, which a copy rebuilds or :meth:`to` passes on)."""
-        return {k: v for k, v in self.__dict__.items() if k not in (_HOST_BATCH, _HOST_EXTRAS)}
+        return {k: v for k, v in self.__dict__.items() if k not in moves.HOST_RECORDS}
 
     def __repr__(self) -> str:
         f = None if self.x is None else self.x.shape[1]
