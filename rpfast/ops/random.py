@@ -5,6 +5,7 @@ import torch
 from torch import Tensor
 
 from rpfast import _backend
+from rpfast.data import GraphBatch
 from rpfast.ops._registry import declare
 from rpfast._validation import check_int, check_layout, check_output_size, index_tensor
 
@@ -96,8 +97,12 @@ positions_op = declare(
 
 def graph_positions(graph, num_samples: int, modulus: int, generator: Optional[torch.Generator] = None) -> Tensor:
     """:func:`random_positions` of a :class:`~rpfast.data.GraphBatch` (valid by construction, its
-    sizes known on the host), for layers: no argument checks and no read of device memory, so a
-    training step on a GPU draws its IDs without waiting for the device."""
+    sizes known on the host), for layers: the counts are checked, the batch's offsets are not (no
+    read of device memory), so a training step on a GPU draws its IDs without waiting for it."""
+    if not isinstance(graph, GraphBatch):
+        raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")
+    num_samples = check_int(num_samples, "num_samples", minimum=1)
+    modulus = check_int(modulus, "modulus", minimum=1)
     check_output_size(num_samples * graph.total_nodes, 8, "random_positions output")
     return positions_op(graph.ptr, graph.host_ptr, _signed(seed_from_generator(generator)), num_samples, modulus,
                         graph.total_nodes, graph.n_max)

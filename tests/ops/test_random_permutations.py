@@ -90,3 +90,20 @@ def test_empty_batch():
 def test_the_removed_samples_spelling_is_a_type_error():
     with pytest.raises(TypeError, match="samples"):
         random_permutations([4, 2], samples=3)
+
+
+def test_graph_positions_draw_what_random_positions_draws():
+    """The layers' draw for a GraphBatch (its host offsets, no checks of the data) gives
+    random_positions' IDs for the same generator state, on the batch's device (meta too)."""
+    from rpfast.data import GraphBatch
+    from rpfast.ops.random import graph_positions, random_positions
+
+    graph = GraphBatch(torch.tensor([[0, 1, 5], [1, 0, 6]]), num_nodes=[3, 0, 4])
+    expected = random_positions(graph.ptr, 4, 3, generator=torch.Generator().manual_seed(7))
+    assert torch.equal(graph_positions(graph, 4, 3, generator=torch.Generator().manual_seed(7)), expected)
+    on_meta = graph_positions(graph.to("meta"), 4, 3, generator=torch.Generator().manual_seed(7))
+    assert on_meta.device.type == "meta" and on_meta.shape == expected.shape
+    with pytest.raises(ValueError, match="num_samples must be >= 1"):
+        graph_positions(graph, 0, 3)
+    with pytest.raises(TypeError, match="graph must be an rpfast.data.GraphBatch"):
+        graph_positions(graph.ptr, 2, 3)
