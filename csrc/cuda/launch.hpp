@@ -20,9 +20,10 @@ void random_permutations(const int64_t* num_nodes, int64_t B, int64_t P, int64_t
                          int64_t* workspace, int64_t* out, uintptr_t stream);
 
 // out[p, ptr[b] + i] (int64 [P, N]) = row b * P + p of random_permutations (n_b positions) at i,
-// mod modulus: rpfast::random_positions on the device; `workspace` int64 [B * P, n_max].
+// mod modulus: rpfast::random_positions on the device; `workspace` int64 [B * P, n_max]. `seed_at`
+// (null, or one int64 in device memory) replaces `seed` when given: a captured graph's seed.
 void random_positions(const int64_t* ptr, int64_t B, int64_t P, int64_t N, int64_t n_max, int64_t modulus,
-                      uint64_t seed, int64_t* workspace, int64_t* out, uintptr_t stream);
+                      uint64_t seed, const int64_t* seed_at, int64_t* workspace, int64_t* out, uintptr_t stream);
 
 // out[b, p, i, j, c] = adj[b, perms[b,p,i], perms[b,p,j], c] (0 where either is -1); T = float or double.
 template <class T>

@@ -44,14 +44,24 @@ void random_permutations(const Array& num_nodes, uint64_t seed, const Array& wor
                                    stream);
 }
 
-void random_positions(const Array& ptr, int64_t modulus, uint64_t seed, const Array& workspace, const Array& out,
-                      uintptr_t stream) {
+// seed_at: None, or one int64 on the device that the kernel reads instead of `seed` (the seed
+// buffer of a captured CUDA graph, refilled before every replay).
+void random_positions(const Array& ptr, int64_t modulus, uint64_t seed, const py::object& seed_at,
+                      const Array& workspace, const Array& out, uintptr_t stream) {
   same_device({&ptr, &workspace, &out});
   const int64_t B = ptr.shape(0) - 1;
   if (B < 0) throw std::invalid_argument("ptr must have B + 1 >= 1 entries");
   const int64_t P = out.ndim() == 2 ? out.shape(0) : 0, N = out.ndim() == 2 ? out.shape(1) : 0;
   expect_dim(workspace, "workspace", 0, B * P);
-  rpfast_cuda::random_positions(in_ptr<int64_t>(ptr, "ptr", 1), B, P, N, workspace.shape(1), modulus, seed,
+  const int64_t* seed_ptr = nullptr;
+  Array seed_array;
+  if (!seed_at.is_none()) {
+    if (!seed_array.load(seed_at)) throw std::invalid_argument("seed_at must be an array (one int64) or None");
+    same_device({&ptr, &seed_array});
+    expect_dim(seed_array, "seed_at", 0, 1);
+    seed_ptr = in_ptr<int64_t>(seed_array, "seed_at", 1);
+  }
+  rpfast_cuda::random_positions(in_ptr<int64_t>(ptr, "ptr", 1), B, P, N, workspace.shape(1), modulus, seed, seed_ptr,
                                 out_ptr<int64_t>(workspace, "workspace", 2), out_ptr<int64_t>(out, "out", 2), stream);
 }
 
@@ -225,7 +235,7 @@ PYBIND11_MODULE(_C_cuda, m) {
   m.def("random_permutations", &random_permutations, py::arg("num_nodes"), py::arg("seed"), py::arg("workspace"),
         py::arg("out"), py::arg("stream"));
   m.def("random_positions", &random_positions, py::arg("ptr"), py::arg("modulus"), py::arg("seed"),
-        py::arg("workspace"), py::arg("out"), py::arg("stream"));
+        py::arg("seed_at"), py::arg("workspace"), py::arg("out"), py::arg("stream"));
   m.def("permute_adjacency_forward", &permute_forward<4>, py::arg("adj"), py::arg("perms"), py::arg("out"),
         py::arg("stream"));
   m.def("permute_adjacency_backward", &permute_backward<4>, py::arg("grad"), py::arg("perms"), py::arg("grad_adj"),

@@ -22,10 +22,13 @@ __global__ void permutation_rows(const int64_t* num_nodes, int64_t rows, int64_t
   for (int64_t i = take; i < K; ++i) dst[i] = -1;
 }
 
+// `seed_at` (device memory, may be null): the seed to use instead of `seed`, so a captured CUDA
+// graph draws fresh relabelings at every replay once the caller refills it.
 __global__ void position_rows(const int64_t* ptr, int64_t rows, int64_t P, int64_t N, int64_t n_max, int64_t modulus,
-                              uint64_t seed, int64_t* workspace, int64_t* out) {
+                              uint64_t seed, const int64_t* seed_at, int64_t* workspace, int64_t* out) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (row >= rows) return;
+  if (seed_at != nullptr) seed = static_cast<uint64_t>(*seed_at);
   const int64_t b = row / P, p = row % P, n = ptr[b + 1] - ptr[b];
   int64_t* pool = workspace + row * n_max;
   int64_t* dst = out + p * N + ptr[b];
@@ -38,12 +41,13 @@ __global__ void position_rows(const int64_t* ptr, int64_t rows, int64_t P, int64
 }  // namespace
 
 void random_positions(const int64_t* ptr, int64_t B, int64_t P, int64_t N, int64_t n_max, int64_t modulus,
-                      uint64_t seed, int64_t* workspace, int64_t* out, uintptr_t stream) {
+                      uint64_t seed, const int64_t* seed_at, int64_t* workspace, int64_t* out, uintptr_t stream) {
   const int64_t rows = B * P;
   if (rows == 0 || N == 0) return;
   const int threads = 128;
   position_rows<<<static_cast<unsigned>((rows + threads - 1) / threads), threads, 0,
-                  reinterpret_cast<cudaStream_t>(stream)>>>(ptr, rows, P, N, n_max, modulus, seed, workspace, out);
+                  reinterpret_cast<cudaStream_t>(stream)>>>(ptr, rows, P, N, n_max, modulus, seed, seed_at,
+                                                                workspace, out);
   check_launch("random_positions");
 }
 

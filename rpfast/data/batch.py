@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from rpfast import _backend
+from rpfast._capture import refuse_while_capturing
 from rpfast._validation import check_int, check_memory, float_tensor, index_tensor
 from rpfast.data import interop
 from rpfast.data import moves, replicas
@@ -25,10 +26,11 @@ def _kernels_for(t: Tensor) -> bool:
     return t.device.type in _backend.kernel_devices()
 
 
-def lazy_property(compute):
-    """A read-only attribute computed on first use and kept in the instance (like
-    ``functools.cached_property``, without its lock, which ``torch.compile`` cannot trace)."""
-    key = "_lazy_" + compute.__name__
+def lazy_property(compute, key=None):
+    """A read-only attribute computed on first use and kept in the instance under ``key``
+    (default ``"_lazy_" + name``; like ``functools.cached_property``, without its lock, which
+    ``torch.compile`` cannot trace)."""
+    key = key or "_lazy_" + compute.__name__
 
     def get(self):
         value = self.__dict__.get(key)
@@ -300,7 +302,9 @@ class GraphBatch:
         moved from (kept by reference: no copy, no read of the device); otherwise a copy, made
         once. A copy or a source stands for the batch's ``edge_index``, ``x``, ``edge_attr`` and
         extras as they were: replace one (or change it in place through torch) and the next call
-        copies the batch again (:mod:`rpfast.data.moves`)."""
+        copies the batch again (:mod:`rpfast.data.moves`). Refused while a step is captured as a
+        CUDA graph (:mod:`rpfast._capture`)."""
+        refuse_while_capturing("GraphBatch.host()")
         return moves.host_batch(self)
 
     def host_extra(self, name: str) -> Optional[Tensor]:
@@ -308,15 +312,24 @@ class GraphBatch:
         groups by. Copied once (a moved batch keeps its source's tensor, by reference) and again
         when the extra is replaced or changed in place through torch; a copy of a CPU batch's
         own tensor, so host data stays apart from the step's. None when the batch has no such
-        tensor."""
+        tensor. Refused while a step is captured as a CUDA graph (:mod:`rpfast._capture`)."""
+        refuse_while_capturing(f"GraphBatch.host_extra({name!r})")
         return moves.host_extra(self, name)
 
-    @lazy_property
+    @property
     def host_in_degree(self) -> Tensor:
         """``[N]`` incoming edges of every node, on the CPU (kept by :meth:`to` as ``host_ptr``
-        is): what groups nodes by degree on the host without reading the device."""
+        is): what groups nodes by degree on the host without reading the device. Refused while a
+        step is captured as a CUDA graph (:mod:`rpfast._capture`)."""
+        refuse_while_capturing("GraphBatch.host_in_degree")
+        return self._host_in_degree
+
+    def _in_degree_on_host(self) -> Tensor:
         t_rowptr = self.t_rowptr if self.t_rowptr.is_cpu else self.t_rowptr.cpu()
         return t_rowptr[1:] - t_rowptr[:-1]
+
+    # kept as a host view (moves.HOST_VIEWS) by to() and replicate(), which pass it on unread
+    _host_in_degree = lazy_property(_in_degree_on_host, key=moves.HOST_VIEWS + "_in_degree")
 
     @property
     def num_graphs(self) -> int:

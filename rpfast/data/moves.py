@@ -21,7 +21,7 @@ HOST_BATCH = "_host_batch"  # host_batch's record (HostBatch)
 HOST_RECORDS = (HOST_BATCH, HOST_EXTRAS)  # not pickled: a copy rebuilds them, a move passes them on
 # the views built on the source device before a move: the copy never recomputes them from data it
 # cannot read (the meta device) or synchronises for them
-STRUCTURE = ("num_nodes", "n_max", "host_ptr", "host_in_degree", "batch", "local_index", "_csr_views",
+STRUCTURE = ("num_nodes", "n_max", "host_ptr", "_host_in_degree", "batch", "local_index", "_csr_views",
              "_csr_t_views", "_edges_by_graph", "_edge_rank", "_undirected_views")
 FEATURES = ("x", "edge_attr", "_lazy__dense_adj", "_lazy__dense_x")  # what a dtype converts
 

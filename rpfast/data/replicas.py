@@ -4,6 +4,7 @@ import torch
 from torch import Tensor
 
 from rpfast._validation import check_int
+from rpfast.data import moves
 
 __all__ = ["replicate"]
 
@@ -26,6 +27,8 @@ def replicate(batch, copies: int):
         .permute(1, 0, 2).reshape(2, P * E)
     out = type(batch)._assemble(edge_index, None, None, stacked_offsets(batch.ptr, N), *views)
     out.__dict__["_lazy_host_ptr"] = stacked_offsets(batch.host_ptr, N)
-    out.__dict__["_lazy_host_in_degree"] = batch.host_in_degree.repeat(P)
+    in_degree = batch.__dict__.get(moves.HOST_VIEWS + "_in_degree")  # passed on where kept, never read here
+    if in_degree is not None:
+        out.__dict__[moves.HOST_VIEWS + "_in_degree"] = in_degree.repeat(P)
     out.__dict__["_lazy_n_max"] = batch.n_max
     return out

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from rpfast.experiments.batches import Batches
 from rpfast.experiments.distributed import Context, current, prepare
+from rpfast.experiments.step_graphs import StepGraphs
 
 __all__ = ["Batches", "Epoch", "FitResult", "Snapshot", "TrainingDiverged", "adam", "check_learning_rate",
            "diverged_warning", "fit"]
@@ -26,6 +27,23 @@ LossFn = Callable[[nn.Module, Any], Tensor]
 MetricFn = Callable[[nn.Module], Optional[float]]
 
 
+def _step_graphs(cuda_graphs, model: nn.Module, trained: nn.Module, loss: LossFn,
+                 optimizer: torch.optim.Optimizer, context: Context) -> Optional[StepGraphs]:
+    """fit's ``cuda_graphs`` checked: None (steps run as usual) or the :class:`StepGraphs`."""
+    if cuda_graphs is False:
+        return None
+    if context.distributed:
+        raise ValueError("cuda_graphs captures the steps of one process; a process group trains without it")
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    if cuda_graphs is True:
+        if device.type != "cuda":
+            raise ValueError(f"cuda_graphs needs the model on a CUDA device, got its parameters on {device}")
+        return StepGraphs(trained, loss, optimizer, device)
+    if not isinstance(cuda_graphs, type):
+        raise TypeError(f"cuda_graphs must be True, False or a graph class, got {type(cuda_graphs).__name__}")
+    return StepGraphs(trained, loss, optimizer, device, graph_type=cuda_graphs)
+
+
 def check_learning_rate(lr) -> float:
     """``lr`` if it is a positive finite number up to :data:`MAX_LEARNING_RATE`, else a ValueError."""
     if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not (math.isfinite(lr) and lr > 0):
@@ -35,10 +53,16 @@ def check_learning_rate(lr) -> float:
     return float(lr)
 
 
-def adam(parameters: Iterable[Tensor], lr: float) -> torch.optim.Adam:
+def adam(parameters: Iterable[Tensor], lr: float, capturable: bool = False) -> torch.optim.Adam:
     """Adam with torch's fused kernel when this torch has it for the parameters' device (one
-    call updates every tensor; the per-tensor loop costs more than a small GIN's step)."""
+    call updates every tensor; the per-tensor loop costs more than a small GIN's step).
+    ``capturable``: for steps captured as CUDA graphs (``fit(cuda_graphs=True)``): the step
+    count and the learning rate live on the parameters' device, so a schedule's changes reach
+    a replayed step."""
     parameters = list(parameters)
+    if capturable:
+        device = parameters[0].device if parameters else torch.device("cpu")
+        return torch.optim.Adam(parameters, lr=torch.tensor(lr, device=device), fused=True, capturable=True)
     try:
         return torch.optim.Adam(parameters, lr=lr, fused=True)
     except (RuntimeError, TypeError, ValueError):  # pragma: no cover - torch without fused CPU Adam
@@ -83,6 +107,7 @@ class FitResult:
     diverged_epoch: Optional[int] = None
     divergence: Optional[str] = None  # what was not finite in the diverged epoch
     stopped_early: bool = False  # the patience rule ended training before ``epochs``
+    step_graphs: Optional[dict] = None  # with ``cuda_graphs``: StepGraphs.summary()
 
     @property
     def finite_epochs(self) -> int:
@@ -100,7 +125,8 @@ def fit(model: nn.Module, batches: Batches, loss: LossFn, *, epochs: int,
         schedule: Optional[Callable[[torch.optim.Optimizer], Any]] = None,
         metric: Optional[MetricFn] = None, context: Optional[Context] = None, sync_bn: bool = False,
         find_unused_parameters: bool = False, on_epoch: Optional[Callable[[Epoch], None]] = None,
-        maximize: bool = True, patience: Optional[int] = None, min_delta: float = 0.0) -> FitResult:
+        maximize: bool = True, patience: Optional[int] = None, min_delta: float = 0.0,
+        cuda_graphs=False) -> FitResult:
     """Train ``model`` for ``epochs`` epochs; returns a :class:`FitResult`.
 
     * ``batches``: the training examples and how an epoch orders and batches them
@@ -137,6 +163,14 @@ def fit(model: nn.Module, batches: Batches, loss: LossFn, *, epochs: int,
     * ``on_epoch(epoch)`` (optional): called after each epoch with its :class:`Epoch` (a
       progress bar's hook).
 
+    * ``cuda_graphs``: capture each batch shape's whole step (forward, backward, optimizer step)
+      as a CUDA graph and replay it (:mod:`rpfast.experiments.step_graphs`): for a model on a
+      CUDA device, in one process, with a capturable optimizer (:func:`adam` with
+      ``capturable=True``). A shape is captured the second time it comes; a step that cannot be
+      captured runs as usual, and ``FitResult.step_graphs`` says how many of each and why. The
+      losses are those of the steps run eagerly, to rounding. (A graph class instead of True runs
+      the mode with it: the tests' CPU stand-in.)
+
     Each step is ``zero_grad``, ``backward``, ``step``; random numbers are drawn in this order:
     an epoch's order (``batches.generator``), the steps (the model's own generators), the metric.
     """
@@ -154,6 +188,7 @@ def fit(model: nn.Module, batches: Batches, loss: LossFn, *, epochs: int,
     model, trained = prepare(model, context, sync_bn=sync_bn, find_unused_parameters=find_unused_parameters)
     optimizer = optimizer(list(model.parameters()))
     schedule = schedule(optimizer) if schedule is not None else None
+    graphs = _step_graphs(cuda_graphs, model, trained, loss, optimizer, context)
     result, best = FitResult(model), Snapshot(model)
     begun = Snapshot(model) if metric is None else None  # the weights each epoch starts from
     watched, stale = None, 0
@@ -161,7 +196,7 @@ def fit(model: nn.Module, batches: Batches, loss: LossFn, *, epochs: int,
         if begun is not None:
             begun.take()
         start = time.perf_counter()
-        mean_loss = _train_epoch(trained, batches, loss, optimizer, index, context)
+        mean_loss = _train_epoch(trained, batches, loss, optimizer, index, context, graphs)
         result.seconds.append(time.perf_counter() - start)
         result.losses.append(mean_loss)
         problem = _divergence(mean_loss, model, context)
@@ -196,6 +231,7 @@ def fit(model: nn.Module, batches: Batches, loss: LossFn, *, epochs: int,
             if stale >= patience:
                 result.stopped_early = index < epochs - 1
                 break
+    result.step_graphs = None if graphs is None else graphs.summary()
     if result.best_epoch < 0:
         raise TrainingDiverged(f"training diverged in its first epoch ({result.divergence}): no epoch can be kept; "
                                "lower the learning rate", 0)
@@ -264,23 +300,27 @@ def _divergence(mean_loss: float, model: nn.Module, context: Context) -> Optiona
 
 
 def _train_epoch(trained: nn.Module, batches: Batches, loss: LossFn, optimizer: torch.optim.Optimizer,
-                 epoch: int, context: Context) -> float:
+                 epoch: int, context: Context, graphs: Optional[StepGraphs] = None) -> float:
     """One pass over ``batches``' order for ``epoch``; the mean loss per example (over all
-    processes in a group; NaN if no batch was trained). In one process a batch whose loss is not
-    finite ends the epoch before its step, with that loss (the weights stay as they gave it); in
-    a group every rank steps (DistributedDataParallel's backward waits for all of them)."""
+    processes in a group; NaN if no batch was trained). In one process on the CPU a batch whose
+    loss is not finite ends the epoch before its step, with that loss (the weights stay as they
+    gave it); in a group every rank steps (DistributedDataParallel's backward waits for all of
+    them). With ``graphs`` the steps are theirs (:class:`StepGraphs`: captured and replayed)."""
     trained.train()
     total, on_device, count = 0.0, None, 0
     for chunk in batches.epoch(epoch, context):
-        value = loss(trained, batches.make(chunk))
-        read = _reads_each_step(value)
-        if read:
-            number = value.item()
-            if not math.isfinite(number) and not context.distributed:
-                return number
-        optimizer.zero_grad()
-        value.backward()
-        optimizer.step()
+        if graphs is not None:  # the step already ran (replayed or eagerly): its loss, read at the end
+            value, read = graphs.step(batches.make(chunk)), False
+        else:
+            value = loss(trained, batches.make(chunk))
+            read = _reads_each_step(value)
+            if read:
+                number = value.item()
+                if not math.isfinite(number) and not context.distributed:
+                    return number
+            optimizer.zero_grad()
+            value.backward()
+            optimizer.step()
         if read:
             total += number * len(chunk)
         else:  # summed where the loss is, in float64 as the host sums, and read once per epoch

@@ -6,6 +6,7 @@ from torch import Tensor
 
 from rpfast import _backend
 from rpfast.data import GraphBatch
+from rpfast.ops import seed_tape
 from rpfast.ops._registry import declare
 from rpfast._validation import check_int, check_layout, check_output_size, index_tensor
 
@@ -63,49 +64,67 @@ permutations_op = declare(
     fake=lambda num_nodes, seed, samples, k: num_nodes.new_empty((num_nodes.shape[0], samples, k)))
 
 
-def _positions_cpu(ptr: Tensor, host_ptr: Tensor, seed: int, samples: int, modulus: int, total_nodes: int,
-                  n_max: int) -> Tensor:
+def _seed(seed: int, seed_at: Optional[Tensor]) -> int:
+    """The kernel seed: ``seed``, or the value in ``seed_at`` (a CPU tensor here: read for free)."""
+    return _unsigned(seed if seed_at is None else int(seed_at))
+
+
+def _positions_cpu(ptr: Tensor, host_ptr: Tensor, seed: int, seed_at: Optional[Tensor], samples: int, modulus: int,
+                   total_nodes: int, n_max: int) -> Tensor:
     out = torch.empty((samples, total_nodes), dtype=torch.int64)
-    _backend.call("random_positions", host_ptr, modulus, _unsigned(seed), out)
+    _backend.call("random_positions", host_ptr, modulus, _seed(seed, seed_at), out)
     return out
 
 
-def _positions_cuda(ptr: Tensor, host_ptr: Tensor, seed: int, samples: int, modulus: int, total_nodes: int,
-                    n_max: int) -> Tensor:
+def _positions_cuda(ptr: Tensor, host_ptr: Tensor, seed: int, seed_at: Optional[Tensor], samples: int, modulus: int,
+                    total_nodes: int, n_max: int) -> Tensor:
     """The CPU's streams on the device; each graph's Fisher-Yates pool is a row of ``workspace
-    [B * P, n_max]`` (``n_max`` from the host: nothing is read back)."""
+    [B * P, n_max]`` (``n_max`` from the host: nothing is read back). ``seed_at`` (one int64 on
+    the device) is read by the kernel: a captured CUDA graph's seed, refilled before each replay."""
     B = ptr.shape[0] - 1
     out = torch.empty((samples, total_nodes), dtype=torch.int64, device=ptr.device)
     workspace = torch.empty((B * samples, max(n_max, 1)), dtype=torch.int64, device=ptr.device)
-    _backend.call("random_positions", ptr, modulus, _unsigned(seed), workspace, out)
+    _backend.call("random_positions", ptr, modulus, _unsigned(seed), seed_at, workspace, out)
     return out
 
 
-def _positions_elsewhere(ptr: Tensor, host_ptr: Tensor, seed: int, samples: int, modulus: int, total_nodes: int,
-                         n_max: int) -> Tensor:
+def _positions_elsewhere(ptr: Tensor, host_ptr: Tensor, seed: int, seed_at: Optional[Tensor], samples: int,
+                         modulus: int, total_nodes: int, n_max: int) -> Tensor:
     """Drawn from the host's copy of the sizes by the CPU kernel and moved: the same positions on
-    every device and backend, and no read of device memory (on ``meta`` the move keeps the shape)."""
-    return _positions_cpu(host_ptr, host_ptr, seed, samples, modulus, total_nodes, n_max).to(ptr.device)
+    every device and backend, and no read of device memory (on ``meta`` the move keeps the shape).
+    A ``seed_at`` on a device is read back (so this form is not captured in a CUDA graph)."""
+    seed = seed if seed_at is None else int(seed_at)
+    return _positions_cpu(host_ptr, host_ptr, seed, None, samples, modulus, total_nodes, n_max).to(ptr.device)
 
 
 positions_op = declare(
-    "random_positions", "(Tensor ptr, Tensor host_ptr, int seed, int samples, int modulus, SymInt total_nodes, "
-                        "SymInt n_max) -> Tensor",
+    "random_positions", "(Tensor ptr, Tensor host_ptr, int seed, Tensor? seed_at, int samples, int modulus, "
+                        "SymInt total_nodes, SymInt n_max) -> Tensor",
     kernels={"cpu": _positions_cpu, "cuda": _positions_cuda}, composed=_positions_elsewhere,
-    fake=lambda ptr, host_ptr, seed, samples, modulus, total_nodes, n_max: ptr.new_empty((samples, total_nodes)))
+    fake=lambda ptr, host_ptr, seed, seed_at, samples, modulus, total_nodes, n_max: ptr.new_empty(
+        (samples, total_nodes)))
 
 
 def graph_positions(graph, num_samples: int, modulus: int, generator: Optional[torch.Generator] = None) -> Tensor:
     """:func:`random_positions` of a :class:`~rpfast.data.GraphBatch` (valid by construction, its
     sizes known on the host), for layers: the counts are checked, the batch's offsets are not (no
-    read of device memory), so a training step on a GPU draws its IDs without waiting for it."""
+    read of device memory), so a training step on a GPU draws its IDs without waiting for it.
+
+    While a training step is captured as a CUDA graph (:mod:`rpfast.ops.seed_tape`), the seed
+    comes from the tape's buffer, which is refilled from ``generator`` before every replay: the
+    same draws, in the same order, as the step run eagerly."""
     if not isinstance(graph, GraphBatch):
         raise TypeError(f"graph must be an rpfast.data.GraphBatch, got {type(graph).__name__}")
     num_samples = check_int(num_samples, "num_samples", minimum=1)
     modulus = check_int(modulus, "modulus", minimum=1)
     check_output_size(num_samples * graph.total_nodes, 8, "random_positions output")
-    return positions_op(graph.ptr, graph.host_ptr, _signed(seed_from_generator(generator)), num_samples, modulus,
-                        graph.total_nodes, graph.n_max)
+    tape = seed_tape.active()
+    if tape is None:
+        seed, seed_at = _signed(seed_from_generator(generator)), None
+    else:
+        seed, seed_at = 0, tape.slot(generator, lambda: _signed(seed_from_generator(generator)))
+    return positions_op(graph.ptr, graph.host_ptr, seed, seed_at, num_samples, modulus, graph.total_nodes,
+                        graph.n_max)
 
 
 # ------------------------------------------------------------------ public API
@@ -174,8 +193,8 @@ def random_positions(ptr: Tensor, num_samples: int, modulus: int, generator: Opt
     N = int(host_ptr[-1])
     check_output_size(samples * N, 8, "random_positions output")
     n_max = int(host_ptr.diff().max()) if host_ptr.numel() > 1 else 0
-    return positions_op(ptr.contiguous(), host_ptr.contiguous(), _signed(seed_from_generator(generator)), samples,
-                        modulus, N, n_max)
+    return positions_op(ptr.contiguous(), host_ptr.contiguous(), _signed(seed_from_generator(generator)), None,
+                        samples, modulus, N, n_max)
 
 
 def _sample_ids(ptr: Tensor, total_nodes: int, samples: int, id_dim: int) -> Tensor:

@@ -93,3 +93,19 @@ def test_molecules_and_pairs_train_on_the_device_they_are_given(tmp_path, monkey
                      "--no-progress", "--jobs", "1", "--device", device]) == 0
         scores.append((out / "pairs.csv").read_text().splitlines()[1].split(",")[:8])
     assert scores[0] == scores[2] and scores[1] == scores[3]
+
+
+def test_cuda_graphs_is_on_for_fixed_shapes_and_a_switch_elsewhere():
+    """On by default where batch shapes repeat (csl, pairs), off for molecules; only a GPU in
+    one process uses it."""
+    from rpfast._options import config_from_args
+    from rpfast.cli import build_parser
+    from rpfast.experiments.devices import uses_cuda_graphs
+
+    assert CSLConfig().cuda_graphs and PairsConfig(family="basic").cuda_graphs and not MoleculesConfig().cuda_graphs
+    parser = build_parser()
+    assert not config_from_args(CSLConfig, parser.parse_args(["csl", "--no-cuda-graphs"])).cuda_graphs
+    assert config_from_args(MoleculesConfig, parser.parse_args(["molecules", "train", "--cuda-graphs"])).cuda_graphs
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert uses_cuda_graphs(True, cuda) and not uses_cuda_graphs(True, cpu)
+    assert not uses_cuda_graphs(True, cuda, distributed=True) and not uses_cuda_graphs(False, cuda)

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from rpfast.datasets import PAPER_SKIPS, csl_batch, csl_dataset
 from rpfast._options import option
-from rpfast.experiments.devices import device_option, resolve_device
+from rpfast.experiments.devices import cuda_graphs_option, device_option, resolve_device, uses_cuda_graphs
 from rpfast.experiments.report import format_table, summarise, wall_seconds, write_outputs
 from rpfast.experiments import distributed
 from rpfast.experiments.shape import Experiment
@@ -57,6 +57,7 @@ class CSLConfig:
                            "torchrun sets this itself")
     sync_bn: bool = option(False, "with several processes, synchronise BatchNorm statistics (SyncBatchNorm)")
     device: str = device_option()
+    cuda_graphs: bool = cuda_graphs_option(True)
 
     def resolved_jobs(self) -> int:
         if self.nproc > 1 or distributed.under_launcher() or resolve_device(self.device).type != "cpu":
@@ -151,11 +152,13 @@ def train_run(config: CSLConfig, fold: int, seed: int, name: str, report: Option
     batches = Batches(train_idx, lambda chunk: (make_batch(chunk), labels[chunk]),
                       size=config.batch_size or len(train_idx),  # 0: full batch, the paper code's protocol
                       generator=generator, seed=run_seed)
+    captured = uses_cuda_graphs(config.cuda_graphs, device, context.distributed)
     try:
         fitted = fit(model, batches, classification_loss, epochs=config.epochs,
-                     optimizer=lambda p: adam(p, config.lr),
+                     optimizer=lambda p: adam(p, config.lr, capturable=captured),
                      schedule=lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, config.epochs),
-                     context=context, sync_bn=config.sync_bn, on_epoch=None if report is None else lambda _: report(1))
+                     context=context, sync_bn=config.sync_bn, on_epoch=None if report is None else lambda _: report(1),
+                     cuda_graphs=captured)
     except TrainingDiverged as error:
         raise TrainingDiverged(f"{name}, fold {fold}, seed {seed}: {error} (--lr, now {config.lr:g})",
                                error.epoch) from None

@@ -22,7 +22,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from rpfast._options import option
-from rpfast.experiments.devices import device_option, resolve_device
+from rpfast.experiments.devices import cuda_graphs_option, device_option, resolve_device, uses_cuda_graphs
 from rpfast.datasets.moleculenet import MoleculeDataset, featurize_dataset, load_tox21, read_moleculenet_csv
 from rpfast.datasets.molecules import MoleculeGraphs
 from rpfast.experiments import distributed
@@ -84,6 +84,7 @@ class MoleculesConfig:
                            "torchrun sets this itself")
     sync_bn: bool = option(False, "with several processes, synchronise BatchNorm statistics (SyncBatchNorm)")
     device: str = device_option()
+    cuda_graphs: bool = cuda_graphs_option(False)
 
     def model_list(self) -> List[str]:
         names = [m.strip() for m in self.models.split(",") if m.strip()]
@@ -260,12 +261,14 @@ def train_model(name: str, k: int, config: MoleculesConfig, graphs: MoleculeGrap
                         valid="n/a" if epoch.metric is None else f"{epoch.metric:.3f}")
         bar.update()
 
+    captured = uses_cuda_graphs(config.cuda_graphs, device, context.distributed)
+    lr = torch.tensor(config.lr, device=device) if captured else config.lr  # a replayed step reads it on the device
     try:
         fitted = fit(model, batches, loss, epochs=epochs,
-                     optimizer=lambda parameters: torch.optim.Adam(parameters, lr=config.lr), metric=valid_score,
-                     maximize=METRICS[metric].higher_is_better, context=context, sync_bn=config.sync_bn,
-                     find_unused_parameters=True,  # a shard may miss an element's or a degree's weights
-                     on_epoch=show)
+                     optimizer=lambda parameters: torch.optim.Adam(parameters, lr=lr, capturable=captured),
+                     metric=valid_score, maximize=METRICS[metric].higher_is_better, context=context,
+                     sync_bn=config.sync_bn, find_unused_parameters=True,  # a shard may miss an element's weights
+                     on_epoch=show, cuda_graphs=captured)
     except TrainingDiverged as error:
         raise TrainingDiverged(f"{_job_name(name, arch.k)}, split {split_seed - config.seed}: {error} (--lr, now "
                                f"{config.lr:g})", error.epoch) from None

@@ -26,6 +26,7 @@ from rpfast.datasets.pairs import GraphPair
 from rpfast.experiments.pairs.models import MODELS, build_model, check_model_settings
 from rpfast.experiments.pairs.statistics import verdict
 from rpfast.experiments.batches import Batches
+from rpfast.experiments.devices import uses_cuda_graphs
 from rpfast.experiments.training import TrainingDiverged, check_learning_rate, fit
 
 __all__ = ["PairsSettings", "MODELS", "run_pair", "score", "relabeled", "batch_of", "differences_arrays"]
@@ -99,10 +100,12 @@ def _max_degree(edge_index: torch.Tensor, n: int) -> int:
     return int(torch.bincount(ends.reshape(-1), minlength=n).max())
 
 
-def run_pair(pair: GraphPair, seed: int, settings: PairsSettings, device: torch.device = torch.device("cpu")) -> Dict:
+def run_pair(pair: GraphPair, seed: int, settings: PairsSettings, device: torch.device = torch.device("cpu"),
+             cuda_graphs: bool = False) -> Dict:
     """The protocol on one pair and seed: the row of the per-pair CSV (statistics, decision,
     epochs, final loss) and the D matrices (``differences``, ``reliability``). The model trains
-    and embeds on ``device``; relabelings are drawn, and statistics computed, on the CPU."""
+    and embeds on ``device``; relabelings are drawn, and statistics computed, on the CPU.
+    ``cuda_graphs`` (on a CUDA device): the training step is captured once and replayed."""
     generator = torch.Generator().manual_seed(seed * 1_000_003 + pair.index)
     torch.manual_seed(seed * 1_000_003 + pair.index)
     q, n = settings.relabelings, pair.n
@@ -120,8 +123,11 @@ def run_pair(pair: GraphPair, seed: int, settings: PairsSettings, device: torch.
 
     steps = Batches(torch.arange(2 * q), lambda chunk: train, 2 * q, generator)  # one full-batch step an epoch
     try:
+        captured = uses_cuda_graphs(cuda_graphs, device)
+        lr = torch.tensor(settings.lr, device=device) if captured else settings.lr  # a replay reads it on the device
         result = fit(model, steps, loss, epochs=settings.epochs, patience=settings.patience, min_delta=1e-6,
-                     optimizer=lambda parameters: torch.optim.Adam(parameters, lr=settings.lr))
+                     optimizer=lambda parameters: torch.optim.Adam(parameters, lr=lr, capturable=captured),
+                     cuda_graphs=captured)
         epochs = result.finite_epochs
         loss_value = result.losses[epochs - 1]
     except TrainingDiverged:  # the first loss is not finite: the initial weights, untouched

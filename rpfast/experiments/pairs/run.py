@@ -32,7 +32,7 @@ from rpfast.experiments.pairs.protocol import PairsSettings, run_pair, score
 from rpfast.experiments.pairs.rows import COLUMNS, create_rows_file, read_rows
 from rpfast.experiments.pairs.report import changed_constants, describe_model, format_table, plot_scores
 from rpfast.experiments.report import provenance, wall_seconds
-from rpfast.experiments.devices import check_device, device_option, resolve_device
+from rpfast.experiments.devices import check_device, cuda_graphs_option, device_option, resolve_device
 from rpfast.experiments.workers import default_jobs, run_in_workers
 
 
@@ -75,6 +75,7 @@ class PairsConfig:
     jobs: Optional[int] = option(None, "pairs run at once in worker processes (default: one per core, at most the "
                                        "number of pairs; 1: all in this process)")
     device: str = device_option()
+    cuda_graphs: bool = cuda_graphs_option(True)
 
     def settings(self) -> PairsSettings:
         names = {f.name for f in fields(PairsSettings)}
@@ -164,10 +165,11 @@ def _done_keys(rows: List[Dict], pairs: List[GraphPair], seeds: int, path: Path)
     return done
 
 
-def timed_pair(pair: GraphPair, seed: int, settings: PairsSettings, device: str = "cpu", report=None) -> Dict:
+def timed_pair(pair: GraphPair, seed: int, settings: PairsSettings, device: str = "cpu", cuda_graphs: bool = False,
+               report=None) -> Dict:
     """:func:`~rpfast.experiments.pairs.protocol.run_pair` and its seconds (a worker's job)."""
     start = time.perf_counter()
-    row = run_pair(pair, seed, settings, resolve_device(device))
+    row = run_pair(pair, seed, settings, resolve_device(device), cuda_graphs=cuda_graphs)
     row["seconds"] = time.perf_counter() - start
     return row
 
@@ -220,7 +222,7 @@ def run_pairs(config: PairsConfig, progress: bool = True) -> Dict:
             bar.set_postfix(t2=f"{row['t2']:.1f}", distinguished=sum(r["distinguished"] for r in rows))
             bar.update()
 
-        calls = [(pair, seed, settings, config.device) for pair, seed in todo]
+        calls = [(pair, seed, settings, config.device, config.cuda_graphs) for pair, seed in todo]
         if jobs == 1:
             for index, call in enumerate(calls):
                 finished(index, timed_pair(*call))
