@@ -13,6 +13,8 @@ from typing import Any, Dict, Optional, Tuple
 import torch
 from torch import Tensor
 
+from rpfast._uploads import upload
+
 __all__ = ["moved", "host_batch", "host_extra", "HOST_RECORDS"]
 
 HOST_VIEWS = "_lazy_host"  # the caches of GraphBatch.host_ptr, ...: they stay on the CPU when the batch moves
@@ -104,8 +106,8 @@ def moved(batch, device=None, dtype: Optional[torch.dtype] = None):
         getattr(batch, name)
 
     def move(value, features: bool = False):
-        if isinstance(value, Tensor):
-            return value.to(device=device, dtype=dtype if features and value.is_floating_point() else None)
+        if isinstance(value, Tensor):  # host data goes up without waiting (pinned, non_blocking)
+            return upload(value, device, dtype if features and value.is_floating_point() else None)
         if isinstance(value, tuple):
             return tuple(move(v, features) for v in value)
         return value

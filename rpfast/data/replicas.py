@@ -27,7 +27,9 @@ def replicate(batch, copies: int):
         .permute(1, 0, 2).reshape(2, P * E)
     out = type(batch)._assemble(edge_index, None, None, stacked_offsets(batch.ptr, N), *views)
     out.__dict__["_lazy_host_ptr"] = stacked_offsets(batch.host_ptr, N)
-    in_degree = batch.__dict__.get(moves.HOST_VIEWS + "_in_degree")  # passed on where kept, never read here
+    # the host in-degrees: a CPU batch's own, a device batch's where it keeps them (never read here)
+    in_degree = batch._host_in_degree if batch.device.type == "cpu" else batch.__dict__.get(moves.HOST_VIEWS
+                                                                                              + "_in_degree")
     if in_degree is not None:
         out.__dict__[moves.HOST_VIEWS + "_in_degree"] = in_degree.repeat(P)
     out.__dict__["_lazy_n_max"] = batch.n_max

@@ -110,9 +110,10 @@ def _static_copy(value: Any) -> Any:
     """A private copy of ``batch`` (new tensors), the captured step's inputs."""
     if isinstance(value, Tensor):
         return value.clone()
-    if isinstance(value, GraphBatch):
+    if isinstance(value, GraphBatch):  # with its host views, which replicate() passes on unread
         out = object.__new__(GraphBatch)
-        out.__dict__.update({name: _static_copy(item) for name, item in _copied(value).items()})
+        out.__dict__.update({name: _static_copy(item) for name, item in value.__dict__.items()
+                             if name not in HOST_RECORDS})
         return out
     if isinstance(value, (tuple, list)):
         return type(value)(_static_copy(item) for item in value)

@@ -5,6 +5,7 @@ from typing import List, NamedTuple, Optional, Sequence, Tuple
 import torch
 from torch import Tensor, nn
 
+from rpfast._uploads import upload
 from rpfast._validation import check_count
 from rpfast.data import GraphBatch
 from rpfast.nn.graph_input import read_graph_input
@@ -172,7 +173,7 @@ def degree_groups(graph: GraphBatch, max_degree: int) -> DegreeGroups:
         if count:
             ranges.append((d, start, start + count))
             start += count
-    return DegreeGroups(order.to(graph.device), ranges, _inverse(order).to(graph.device))
+    return DegreeGroups(upload(order, graph.device), ranges, upload(_inverse(order), graph.device))
 
 
 def _inverse(order: Tensor) -> Tensor:

@@ -5,6 +5,7 @@ import torch
 from torch import Tensor
 
 from rpfast import _backend
+from rpfast._uploads import upload
 from rpfast.data import GraphBatch
 from rpfast.ops import seed_tape
 from rpfast.ops._registry import declare
@@ -55,7 +56,7 @@ def _permutations_cuda(num_nodes: Tensor, seed: int, samples: int, k: int) -> Te
 
 def _permutations_elsewhere(num_nodes: Tensor, seed: int, samples: int, k: int) -> Tensor:
     """Drawn by the CPU kernel and moved: the same permutations on every device and backend."""
-    return _permutations_cpu(num_nodes.cpu(), seed, samples, k).to(num_nodes.device)
+    return upload(_permutations_cpu(num_nodes.cpu(), seed, samples, k), num_nodes.device)
 
 
 permutations_op = declare(
@@ -94,7 +95,7 @@ def _positions_elsewhere(ptr: Tensor, host_ptr: Tensor, seed: int, seed_at: Opti
     every device and backend, and no read of device memory (on ``meta`` the move keeps the shape).
     A ``seed_at`` on a device is read back (so this form is not captured in a CUDA graph)."""
     seed = seed if seed_at is None else int(seed_at)
-    return _positions_cpu(host_ptr, host_ptr, seed, None, samples, modulus, total_nodes, n_max).to(ptr.device)
+    return upload(_positions_cpu(host_ptr, host_ptr, seed, None, samples, modulus, total_nodes, n_max), ptr.device)
 
 
 positions_op = declare(

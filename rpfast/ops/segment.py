@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from rpfast import _backend
+from rpfast._uploads import upload
 from rpfast.data import GraphBatch
 from rpfast.ops._registry import declare
 from rpfast._validation import index_tensor, is_pyg_data, require_float, require_ndim, require_tensor
@@ -129,7 +130,7 @@ def _pyg_ptr(graph, x: Tensor) -> Tensor:
     if is_pyg_data(graph):
         ptr = getattr(graph, "ptr", None)
         if ptr is None:  # one graph
-            return torch.tensor([0, x.shape[-2]], device=x.device)
+            return upload(torch.tensor([0, x.shape[-2]]), x.device)
         return ptr
     if isinstance(graph, Tensor) and graph.dim() == 1 and not graph.dtype.is_floating_point:
         batch = graph.to(torch.int64)

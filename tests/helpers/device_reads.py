@@ -11,7 +11,9 @@ CPU cannot say which side they are on) is host data and not counted. Reads that 
 dispatcher (``tolist()``) and reads of factory-made data on a device are not seen here; the
 ``meta`` device, where every read fails, catches them on the composed path.
 """
+import traceback
 import weakref
+from pathlib import Path
 from typing import Iterable, List
 
 import torch
@@ -67,8 +69,42 @@ class DeviceReads(TorchDispatchMode):
         kwargs = kwargs or {}
         on_device = any(t in self.device for t in _tensors((args, kwargs)))
         if on_device and _waits(func, kwargs):
-            self.waits.append(func.__name__)
+            self.waits.append(_where(func))
         out = func(*args, **kwargs)
         if on_device:
             self.device.update(_tensors(out))
         return out
+
+
+class BlockingUploads(TorchDispatchMode):
+    """Within the block, ``uploads`` names the ops that would copy host memory to the device and
+    wait for the copy (on a GPU: a pageable ``cudaMemcpy``, a synchronisation): a move of a CPU
+    tensor to another device without ``non_blocking``, a ``copy_`` from one, and an op that mixes
+    a CPU tensor of one or more elements (an index, say) with device tensors, which torch moves
+    itself. Run it on the ``meta`` device (any non-CPU device counts as the device)."""
+
+    def __init__(self):
+        super().__init__()
+        self.uploads: List[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        tensors = _tensors((args, kwargs))
+        host = [t for t in tensors if t.device.type == "cpu" and t.dim() > 0]
+        device = [t for t in tensors if t.device.type != "cpu"]
+        target = kwargs.get("device")
+        if func is aten._to_copy.default:
+            if host and target is not None and torch.device(target).type != "cpu" and not kwargs.get("non_blocking"):
+                self.uploads.append(_where(func))
+        elif host and device and func is not aten.copy_.default or (
+                func is aten.copy_.default and args[0].device.type != "cpu" and args[1].device.type == "cpu"
+                and not (len(args) > 2 and args[2]) and not kwargs.get("non_blocking")):
+            self.uploads.append(_where(func))
+        return func(*args, **kwargs)
+
+
+def _where(func) -> str:
+    """``op at file:line``: the innermost line of rpfast's own code that ran ``func``."""
+    package = Path(__file__).resolve().parents[2] / "rpfast"
+    frames = [f for f in traceback.extract_stack() if str(Path(f.filename).resolve()).startswith(str(package))]
+    return f"{func.__name__} at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else func.__name__

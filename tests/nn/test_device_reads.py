@@ -20,7 +20,7 @@ from torch import nn
 from rpfast.data import GraphBatch
 from rpfast.nn import RPDuvenaud, RPGNN, Exact, KAry, PiSGD, RelationalPooling, VecMLP
 from tests.helpers.assertions import backend
-from tests.helpers.device_reads import DeviceReads
+from tests.helpers.device_reads import BlockingUploads, DeviceReads
 from tests.helpers.layer_cases import layer_cases, small_batch
 
 META = torch.device("meta")
@@ -122,6 +122,25 @@ def test_a_step_runs_on_meta(name, kind, mode):
     if mode == "train":
         grads = [p.grad for p in model.parameters() if p.grad is not None]  # a degree absent from the batch has none
         assert grads and all(g.device == META for g in grads)
+
+
+@pytest.mark.parametrize("mode", ["train", "eval"])
+@pytest.mark.parametrize("kind", ["auto", "torch"])
+@pytest.mark.parametrize("name", PARAMS)
+def test_a_step_never_waits_for_an_upload(name, kind, mode):
+    """What a step computes on the host (relabelings, groups, orders) reaches the device without
+    a blocking copy: on ``meta``, no move of host data without ``non_blocking`` and no op mixing
+    host and device tensors (on a GPU each is a copy that waits, and an error under
+    ``torch.cuda.set_sync_debug_mode("error")``)."""
+    model, inputs = CASES[name]()
+    model = model.to(META).train(mode == "train")
+    inputs = [_moved(v, META) for v in inputs]
+    with backend(kind):
+        _step(model, inputs)  # per-model caches are built once, here
+        model.zero_grad()
+        with BlockingUploads() as watch:
+            _step(model, inputs)
+    assert watch.uploads == []
 
 
 def _device_data(model, inputs):

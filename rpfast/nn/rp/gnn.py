@@ -5,6 +5,7 @@ from typing import Callable, Iterable, Optional
 import torch
 from torch import Tensor, nn
 
+from rpfast._uploads import upload
 from rpfast._validation import check_count
 from rpfast.data import GraphBatch
 from rpfast.nn.gin import GIN
@@ -38,7 +39,7 @@ def _replica_average(out: Tensor, weights: Optional[Tensor], row_graph: Optional
     ``b(r)`` the graph of row ``r`` (``row_graph [R]``; None: row ``r`` is graph ``r``)."""
     if weights is None:
         return replica_mean(out)
-    weights = weights.to(device=out.device, dtype=out.dtype)  # to the rows' device: nothing is read back
+    weights = upload(weights, out.device, out.dtype)  # to the rows' device: nothing is read back
     w = (weights if row_graph is None else weights[row_graph]).t()  # [P, R]
     w = w.reshape(*w.shape, *([1] * (out.dim() - 2)))
     return (out * w).sum(dim=0)
@@ -172,4 +173,4 @@ class RPGNN(NotScriptable, nn.Module):
         if groups is None:
             return self.strategy.node_positions(graph, self.training, self.generator, modulus=self.id_dim)
         positions = self.strategy.group_positions(groups, self.training, self.generator, self.id_dim)
-        return [NodePositions(positions.to(graph.device), None)]  # groups may come from the host
+        return [NodePositions(upload(positions, graph.device), None)]  # groups may come from the host

@@ -12,6 +12,7 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor
 
+from rpfast._uploads import upload
 from rpfast._validation import check_count
 from rpfast.nn.rp.strategies import NodePositions, Strategy, _check_graph, _sample_counts, _uniform
 from rpfast.ops import permute_adjacency, permute_nodes, random_permutations
@@ -93,7 +94,7 @@ class PiSGD(Strategy):
         local[order] = torch.arange(group.numel()) - starts[group[order]]
         positions = random_permutations(sizes, self.samples(training), generator=generator)  # [G, P, max size]
         positions = positions[group, :, local]
-        return (positions if modulus is None else positions % modulus).t().contiguous().to(groups.device)
+        return upload((positions if modulus is None else positions % modulus).t().contiguous(), groups.device)
 
     def relabel_dense(self, adj: Tensor, x: Tensor, num_nodes: Tensor,
                       training: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor]:

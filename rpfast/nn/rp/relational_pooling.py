@@ -5,6 +5,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from rpfast._uploads import upload
 from rpfast._validation import check_sizes, index_tensor, require_flag, require_tensor
 from rpfast.data import GraphBatch
 from rpfast.nn.graph_input import read_graph_input
@@ -148,7 +149,7 @@ class RelationalPooling(NotScriptable, nn.Module):
         strategy = _sized(self.strategy or PiSGD(), adj.shape[1])  # default: one sample to train, five to evaluate
         total = None
         for perms, weights in strategy.relabel_chunks(graph, self.training, self.generator):
-            perms = perms.to(adj.device)  # strategies draw and enumerate on the CPU
+            perms = upload(perms, adj.device)  # strategies draw and enumerate on the CPU
             adj_p = permute_adjacency(adj, perms).flatten(0, 1)  # [M, K, K(, C)]
             x_p = permute_nodes(x, perms).flatten(0, 1)  # [M, K(, F)]
             mask = (perms >= 0).flatten(0, 1)
@@ -317,7 +318,7 @@ def _accumulate(total: Optional[Tensor], out, weights: Tensor) -> Tensor:
     if not (out.is_floating_point() or out.is_complex()):
         out = out.to(torch.get_default_dtype())
     out = out.reshape(B, P, *out.shape[1:])
-    w = weights.to(device=out.device, dtype=out.dtype).reshape(B, P, *([1] * (out.dim() - 2)))
+    w = upload(weights, out.device, out.dtype).reshape(B, P, *([1] * (out.dim() - 2)))
     pooled = (out * w).sum(dim=1)
     return pooled if total is None else total + pooled
 

@@ -19,6 +19,7 @@ from typing import Iterator, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
+from rpfast._uploads import upload
 from rpfast._validation import check_count, check_real, require_flag
 from rpfast.data import GraphBatch
 from rpfast.nn._unsupported import NotScriptable
@@ -198,13 +199,13 @@ class RootedRP(NotScriptable, nn.Module):
             # (drawn last: a graph with fewer than k vertices marks them all)
             keys = torch.rand(self.train_roots, graph.num_graphs, max(graph.n_max, k), generator=self.generator)
             keys.masked_fill_(torch.arange(keys.shape[-1]) >= host_n.view(1, -1, 1), 2.0)
-            roots = keys.topk(k, dim=-1, largest=False).indices.to(device)
+            roots = upload(keys.topk(k, dim=-1, largest=False).indices, device)
             yield roots, (n > 0).to(torch.float64).expand(self.train_roots, -1) / self.train_roots
             return
         # [C, k], the first 0..k-1; made on the host (torch.combinations selects by a mask)
-        sets = torch.combinations(torch.arange(max(graph.n_max, k)), k).to(device)
-        count = torch.tensor([math.comb(int(size), k) if size >= k else 1 for size in host_n.tolist()],
-                             dtype=torch.float64, device=device)
+        sets = upload(torch.combinations(torch.arange(max(graph.n_max, k)), k), device)
+        count = upload(torch.tensor([math.comb(int(size), k) if size >= k else 1 for size in host_n.tolist()],
+                                    dtype=torch.float64), device)
         fit = self.block_elements // max(1, graph.total_nodes * self.rounds[0].out_features)
         per_block = max(1, min(self.block_sets, fit))
         for first in range(0, sets.shape[0], per_block):

@@ -34,6 +34,7 @@ from typing import Iterable, Iterator, List, NamedTuple, Optional, Tuple
 import torch
 from torch import Tensor
 
+from rpfast._uploads import upload
 from rpfast._validation import check_count, check_int, check_memory, require_flag
 from rpfast.data import GraphBatch
 from rpfast.ops import k_subsets, sample_k_subsets
@@ -107,7 +108,7 @@ class Strategy(abc.ABC):
         modulus = None if modulus is None else check_count(modulus, "modulus", minimum=1)
         on_cpu = graph.host()
         for perms, weights in self.relabel_chunks(on_cpu, training, generator):
-            yield NodePositions(self._invert(on_cpu, perms, weights, modulus).to(graph.device), weights)
+            yield NodePositions(upload(self._invert(on_cpu, perms, weights, modulus), graph.device), weights)
 
     def _invert(self, graph: GraphBatch, perms: Tensor, weights: Tensor, modulus: Optional[int]) -> Tensor:
         """``[P, N]`` positions of the nodes under ``perms [B, P, K]`` (see :meth:`node_positions`)."""

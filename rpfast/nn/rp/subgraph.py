@@ -6,6 +6,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from rpfast._uploads import upload
 from rpfast._validation import index_tensor
 from rpfast.data import GraphBatch
 from rpfast.nn.graph_input import read_graph_input
@@ -55,7 +56,7 @@ def _induced(graph: GraphBatch, perms: Tensor, x: Optional[Tensor]) -> GraphBatc
     structure = GraphBatch(torch.stack([src[keep], dst[keep]]), ptr=torch.cat([torch.zeros(1, dtype=torch.int64),
                                                                                  sizes.cumsum(0)]))
     sub = structure.to(graph.device)
-    chosen, edge_rows = chosen.to(graph.device), edge_rows.to(graph.device)
+    chosen, edge_rows = upload(chosen, graph.device), upload(edge_rows, graph.device)
     sub.x = None if x is None else x[chosen]
     sub.edge_attr = None if graph.edge_attr is None else graph.edge_attr[edge_rows]
     element = graph.__dict__.get("extras", {}).get("element")
@@ -121,7 +122,7 @@ class SubgraphRP(NotScriptable, nn.Module):
             if P and bool((weights == 1.0 / P).all()):  # uniform: the plain mean
                 pooled = out.mean(dim=1)
             else:
-                w = weights.to(device=out.device, dtype=out.dtype).reshape(B, P, *([1] * (out.dim() - 2)))
+                w = upload(weights, out.device, out.dtype).reshape(B, P, *([1] * (out.dim() - 2)))
                 pooled = (out * w).sum(dim=1)
             total = pooled if total is None else total + pooled
         return total

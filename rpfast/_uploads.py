@@ -1,0 +1,30 @@
+"""Host data into a step's device without making the host wait.
+
+What a step computes on the host (relabelings drawn from the CPU's streams, degree groups, root
+sets, subgraph structures) has to reach the device its data lives on. ``tensor.to("cuda")`` of
+ordinary (pageable) memory waits for the copy; :func:`upload` copies from page-locked memory
+with ``non_blocking`` instead, so the host goes on issuing the step while the copy runs (torch's
+pinned-memory allocator keeps the host block until the copy has finished).
+"""
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+__all__ = ["upload"]
+
+
+def upload(value: Tensor, device, dtype: Optional[torch.dtype] = None) -> Tensor:
+    """``value.to(device, dtype)``, without waiting when host memory goes to a device: a CPU
+    tensor bound for a CUDA device is converted on the host, pinned and copied asynchronously;
+    to another device (``meta``) it moves with ``non_blocking``. Every other move (to the CPU,
+    between devices) is torch's own, so a tensor arriving on the host is complete. ``value``
+    itself when it is already there; ``device`` None keeps the device (a dtype conversion)."""
+    device = value.device if device is None else torch.device(device)
+    if value.device.type != "cpu" or device.type == "cpu":
+        return value.to(device=device, dtype=dtype)
+    if device.type == "cuda":
+        if dtype is not None:
+            value = value.to(dtype)
+        return value.pin_memory().to(device, non_blocking=True)
+    return value.to(device=device, dtype=dtype, non_blocking=True)
