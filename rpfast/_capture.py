@@ -5,8 +5,10 @@ the step's Python does not run again. So anything the step computes on the host 
 *data* (degree groups, root sets, traversals) would be frozen at the values of the batch it was
 captured with. :class:`~rpfast.data.GraphBatch`'s host views of data (``host_in_degree``,
 ``host_extra``, ``host()``) therefore raise :class:`NotCapturable` during a capture, and the
-caller (:mod:`rpfast.experiments.step_graphs`) runs such a step eagerly instead. ``host_ptr``
-stays readable: the graph sizes are part of what a captured step is keyed by.
+caller (:mod:`rpfast.experiments.step_graphs`) runs such a step eagerly instead; so does
+:func:`rpfast._uploads.upload`, the one way host-made data enters a step (a captured copy would
+replay the same host memory at every step). ``host_ptr`` stays readable: the graph sizes are part
+of what a captured step is keyed by.
 """
 from contextlib import contextmanager
 
@@ -40,5 +42,5 @@ def is_capturing() -> bool:
 def refuse_while_capturing(what: str) -> None:
     """NotCapturable naming ``what`` while a step is captured; nothing otherwise."""
     if _capturing:
-        raise NotCapturable(f"{what} reads the batch's data on the host, which a replayed CUDA graph cannot "
-                            "follow: this step runs eagerly")
+        raise NotCapturable(f"{what}: a replayed CUDA graph cannot follow what the host computes from the "
+                            "data, so this step runs eagerly")

@@ -11,6 +11,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from rpfast._capture import refuse_while_capturing
+
 __all__ = ["upload"]
 
 
@@ -19,7 +21,11 @@ def upload(value: Tensor, device, dtype: Optional[torch.dtype] = None) -> Tensor
     tensor bound for a CUDA device is converted on the host, pinned and copied asynchronously;
     to another device (``meta``) it moves with ``non_blocking``. Every other move (to the CPU,
     between devices) is torch's own, so a tensor arriving on the host is complete. ``value``
-    itself when it is already there; ``device`` None keeps the device (a dtype conversion)."""
+    itself when it is already there; ``device`` None keeps the device (a dtype conversion).
+    Refused while a step is captured as a CUDA graph (:mod:`rpfast._capture`): the copy would be
+    replayed from the same host memory at every step."""
+    if value.device.type == "cpu":  # made on the host in this step: a replayed graph would keep it
+        refuse_while_capturing("uploading host data made in the step")
     device = value.device if device is None else torch.device(device)
     if value.device.type != "cpu" or device.type == "cpu":
         return value.to(device=device, dtype=dtype)

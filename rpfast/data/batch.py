@@ -304,7 +304,7 @@ class GraphBatch:
         extras as they were: replace one (or change it in place through torch) and the next call
         copies the batch again (:mod:`rpfast.data.moves`). Refused while a step is captured as a
         CUDA graph (:mod:`rpfast._capture`)."""
-        refuse_while_capturing("GraphBatch.host()")
+        refuse_while_capturing("GraphBatch.host() reads the batch's data on the host")
         return moves.host_batch(self)
 
     def host_extra(self, name: str) -> Optional[Tensor]:
@@ -313,7 +313,7 @@ class GraphBatch:
         when the extra is replaced or changed in place through torch; a copy of a CPU batch's
         own tensor, so host data stays apart from the step's. None when the batch has no such
         tensor. Refused while a step is captured as a CUDA graph (:mod:`rpfast._capture`)."""
-        refuse_while_capturing(f"GraphBatch.host_extra({name!r})")
+        refuse_while_capturing(f"GraphBatch.host_extra({name!r}) reads the batch's data on the host")
         return moves.host_extra(self, name)
 
     @property
@@ -321,7 +321,7 @@ class GraphBatch:
         """``[N]`` incoming edges of every node, on the CPU (kept by :meth:`to` as ``host_ptr``
         is): what groups nodes by degree on the host without reading the device. Refused while a
         step is captured as a CUDA graph (:mod:`rpfast._capture`)."""
-        refuse_while_capturing("GraphBatch.host_in_degree")
+        refuse_while_capturing("GraphBatch.host_in_degree reads the batch's data on the host")
         return self._host_in_degree
 
     def _in_degree_on_host(self) -> Tensor:

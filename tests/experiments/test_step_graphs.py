@@ -85,8 +85,7 @@ def _train(name: str, cuda_graphs, epochs: int = 3):
     return result, torch.cat([p.detach().reshape(-1) for p in result.model.parameters()])
 
 
-@pytest.mark.parametrize("kind", ["auto", "torch"])
-@pytest.mark.parametrize("name", ["RPGIN", "GIN"])
+@pytest.mark.parametrize("name, kind", [("RPGIN", "auto"), ("GIN", "auto"), ("GIN", "torch")])
 def test_replayed_steps_train_exactly_as_eager_steps(name, kind):
     with backend(kind):
         eager, eager_weights = _train(name, False)
@@ -98,6 +97,18 @@ def test_replayed_steps_train_exactly_as_eager_steps(name, kind):
     assert summary["eager_reasons"] == [] and summary["replays"] == 12 - summary["eager_steps"]
     assert summary["eager_steps"] == 2  # each shape's first step is the warm-up
     assert eager.step_graphs is None
+
+
+def test_relabelings_drawn_on_the_host_keep_a_step_eager():
+    """Without the relabeling kernels (the composed path) the IDs are drawn on the host and
+    uploaded: such a step is not captured (its replays would keep the first IDs)."""
+    with backend("torch"):
+        eager, eager_weights = _train("RPGIN", False)
+        replayed, replayed_weights = _train("RPGIN", RerunGraph)
+    assert replayed.losses == eager.losses and torch.equal(replayed_weights, eager_weights)
+    summary = replayed.step_graphs
+    assert summary["captured"] == 0 and summary["eager_steps"] == 12
+    assert any("uploading host data" in reason for reason in summary["eager_reasons"]), summary
 
 
 def test_a_step_that_groups_on_the_host_runs_eagerly_and_says_why():
