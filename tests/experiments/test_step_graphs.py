@@ -151,6 +151,17 @@ def test_the_seed_tape_draws_what_the_eager_draws_would():
         tape.slot(gen, draw)
 
 
+@pytest.mark.parametrize("kind", ["auto", "torch"])
+def test_a_seed_in_a_buffer_draws_what_the_seed_does(kind):
+    from rpfast.ops.random import positions_op
+
+    g = _circulants(3)[0]
+    with backend(kind):
+        plain = positions_op(g.ptr, g.host_ptr, -12345, None, 2, 9, g.total_nodes, g.n_max)
+        from_buffer = positions_op(g.ptr, g.host_ptr, 0, torch.tensor([-12345]), 2, 9, g.total_nodes, g.n_max)
+    assert torch.equal(plain, from_buffer)
+
+
 def test_a_failed_capture_puts_the_generators_back():
     gen = torch.Generator().manual_seed(7)
     expected = seed_from_generator(torch.Generator().manual_seed(7))

@@ -66,7 +66,8 @@ def _samples():
         "permute_nodes_backward": ((rand(2, 2, 4, 3), perms, 4), deterministic),
         "sample_ids": ((g.ptr, 9, 2, 3), random),
         "random_permutations": ((torch.tensor([4, 0, 3]), -7, 2, 3), deterministic),  # one seed: one draw
-        "random_positions": ((g.ptr, g.host_ptr, 2**62, 2, 5, 9, g.n_max), deterministic),
+        # the seed from a buffer (a captured step's), as the CUDA kernel reads it
+        "random_positions": ((g.ptr, g.host_ptr, 0, torch.tensor([2**62]), 2, 5, 9, g.n_max), deterministic),
         "pisgd_relabel": ((rand(2, 4, 4, 1), rand(2, 4, 3), torch.tensor([4, 3]), 2, 3), random),
     }
 
