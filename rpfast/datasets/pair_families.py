@@ -21,6 +21,13 @@
 * ``cfi``: Cai-Fuerer-Immerman pairs (:func:`cfi_pair`) over small base graphs (cycles, bases
   of treewidth 2, K4, K3,3, the prism, the cube, the Petersen graph: 18 to 104 vertices,
   :func:`cfi_bases`);
+* ``cfi-large``: CFI pairs over bases of treewidth 3 and 4 beyond ``cfi``'s (the 3 x 3 and 4 x 4
+  grids, K5, the Wagner graph, K4,4: 80 to 168 vertices, :func:`cfi_large_bases`; category
+  ``cfi_large``);
+* ``dr``: distance-regular graphs with equal intersection arrays (BREC's "distance regular"):
+  incidence graphs of non-isomorphic symmetric designs (biplanes of order 4, 32 vertices; the
+  (31, 15, 7) Singer and Paley designs, 62 vertices) and H(3, 4) against the Doob graph (64
+  vertices): :func:`rpfast.datasets.designs.distance_regular_pairs`;
 * ``all``: every family above, each under its own category.
 
 Every pair is checked non-isomorphic (networkx's VF2++, up to
@@ -32,10 +39,11 @@ import random
 from typing import Callable, Dict, List, Optional, Tuple
 
 from rpfast.datasets.csl import PAPER_SKIPS, csl_graph
+from rpfast.datasets.designs import distance_regular_pairs
 from rpfast.datasets.pairs import GraphPair, check_pair, local_invariants, networkx_edge_index, networkx_graph
 
-__all__ = ["family_pairs", "cfi_pair", "cfi_bases", "generalized_quadrangles", "latin_square_graph", "wl_equivalent",
-           "FAMILIES"]
+__all__ = ["family_pairs", "cfi_pair", "cfi_bases", "cfi_large_bases", "generalized_quadrangles", "latin_square_graph",
+           "shrikhande_graph", "wl_equivalent", "FAMILIES"]
 
 
 def wl_colours(graph) -> List:
@@ -70,7 +78,7 @@ def _csl(count: int, seed: int) -> List[GraphPair]:
     return [_pair("csl", i, a, b) for i, (a, b) in enumerate(itertools.combinations(graphs, 2))]
 
 
-def _shrikhande():
+def shrikhande_graph():
     """The Shrikhande graph: Z4 x Z4, (a, b) ~ (a, b) + (+-1, 0), (0, +-1), +-(1, 1)."""
     import networkx as nx
 
@@ -178,7 +186,7 @@ def latin_square_graph(square: List[List[int]]):
 
 
 def _srg(count: int, seed: int) -> List[GraphPair]:
-    pairs = [_pair("srg", 0, _shrikhande(), _rook(4))]
+    pairs = [_pair("srg", 0, shrikhande_graph(), _rook(4))]
     triangular, *changs = _chang_graphs()
     pairs += [_pair("srg", len(pairs) + i, triangular, chang) for i, chang in enumerate(changs)]
     rng = random.Random(seed)
@@ -299,6 +307,25 @@ def cfi_bases() -> List:
             nx.hypercube_graph(3), nx.petersen_graph()]
 
 
+def _cfi_large(count: int, seed: int) -> List[GraphPair]:
+    return [_pair("cfi_large", i, *cfi_pair(base)) for i, base in enumerate(cfi_large_bases())]
+
+
+def cfi_large_bases() -> List:
+    """The base graphs of the ``cfi-large`` family (networkx), of treewidth 3 and more, beyond
+    those of ``cfi``: the 3 x 3 grid (treewidth 3), K5, the Wagner graph (the Moebius ladder on 8
+    vertices), K4,4 and the 4 x 4 grid (treewidth 4): CFI pairs of 80 to 168 vertices, which
+    3-WL does not separate when the treewidth is 4."""
+    import networkx as nx
+
+    return [nx.grid_2d_graph(3, 3), nx.complete_graph(5), nx.circulant_graph(8, [1, 4]),
+            nx.complete_bipartite_graph(4, 4), nx.grid_2d_graph(4, 4)]
+
+
+def _distance_regular(count: int, seed: int) -> List[GraphPair]:
+    return [_pair("dr", i, g, h) for i, (_, g, h) in enumerate(distance_regular_pairs())]
+
+
 def cfi_pair(base):
     """The Cai-Fuerer-Immerman pair over a connected base graph (networkx), as two networkx
     graphs on the same vertices ``0..n-1``.
@@ -344,7 +371,7 @@ def cfi_pair(base):
 #: family name -> (generator(count, seed), default count; None: the family's fixed size)
 _GENERATORS: Dict[str, Tuple[Callable[[int, int], List[GraphPair]], Optional[int]]] = {
     "basic": (_basic, 20), "regular": (_regular, 20), "srg": (_srg, 20), "4vtx": (_four_vertex, None),
-    "csl": (_csl, None), "cfi": (_cfi, None)}
+    "csl": (_csl, None), "cfi": (_cfi, None), "cfi-large": (_cfi_large, None), "dr": (_distance_regular, None)}
 #: The built-in families' names (``all``: every family, each under its own category).
 FAMILIES = tuple(_GENERATORS) + ("all",)
 

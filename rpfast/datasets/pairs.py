@@ -40,7 +40,7 @@ ISOMORPHISM_CHECK_SECONDS = 1.0
 #: and BREC's categories, compared ignoring case with ``-`` and spaces read as ``_``; ``pairs`` is
 #: the category of an unlabelled line.
 KNOWN_CATEGORIES = ("pairs", "basic", "regular", "simple_regular", "srg", "strongly_regular", "str", "4vtx",
-                    "4_vertex", "4_vertex_condition", "dr", "distance_regular", "extension", "cfi", "csl")
+                    "4_vertex", "4_vertex_condition", "dr", "distance_regular", "extension", "cfi", "cfi_large", "csl")
 _CATEGORY = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9_.+-]*")
 _GRAPH6_HEADER = ">>graph6<<"
 
