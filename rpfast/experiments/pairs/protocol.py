@@ -155,19 +155,22 @@ def run_pair(pair: GraphPair, seed: int, settings: PairsSettings, device: torch.
 
 def score(rows: List[Dict]) -> Dict[str, Dict[str, int]]:
     """Per category and in total: pairs, distinguished (on every seed), unreliable (on any seed),
-    and the protocol's score = distinguished - unreliable."""
+    the protocol's score = distinguished - unreliable, and ``any_seed``: pairs distinguished on
+    at least one seed (what one seed might have claimed)."""
     by_pair: Dict = {}
     for row in rows:
         by_pair.setdefault((row["category"], row["index"]), []).append(row)
     table: Dict[str, Dict[str, int]] = {}
     for (category, _), group in by_pair.items():
         for key in (category, "total"):
-            entry = table.setdefault(key, {"pairs": 0, "distinguished": 0, "unreliable": 0})
+            entry = table.setdefault(key, {"pairs": 0, "distinguished": 0, "unreliable": 0, "any_seed": 0})
             entry["pairs"] += 1
             entry["distinguished"] += all(r["distinguished"] for r in group)
             entry["unreliable"] += not all(r["reliable"] for r in group)
+            entry["any_seed"] += any(r["distinguished"] for r in group)
     for entry in table.values():
         entry["score"] = entry["distinguished"] - entry["unreliable"]
+        entry["any_seed"] = entry.pop("any_seed")  # after the score: the table's columns in order
     total = table.pop("total", None)
     if total is not None:
         table["total"] = total

@@ -1,6 +1,8 @@
 """Tables and figures of `rpfast pairs`, beside the published RPC scores."""
+import math
+import statistics
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List
 
 import numpy as np
 
@@ -44,15 +46,18 @@ def describe_model(config: Dict) -> str:
     return f"{model} ({view}{samples})"
 
 
-def format_table(table: Dict[str, Dict[str, int]], model: str, changed: str = "") -> str:
-    """Per category and in total: pairs, distinguished, unreliable, score; then the protocol
-    constants the run changed and the published totals for comparison."""
+def format_table(table: Dict[str, Dict[str, int]], model: str, changed: str = "", seeds: int = 1) -> str:
+    """Per category and in total: pairs, distinguished (on every seed), unreliable, score, and
+    with several seeds the pairs distinguished on some seed; then the protocol constants the run
+    changed and the published totals for comparison."""
+    several = seeds > 1
     header = f"{'category':<16}{'pairs':>7}{'distinguished':>15}{'unreliable':>12}{'score':>8}"
-    lines = [f"rpfast {model}: RPC protocol" + (f"; changed: {changed}" if changed else ""), header,
-             "-" * len(header)]
+    header += f"{'on some seed':>14}" if several else ""
+    title = f"rpfast {model}: RPC protocol" + (f", {seeds} seeds (distinguished: on every seed)" if several else "")
+    lines = [title + (f"; changed: {changed}" if changed else ""), header, "-" * len(header)]
     for category, row in table.items():
         lines.append(f"{category:<16}{row['pairs']:>7}{row['distinguished']:>15}{row['unreliable']:>12}"
-                     f"{row['score']:>8}")
+                     f"{row['score']:>8}" + (f"{row['any_seed']:>14}" if several else ""))
     lines.append("published scores (of 400): " + ", ".join(f"{k} {v}" for k, v in PUBLISHED.items()))
     return "\n".join(lines)
 
@@ -85,6 +90,52 @@ def plot_scores(table: Dict[str, Dict[str, int]], model: str, path: Path) -> Non
     axes[1].set_title("Published RPC scores" + ("" if comparable else
                                                 f" (this run: {total['score']} of {total['pairs']} pairs, "
                                                 "not BREC's 400)"), fontsize=10)
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=120, format="png")
+    finally:
+        plt.close(fig)
+
+
+def seed_counts(rows: List[Dict]) -> List[Dict]:
+    """One entry per pair (by category, then index): its vertices, seeds run, seeds on which it
+    was distinguished and reliable, and the median T2 over the seeds (NaN where undefined)."""
+    by_pair: Dict = {}
+    for row in rows:
+        by_pair.setdefault((row["category"], int(row["index"])), []).append(row)
+    out = []
+    for (category, index), group in sorted(by_pair.items()):
+        t2 = [float(r["t2"]) for r in group if not math.isnan(float(r["t2"]))]
+        out.append({"category": category, "index": index, "n": int(group[0]["n"]), "seeds": len(group),
+                    "distinguished_seeds": sum(bool(r["distinguished"]) for r in group),
+                    "reliable_seeds": sum(bool(r["reliable"]) for r in group),
+                    "median_t2": statistics.median(t2) if t2 else math.nan})
+    return out
+
+
+def plot_seeds(per_pair: List[Dict], seeds: int, path: Path) -> None:
+    """Per category, the pairs by the number of seeds (0..``seeds``) that distinguished them, as
+    stacked bars: a pair counts in the score only in the last band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    categories = sorted({p["category"] for p in per_pair})
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(categories) + 3), 4.5))
+    colours = plt.get_cmap("viridis")(np.linspace(0.05, 0.95, seeds + 1))
+    bottom = np.zeros(len(categories))
+    for count in range(seeds + 1):
+        heights = np.array([sum(p["category"] == c and p["distinguished_seeds"] == count for p in per_pair)
+                            for c in categories], dtype=float)
+        ax.bar(categories, heights, bottom=bottom, color=colours[count],
+               label=f"{count} of {seeds}" + (" (scored)" if count == seeds else ""))
+        bottom += heights
+    ax.set_ylabel("pairs")
+    ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax.set_title(f"Seeds on which each pair was distinguished ({seeds} seeds)")
+    ax.legend(fontsize=8, title="distinguished on", title_fontsize=8, bbox_to_anchor=(1.01, 1), loc="upper left")
+    plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
     fig.tight_layout()
     try:
         fig.savefig(path, dpi=120, format="png")

@@ -30,7 +30,8 @@ from rpfast.experiments.shape import Experiment
 from rpfast.experiments.pairs.models import MODELS, ORIENTATIONS, check_graph_sizes
 from rpfast.experiments.pairs.protocol import PairsSettings, run_pair, score
 from rpfast.experiments.pairs.rows import COLUMNS, create_rows_file, read_rows
-from rpfast.experiments.pairs.report import changed_constants, describe_model, format_table, plot_scores
+from rpfast.experiments.pairs.report import (changed_constants, describe_model, format_table, plot_scores, plot_seeds,
+                                            seed_counts)
 from rpfast.experiments.report import provenance, wall_seconds
 from rpfast.experiments.devices import check_device, cuda_graphs_option, device_option, resolve_device
 from rpfast.experiments.workers import default_jobs, run_in_workers
@@ -239,12 +240,22 @@ def report(results: Dict, config: PairsConfig) -> None:
     out = Path(config.out_dir)
     table = results["scores"] = score(results["rows"])
     changed = changed_constants(asdict(config))
-    print(format_table(table, describe_model(asdict(config)), changed))
+    print(format_table(table, describe_model(asdict(config)), changed, config.seeds))
+    per_pair = seed_counts(results["rows"])
+    with atomic_path(out / "pair_seeds.csv") as tmp, tmp.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(per_pair[0]) if per_pair else ["category", "index"])
+        writer.writeheader()
+        writer.writerows(per_pair)
     with atomic_path(out / "summary.json") as tmp:
         tmp.write_text(json.dumps({"config": asdict(config), "model": describe_model(asdict(config)),
-                                   "changed_protocol_constants": changed, "scores": table,
+                                   "seeds": config.seeds, "changed_protocol_constants": changed, "scores": table,
                                    "provenance": provenance()}, indent=2, allow_nan=False))
+    written = [out / "pairs.csv", out / "pair_seeds.csv", out / "summary.json", out / "scores.png"]
     with atomic_path(out / "scores.png") as tmp:
         plot_scores(table, config.model, tmp)
-    print(f"finished in {wall_seconds():.0f} s; wrote {out / 'pairs.csv'}, {out / 'summary.json'}, "
-          f"{out / 'scores.png'}" + (f", {out / 'embeddings'}" if config.save_embeddings else ""))
+    if config.seeds > 1:
+        with atomic_path(out / "seeds.png") as tmp:
+            plot_seeds(per_pair, config.seeds, tmp)
+        written.append(out / "seeds.png")
+    print(f"finished in {wall_seconds():.0f} s; wrote {', '.join(map(str, written))}"
+          + (f", {out / 'embeddings'}" if config.save_embeddings else ""))
