@@ -14,7 +14,7 @@ from torch import nn
 
 from benchmarks.baselines.pyg_rpgin import PygRPGIN
 from rpfast.nn import Concat, RootWalks, VecMLP
-from rpfast.experiments.pairs.models import ROOTED_HIDDEN, ROOTED_LAYERS, TWO_ROOTS_MAX_NODES
+from rpfast.experiments.pairs.models import ROOTED_HIDDEN, ROOTED_LAYERS, rooted_roots
 from rpfast.experiments.pairs.statistics import verdict
 
 
@@ -168,7 +168,7 @@ def run_pair_baseline(pair, seed, model="oriented", epochs=20, eval_samples=64, 
         max_degree = int(torch.bincount(pair.g[0], minlength=n).max())  # pair files list both directions
         views_part = BfsViewRP(min(k, n), hidden, 16, train_samples, eval_samples, random.Random(seed), max_degree)
         # the width, rounds and root sets rpfast uses
-        rooted_part = PygRooted(ROOTED_HIDDEN, ROOTED_LAYERS, 2, generator, roots=2 if n <= TWO_ROOTS_MAX_NODES else 1)
+        rooted_part = PygRooted(ROOTED_HIDDEN, ROOTED_LAYERS, 2, generator, roots=rooted_roots(n))
         net = nn.ModuleList([views_part, rooted_part])
 
         def embed(views, training):

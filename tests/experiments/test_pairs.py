@@ -110,7 +110,7 @@ def test_an_unknown_category_is_reported_once_and_refused_with_strict(tmp_path, 
     assert [p.category for p in read_pairs(path, warn=seen.append)] == ["bsic", "bsic", "Strongly-Regular", "4vtx"]
     assert seen == [f"warning: {path}:1: category 'bsic' has no published reference (known: pairs, basic, regular, "
                     "simple_regular, srg, strongly_regular, str, 4vtx, 4_vertex, 4_vertex_condition, dr, "
-                    "distance_regular, extension, cfi, csl): a typo? It is scored as a category of its own."]
+                    "distance_regular, extension, cfi, cfi_large, csl): a typo? It is scored as a category of its own."]
     with pytest.raises(ValueError, match=re.escape(f"{path}:1: category 'bsic' has no published reference")):
         read_pairs(path, strict=True)
     message = cli_fails(["pairs", str(path), "--strict", "--out", str(tmp_path / "o"), "--no-progress"], capsys)
@@ -346,8 +346,9 @@ def test_pairs_command_streams_rows_saves_embeddings_and_resumes(tmp_path, capsy
 def test_pairs_command_exports_a_family_as_a_pair_file(tmp_path, capsys):
     path = tmp_path / "mine.txt"
     assert main(["pairs", "--family", "all", "--count", "1", "--export", str(path)]) == 0
-    assert capsys.readouterr().out.strip() == f"wrote 6 pairs to {path}"
-    assert [p.category for p in read_pairs(path)] == ["basic", "regular", "srg", "4vtx", "csl", "cfi"]
+    assert capsys.readouterr().out.strip() == f"wrote 8 pairs to {path}"
+    assert [p.category for p in read_pairs(path)] == ["basic", "regular", "srg", "4vtx", "csl", "cfi", "cfi_large",
+                                                      "dr"]
     assert "exists: use --force" in cli_fails(["pairs", "--family", "srg", "--export", str(path)], capsys)
     assert cli_fails(["pairs", "--family", "srg", "--export", str(tmp_path), "--force"], capsys) == \
         f"rpfast pairs: error: --export {tmp_path} is a directory; name a pair file\n"
@@ -568,3 +569,17 @@ def test_the_command_reports_seeds_per_pair(tmp_path, capsys):
     assert [(r["index"], r["seeds"], r["distinguished_seeds"]) for r in per_pair] == [("0", "2", "0"), ("1", "2", "0")]
     assert json.loads((out / "summary.json").read_text())["seeds"] == 2
     assert (out / "seeds.png").stat().st_size > 10_000
+
+
+def test_the_rooted_part_marks_as_many_roots_as_its_budget_affords():
+    from rpfast.experiments.pairs.models import ROOT_ROWS_BUDGET, rooted_roots
+
+    assert [rooted_roots(n) for n in (2, 36, 37, 80, 81, 500)] == [3, 3, 2, 2, 1, 1]
+    assert 36 * 35 * 34 // 6 * 36 <= ROOT_ROWS_BUDGET < 37 * 36 * 35 // 6 * 37  # C(n, 3) * n rows
+
+
+def test_three_roots_separate_the_incidence_graphs_of_the_biplanes_of_order_4():
+    """Distance-regular with one intersection array; two marked roots leave T2 near 0.2."""
+    pair = family_pairs("dr")[0]
+    row = run_pair(pair, 0, PairsSettings(epochs=100, patience=100, lr=1e-3))  # the command's defaults
+    assert row["distinguished"] and row["reliable"] and row["t2"] > 1e4

@@ -31,18 +31,21 @@ second into a larger T^2.
   which separate CSL and CFI pairs):
   ``RelationalPooling(Concat(RootWalks, VecMLP), Oriented(method, k, "balanced", min_size=min_k))``.
   Beside it (:class:`~rpfast.nn.rp.Concat` of the two whole-graph models), two of the MLP's four
-  coordinates go to :class:`~rpfast.nn.rp.RootedRP`: RP over the vertices at positions 0 and 1
-  (graphs up to ``TWO_ROOTS_MAX_NODES`` = 64 vertices; position 0 alone above), averaged exactly
-  over every pair of vertices (every vertex) in eval mode: 16 rounds of message passing from
+  coordinates go to :class:`~rpfast.nn.rp.RootedRP`: RP over the vertices at the first positions,
+  as many as the eval pass affords (:func:`rooted_roots`: C(n, roots) * n rows at most
+  ``ROOT_ROWS_BUDGET`` = 2^18: three roots up to 36 vertices, two up to 80, one above), averaged
+  exactly over every set of that many vertices in eval mode: 16 rounds of message passing from
   the marked roots over the whole graph, width 4; one root set per graph and step in training,
   where only its read-out learns. Refinement from marked roots sees the twist of CFI pairs,
   which views of 32 vertices and walk counts do not: one root where the base loses its cycles
   with one vertex (the diamond, K2,3, the 3-rung ladder, C6 with a chord, the fan, the theta
   graph), two where it needs two (the 4-rung ladder, C8 with two chords, K4, K3,3, the prism);
   two roots also separate the generalized quadrangles W(3) and Q(4, 3), strongly regular with
-  the 4-vertex condition, where the walk counts are equal on every vertex. Two roots cost
-  C(n, 2) * n rows of an eval pass against one root's n * n: n / 2 times as much, about 5 s
-  more per pair at 64 vertices.
+  the 4-vertex condition, where the walk counts are equal on every vertex. Three roots
+  separate the incidence graphs of the two biplanes of order 4 (the ``dr`` family: T2 0.2 with
+  two roots, 1e9 with three), and two the CFI pair over the 3 x 3 grid (80 vertices: T2 143
+  against one root's 1). The budget keeps an eval pass at about what two roots cost at 80
+  vertices (7 s per pair here; three roots at 80 vertices took 94 s).
   Balanced starts weigh every start vertex the same, and the ego gates see the same
   neighbourhood on every view from one start, so the walk part's average is exact when
   ``eval_samples >= n`` (every vertex a start) and every start's closed neighbourhood fits in
@@ -80,7 +83,7 @@ from rpfast.nn import (GIN, RPGIN, Concat, Exact, KAry, Oriented, PiSGD, Relatio
                        VecMLP)
 
 __all__ = ["MODELS", "ORIENTATIONS", "DEFAULT_LAYERS", "DEFAULT_TRAIN_SAMPLES", "build_model", "check_model_settings",
-           "check_graph_sizes"]
+           "check_graph_sizes", "rooted_roots"]
 
 MODELS = ("oriented", "rp-gin", "kary", "exact", "gin")
 ORIENTATIONS = ("bfs", "dfs")
@@ -103,11 +106,20 @@ WALK_CHANNELS = 2
 #: sets per graph in a training step, where only its read-out learns (its cost; eval mode
 #: averages over all of them)
 ROOTED_HIDDEN, ROOTED_LAYERS, ROOTED_TRAIN_ROOTS = 4, 16, 1
-#: the largest graphs whose rooted part marks two vertices at once (C(n, 2) * n rows per
-#: embedding, about n / 2 times one root's n * n; above it one root). At 64 vertices a pair
-#: costs about what a 200-vertex pair with one root does (10 s here), which bounds the time
-#: of a file of BREC's sizes
-TWO_ROOTS_MAX_NODES = 64
+#: the rows of the rooted part's eval pass, C(n, roots) * n per embedding, that fix how many
+#: roots it marks (:func:`rooted_roots`): 2^18 allows three roots up to 36 vertices, two up to
+#: 80, one above; an 80-vertex pair with two roots costs about what a 200-vertex pair with one
+#: does (7 to 10 s here), which bounds the time of a file of BREC's sizes
+ROOT_ROWS_BUDGET = 1 << 18
+#: the most roots the rooted part marks
+MAX_ROOTED_ROOTS = RootedRP.MAX_ROOTS
+
+
+def rooted_roots(n: int) -> int:
+    """The roots the oriented model's rooted part marks on graphs of ``n`` vertices: the most, up
+    to :data:`MAX_ROOTED_ROOTS`, whose exact eval average, C(n, roots) * n rows, fits
+    :data:`ROOT_ROWS_BUDGET`; at least one."""
+    return max([1] + [k for k in range(2, MAX_ROOTED_ROOTS + 1) if math.comb(n, k) * n <= ROOT_ROWS_BUDGET])
 #: Above this many vertices ``rpfast pairs`` warns that the oriented model's rooted part is slow.
 SLOW_ROOTED_NODES = 1000
 
@@ -186,7 +198,7 @@ def build_model(settings, n: int, generator: Optional[torch.Generator] = None,
                 return views
             return Concat(views, RootedRP(1, ROOTED_HIDDEN, ROOTED_LAYERS, rooted, train_roots=ROOTED_TRAIN_ROOTS,
                                           generator=generator, learn_rounds=False,
-                                          roots=2 if n <= TWO_ROOTS_MAX_NODES else 1))
+                                          roots=rooted_roots(n)))
     f = VecMLP(k, 1, 1, settings.hidden, out, layers)
     return RelationalPooling(f, strategy, generator=generator, use_edge_attr=False)
 

@@ -23,10 +23,10 @@ def changed_constants(config: Dict) -> str:
 
 def describe_model(config: Dict) -> str:
     """The model and the settings that shape it, e.g. ``"oriented (bfs views of 0.75 k..32
-    vertices from balanced starts, walk counts + MLP 2 x 64; rooted 16 x 4 over all root pairs up to
-    64 vertices, all roots above, 8 train / 256 eval relabelings)"``."""
+    vertices from balanced starts, walk counts + MLP 2 x 64; rooted 16 x 4 over all root triples up
+    to 36 vertices, pairs up to 80, all roots above, 8 train / 256 eval relabelings)"``."""
     from rpfast.experiments.pairs.models import (DEFAULT_LAYERS, DEFAULT_TRAIN_SAMPLES, ROOTED_HIDDEN, ROOTED_LAYERS,
-                                                SHORTEST_VIEW, TWO_ROOTS_MAX_NODES)
+                                                SHORTEST_VIEW, rooted_roots)
 
     model = config["model"]
     layers = config.get("layers") or DEFAULT_LAYERS[model]
@@ -34,8 +34,9 @@ def describe_model(config: Dict) -> str:
     shortest = config.get("min_k") or f"{SHORTEST_VIEW:g} k"
     out = config.get("output_dim", 16)
     parts = "walk counts" + (f" + MLP {layers} x {config['hidden']}" if out >= 4 else "")
-    parts += (f"; rooted {ROOTED_LAYERS} x {ROOTED_HIDDEN} over all root pairs up to {TWO_ROOTS_MAX_NODES} vertices, "
-              "all roots above" if out >= 8 else "")
+    last = {k: max(n for n in range(1, 1000) if rooted_roots(n) == k) for k in (3, 2)}
+    parts += (f"; rooted {ROOTED_LAYERS} x {ROOTED_HIDDEN} over all root triples up to {last[3]} vertices, pairs up "
+              f"to {last[2]}, all roots above" if out >= 8 else "")
     view = {"oriented": f"{config['orientation']} views of {shortest}..{config['k']} vertices from balanced starts, "
                         + parts,
             "kary": f"{config['k']}-subsets in random order, MLP {layers} x {config['hidden']}",
