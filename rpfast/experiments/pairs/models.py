@@ -83,7 +83,7 @@ from rpfast.nn import (GIN, RPGIN, Concat, Exact, KAry, Oriented, PiSGD, Relatio
                        VecMLP)
 
 __all__ = ["MODELS", "ORIENTATIONS", "DEFAULT_LAYERS", "DEFAULT_TRAIN_SAMPLES", "build_model", "check_model_settings",
-           "check_graph_sizes", "rooted_roots"]
+           "check_graph_sizes", "rooted_roots", "CAPTURABLE_MODELS"]
 
 MODELS = ("oriented", "rp-gin", "kary", "exact", "gin")
 ORIENTATIONS = ("bfs", "dfs")
@@ -92,6 +92,9 @@ DEFAULT_LAYERS = {"gin": 6, "rp-gin": 6, "kary": 2, "exact": 2, "oriented": 2}
 #: relabelings (k-subsets, orders) per graph in a training step when ``train_samples`` is not
 #: given: a sharper gradient for the cheap MLP views; one for rp-gin, whose GIN costs more
 DEFAULT_TRAIN_SAMPLES = {"gin": 1, "rp-gin": 1, "kary": 16, "exact": 1, "oriented": 8}
+#: the models whose training step a CUDA graph can replay (``--cuda-graphs``): the others
+#: compute orders, subsets or roots on the host at every step (rpfast.experiments.step_graphs)
+CAPTURABLE_MODELS = ("gin", "rp-gin")
 #: the oriented model's shortest view when ``min_k`` is not given, as a fraction of k
 SHORTEST_VIEW = 0.75
 #: positions the oriented model's walk part reads when the pair's largest degree is not given

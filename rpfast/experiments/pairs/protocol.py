@@ -23,7 +23,7 @@ import torch
 
 from rpfast.data.batch import GraphBatch
 from rpfast.datasets.pairs import GraphPair
-from rpfast.experiments.pairs.models import MODELS, build_model, check_model_settings
+from rpfast.experiments.pairs.models import CAPTURABLE_MODELS, MODELS, build_model, check_model_settings
 from rpfast.experiments.pairs.statistics import verdict
 from rpfast.experiments.batches import Batches
 from rpfast.experiments.devices import uses_cuda_graphs
@@ -105,7 +105,8 @@ def run_pair(pair: GraphPair, seed: int, settings: PairsSettings, device: torch.
     """The protocol on one pair and seed: the row of the per-pair CSV (statistics, decision,
     epochs, final loss) and the D matrices (``differences``, ``reliability``). The model trains
     and embeds on ``device``; relabelings are drawn, and statistics computed, on the CPU.
-    ``cuda_graphs`` (on a CUDA device): the training step is captured once and replayed."""
+    ``cuda_graphs`` (on a CUDA device, for the models that allow it, ``CAPTURABLE_MODELS``): the
+    training step is captured once and replayed."""
     generator = torch.Generator().manual_seed(seed * 1_000_003 + pair.index)
     torch.manual_seed(seed * 1_000_003 + pair.index)
     q, n = settings.relabelings, pair.n
@@ -123,7 +124,7 @@ def run_pair(pair: GraphPair, seed: int, settings: PairsSettings, device: torch.
 
     steps = Batches(torch.arange(2 * q), lambda chunk: train, 2 * q, generator)  # one full-batch step an epoch
     try:
-        captured = uses_cuda_graphs(cuda_graphs, device)
+        captured = uses_cuda_graphs(cuda_graphs, device) and settings.model in CAPTURABLE_MODELS
         lr = torch.tensor(settings.lr, device=device) if captured else settings.lr  # a replay reads it on the device
         result = fit(model, steps, loss, epochs=settings.epochs, patience=settings.patience, min_delta=1e-6,
                      optimizer=lambda parameters: torch.optim.Adam(parameters, lr=lr, capturable=captured),
