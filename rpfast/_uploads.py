@@ -27,8 +27,8 @@ def upload(value: Tensor, device, dtype: Optional[torch.dtype] = None) -> Tensor
     if value.device.type == "cpu":  # made on the host in this step: a replayed graph would keep it
         refuse_while_capturing("uploading host data made in the step")
     device = value.device if device is None else torch.device(device)
-    if value.device.type != "cpu" or device.type == "cpu":
-        return value.to(device=device, dtype=dtype)
+    if value.device.type != "cpu" or device.type == "cpu" or value.is_pinned():
+        return value.to(device=device, dtype=dtype)  # a caller's pinned tensor: its memory may change after
     if device.type == "cuda":
         if dtype is not None:
             value = value.to(dtype)

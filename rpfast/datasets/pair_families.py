@@ -27,7 +27,7 @@
 * ``dr``: distance-regular graphs with equal intersection arrays (BREC's "distance regular"):
   incidence graphs of non-isomorphic symmetric designs (biplanes of order 4, 32 vertices; the
   (31, 15, 7) Singer and Paley designs, 62 vertices) and H(3, 4) against the Doob graph (64
-  vertices): :func:`rpfast.datasets.designs.distance_regular_pairs`;
+  vertices): :func:`distance_regular_pairs`;
 * ``all``: every family above, each under its own category.
 
 Every pair is checked non-isomorphic (networkx's VF2++, up to
@@ -39,11 +39,11 @@ import random
 from typing import Callable, Dict, List, Optional, Tuple
 
 from rpfast.datasets.csl import PAPER_SKIPS, csl_graph
-from rpfast.datasets.designs import distance_regular_pairs
+from rpfast.datasets.designs import design_pairs
 from rpfast.datasets.pairs import GraphPair, check_pair, local_invariants, networkx_edge_index, networkx_graph
 
 __all__ = ["family_pairs", "cfi_pair", "cfi_bases", "cfi_large_bases", "generalized_quadrangles", "latin_square_graph",
-           "shrikhande_graph", "wl_equivalent", "FAMILIES"]
+           "shrikhande_graph", "distance_regular_pairs", "wl_equivalent", "FAMILIES"]
 
 
 def wl_colours(graph) -> List:
@@ -324,6 +324,21 @@ def cfi_large_bases() -> List:
 
 def _distance_regular(count: int, seed: int) -> List[GraphPair]:
     return [_pair("dr", i, g, h) for i, (_, g, h) in enumerate(distance_regular_pairs())]
+
+
+def distance_regular_pairs():
+    """``[(name, g, h)]``: the ``dr`` family's pairs of distance-regular graphs with one
+    intersection array (networkx): the design incidence graphs of
+    :func:`rpfast.datasets.designs.design_pairs` (32 and 62 vertices), then the Hamming graph
+    H(3, 4) against the Doob graph D(1, 1), the Shrikhande graph times K4 (64 vertices,
+    {9, 6, 3; 1, 2, 3})."""
+    import networkx as nx
+
+    k4 = nx.complete_graph(4)
+    hamming = nx.cartesian_product(nx.cartesian_product(k4, k4), k4)
+    doob = nx.cartesian_product(shrikhande_graph(), k4)
+    return design_pairs() + [("H(3, 4) and Doob D(1, 1)", nx.convert_node_labels_to_integers(hamming),
+                              nx.convert_node_labels_to_integers(doob))]
 
 
 def cfi_pair(base):

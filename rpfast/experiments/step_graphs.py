@@ -18,6 +18,12 @@ signatures are kept, later ones run eagerly, as does a step that cannot be captu
 capture is kept in :attr:`StepGraphs.eager` (the reason, per signature), for instance a layer that
 groups nodes on the host (:mod:`rpfast._capture`) or an optimizer that is not capturable.
 
+A capture refused in Python (:class:`~rpfast._capture.NotCapturable`) leaves that signature to
+eager steps; one that fails on the device stops the mode for the rest of the run (a CUDA error
+may leave state behind), as does a learning rate replaced instead of updated in place. Either
+way the generators go back to where the capture found them, so the eager step draws what it
+would have drawn.
+
 Random relabelings stay those of the eager step: their seeds go through a
 :class:`~rpfast.ops.seed_tape.SeedTape`. A replayed step computes what the eager step computes, to
 the rounding of the kernels (the same kernels run, so on one device the results are equal).
@@ -45,18 +51,27 @@ class CudaGraph:
     @staticmethod
     def check(optimizer: torch.optim.Optimizer) -> None:
         """NotCapturable unless every parameter group is capturable with a tensor learning rate
-        (a float would be frozen into the graph, and a schedule's changes lost)."""
+        on its parameters' device (a float, or a CPU tensor the step reads on the host, would be
+        frozen into the graph, and a schedule's changes lost)."""
         for group in optimizer.param_groups:
-            if not group.get("capturable", False) or not isinstance(group.get("lr"), Tensor):
+            lr, params = group.get("lr"), group["params"]
+            if (not group.get("capturable", False) or not isinstance(lr, Tensor)
+                    or (params and lr.device != params[0].device)):
                 raise NotCapturable("the optimizer is not capturable: build it with capturable=True and a tensor "
-                                    "learning rate (rpfast.experiments.training.adam(..., capturable=True))")
+                                    "learning rate on the parameters' device "
+                                    "(rpfast.experiments.training.adam(..., capturable=True))")
 
     def __init__(self):
         self.graph = torch.cuda.CUDAGraph()
 
     def capture(self, step: Callable[[], Tensor]) -> Tensor:
-        with torch.cuda.graph(self.graph):
-            return step()
+        stream = torch.cuda.current_stream()
+        try:
+            with torch.cuda.graph(self.graph):
+                return step()
+        except BaseException:  # a capture that CUDA invalidated may leave its side stream current
+            torch.cuda.set_stream(stream)
+            raise
 
     def replay(self) -> None:
         self.graph.replay()
@@ -116,7 +131,8 @@ def _static_copy(value: Any) -> Any:
                              if name not in HOST_RECORDS})
         return out
     if isinstance(value, (tuple, list)):
-        return type(value)(_static_copy(item) for item in value)
+        items = [_static_copy(item) for item in value]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)  # a namedtuple too
     if isinstance(value, dict):
         return {name: _static_copy(item) for name, item in value.items()}
     return value
@@ -170,11 +186,18 @@ class StepGraphs:
         self.eager: Dict[Hashable, str] = {}  # signature -> why its steps run eagerly
         self.replays = 0
         self.eager_steps = 0
+        self.stopped: Optional[str] = None  # why no step is captured or replayed any more
         self._seen = set()
+        self._lrs: List[Tensor] = []  # the learning-rate tensors the graphs read
 
     def step(self, batch: Any) -> Tensor:
         """One training step on ``batch`` (replayed, captured, or eager); its loss, detached (a
         captured step's loss tensor is overwritten by its next replay: read or copy it before)."""
+        if self.stopped is None and any(g["lr"] is not lr for g, lr in zip(self.optimizer.param_groups, self._lrs)):
+            self._stop("the optimizer's learning rate was replaced (a schedule that does not update the tensor in "
+                       "place: torch < 2.4?), which the captured steps would not see")
+        if self.stopped is not None:
+            return self._eager(batch)
         try:
             key, leaves = signature(batch)
         except NotCapturable as error:
@@ -203,25 +226,59 @@ class StepGraphs:
         return self._run(batch)
 
     def _capture(self, key: Hashable, batch: Any) -> Tensor:
-        entry = _Captured(batch, SeedTape(self.device))
+        states = _generator_states(self.trained)  # draws a failed capture made are drawn again
+        entry, failure = None, None
         try:
+            entry = _Captured(batch, SeedTape(self.device))
             check = getattr(self.graph_type, "check", None)
             if check is not None:
                 check(self.optimizer)
             entry.graph = self.graph_type()
             with capturing(), entry.tape.recording():
                 entry.loss = entry.graph.capture(lambda: self._run(entry.static))
-        except Exception as error:  # noqa: BLE001 - any failure leaves the step to eager mode, which reports real errors
-            entry.tape.undo()
-            self.eager[key] = f"{type(error).__name__}: {error}"
-            return self._eager(batch)
+        except NotCapturable as error:  # refused in Python, before anything reached the device
+            failure = str(error)
+        except Exception as error:  # noqa: BLE001 - the device refused: no more captures in this run
+            failure = f"{type(error).__name__}: {error}"
+            self._stop(f"a capture failed on the device ({failure})")
+        if failure is not None:
+            if entry is not None:
+                entry.tape.undo()
+            for generator, state in states:
+                generator.set_state(state)
+            self.eager[key] = failure
+            del entry
+            return self._eager(batch)  # outside the handler: the failed capture's tensors are gone
         entry.tape.captured()
         self.captured[key] = entry
+        # a graph reads its learning rates from these tensors: a schedule must change them in place
+        self._lrs = [g["lr"] for g in self.optimizer.param_groups if isinstance(g["lr"], Tensor)]
         self.replays += 1
         entry.graph.replay()  # the capture recorded this step; this runs it (the tape holds its seeds)
         return entry.loss
 
+    def _stop(self, why: str) -> None:
+        """No more captures or replays: the graphs go, every later step runs eagerly."""
+        self.stopped = why
+        self.captured.clear()
+
     def summary(self) -> Dict[str, Any]:
         """What ran how: shapes captured, replays, eager steps and why (one line each)."""
+        reasons = set(self.eager.values()) | ({self.stopped} if self.stopped else set())
         return {"captured": len(self.captured), "replays": self.replays, "eager_steps": self.eager_steps,
-                "eager_reasons": sorted(set(self.eager.values()))}
+                "eager_reasons": sorted(reasons)}
+
+
+def _generator_states(module: nn.Module) -> List[Tuple[torch.Generator, Tensor]]:
+    """The states of every generator a step may draw from: torch's default ones (the CPU's and
+    the GPUs') and those the modules hold."""
+    generators = [torch.default_generator]
+    if torch.cuda.is_available():
+        generators += list(torch.cuda.default_generators)
+    for sub in module.modules():
+        generators += [value for value in vars(sub).values() if isinstance(value, torch.Generator)]
+        strategy = getattr(sub, "strategy", None)
+        generators += [value for value in vars(strategy).values() if isinstance(value, torch.Generator)] \
+            if strategy is not None and hasattr(strategy, "__dict__") else []
+    unique = {id(g): g for g in generators}
+    return [(g, g.get_state()) for g in unique.values()]

@@ -5,6 +5,7 @@ import torch
 from torch import Tensor
 
 from rpfast import _backend
+from rpfast._capture import refuse_while_capturing
 from rpfast._uploads import upload
 from rpfast.data import GraphBatch
 from rpfast.ops import seed_tape
@@ -94,7 +95,9 @@ def _positions_elsewhere(ptr: Tensor, host_ptr: Tensor, seed: int, seed_at: Opti
     """Drawn from the host's copy of the sizes by the CPU kernel and moved: the same positions on
     every device and backend, and no read of device memory (on ``meta`` the move keeps the shape).
     A ``seed_at`` on a device is read back (so this form is not captured in a CUDA graph)."""
-    seed = seed if seed_at is None else int(seed_at)
+    if seed_at is not None:
+        refuse_while_capturing("drawing relabelings on the host (rpfast without its CUDA kernels)")
+        seed = int(seed_at)
     return upload(_positions_cpu(host_ptr, host_ptr, seed, None, samples, modulus, total_nodes, n_max), ptr.device)
 
 

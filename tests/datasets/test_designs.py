@@ -2,9 +2,9 @@
 import networkx as nx
 import pytest
 
-from rpfast.datasets.designs import (certified_different, develop, distance_regular_pairs, gf2_rank, incidence_graph,
-                                     quadratic_residues, singer_set, triple_counts)
-from rpfast.datasets.pair_families import cfi_large_bases, family_pairs
+from rpfast.datasets.designs import (certified_different, develop, gf2_rank, incidence_graph, quadratic_residues,
+                                     singer_set, triple_counts)
+from rpfast.datasets.pair_families import cfi_large_bases, distance_regular_pairs, family_pairs
 from rpfast.datasets.pairs import local_invariants
 
 pytestmark = pytest.mark.backend_neutral

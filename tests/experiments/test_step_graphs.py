@@ -13,7 +13,7 @@ import torch
 from rpfast.data import GraphBatch
 from rpfast.experiments.step_graphs import StepGraphs, signature
 from rpfast.experiments.training import Batches, adam, fit
-from rpfast.nn import GIN, RPGIN, RPDuvenaud
+from rpfast.nn import GIN, RPGIN, RPDuvenaud, RootedRP
 from rpfast.ops.seed_tape import SeedTape
 from rpfast.ops.random import seed_from_generator
 from tests.helpers.assertions import backend
@@ -61,6 +61,7 @@ MODELS = {
     "RPGIN": lambda: RPGIN(2, 8, 2, 3, id_dim=9, generator=torch.Generator().manual_seed(1)).double(),
     "GIN": lambda: GIN(2, 8, 2, 3).double(),
     "RPDuvenaud": lambda: RPDuvenaud(2, 3, 3, conv=(8,), dense=8, generator=torch.Generator().manual_seed(1)).double(),
+    "RootedRP": lambda: RootedRP(2, 4, 3, 3, train_roots=2, generator=torch.Generator().manual_seed(1)).double(),
 }
 
 
@@ -108,7 +109,17 @@ def test_relabelings_drawn_on_the_host_keep_a_step_eager():
     assert replayed.losses == eager.losses and torch.equal(replayed_weights, eager_weights)
     summary = replayed.step_graphs
     assert summary["captured"] == 0 and summary["eager_steps"] == 12
-    assert any("uploading host data" in reason for reason in summary["eager_reasons"]), summary
+    assert any("drawing relabelings on the host" in reason for reason in summary["eager_reasons"]), summary
+
+
+def test_a_failed_capture_draws_again_what_the_host_drew_before_the_refusal():
+    """RootedRP draws its roots from its generator on the host, then uploads them, which a
+    capture refuses: the eager step that replaces it draws the same roots as a plain run."""
+    eager, eager_weights = _train("RootedRP", False)
+    replayed, replayed_weights = _train("RootedRP", RerunGraph)
+    assert replayed.losses == eager.losses and torch.equal(replayed_weights, eager_weights)
+    summary = replayed.step_graphs
+    assert summary["captured"] == 0 and any("uploading host data" in r for r in summary["eager_reasons"]), summary
 
 
 def test_a_step_that_groups_on_the_host_runs_eagerly_and_says_why():
