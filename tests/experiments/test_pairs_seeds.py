@@ -1,0 +1,63 @@
+"""``rpfast pairs``' seed report (``--seeds S``) and the rooted part's budget of roots (issue 44)."""
+import csv
+import json
+
+from rpfast.cli import main
+from rpfast.datasets.pair_families import family_pairs
+from rpfast.experiments.pairs.protocol import PairsSettings, run_pair
+
+
+def _rows(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_with_several_seeds_a_pair_counts_only_when_every_seed_distinguishes_it(tmp_path):
+    from rpfast.experiments.pairs.protocol import score
+    from rpfast.experiments.pairs.report import format_table, plot_seeds, seed_counts
+
+    def row(index, seed, distinguished, reliable=True, t2=10.0):
+        return {"category": "cfi", "index": index, "n": 18, "seed": seed, "distinguished": distinguished,
+                "reliable": reliable, "t2": t2}
+    rows = [row(0, 0, True), row(0, 1, True, t2=30.0), row(1, 0, True), row(1, 1, False, t2=float("nan")),
+            row(2, 0, False), row(2, 1, False, reliable=False)]
+    table = score(rows)
+    assert table["cfi"] == {"pairs": 3, "distinguished": 1, "unreliable": 1, "score": 0, "any_seed": 2}
+    assert seed_counts(rows) == [
+        {"category": "cfi", "index": 0, "n": 18, "seeds": 2, "distinguished_seeds": 2, "reliable_seeds": 2,
+         "median_t2": 20.0},
+        {"category": "cfi", "index": 1, "n": 18, "seeds": 2, "distinguished_seeds": 1, "reliable_seeds": 2,
+         "median_t2": 10.0},
+        {"category": "cfi", "index": 2, "n": 18, "seeds": 2, "distinguished_seeds": 0, "reliable_seeds": 1,
+         "median_t2": 10.0}]
+    text = format_table(table, "oriented", seeds=2)
+    assert "2 seeds (distinguished: on every seed)" in text and "on some seed" in text
+    assert text.splitlines()[3].split() == ["cfi", "3", "1", "1", "0", "2"]
+    assert "on some seed" not in format_table(table, "oriented")
+    plot_seeds(seed_counts(rows), 2, tmp_path / "seeds.png")
+    assert (tmp_path / "seeds.png").stat().st_size > 10_000
+
+
+def test_the_command_reports_seeds_per_pair(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["pairs", "--family", "regular", "--count", "2", "--model", "gin", "--epochs", "2", "--seeds", "2",
+                 "--out", str(out), "--no-progress", "--jobs", "1"]) == 0
+    assert "on some seed" in capsys.readouterr().out
+    per_pair = _rows(out / "pair_seeds.csv")
+    assert [(r["index"], r["seeds"], r["distinguished_seeds"]) for r in per_pair] == [("0", "2", "0"), ("1", "2", "0")]
+    assert json.loads((out / "summary.json").read_text())["seeds"] == 2
+    assert (out / "seeds.png").stat().st_size > 10_000
+
+
+def test_the_rooted_part_marks_as_many_roots_as_its_budget_affords():
+    from rpfast.experiments.pairs.models import ROOT_ROWS_BUDGET, rooted_roots
+
+    assert [rooted_roots(n) for n in (2, 36, 37, 80, 81, 500)] == [3, 3, 2, 2, 1, 1]
+    assert 36 * 35 * 34 // 6 * 36 <= ROOT_ROWS_BUDGET < 37 * 36 * 35 // 6 * 37  # C(n, 3) * n rows
+
+
+def test_three_roots_separate_the_incidence_graphs_of_the_biplanes_of_order_4():
+    """Distance-regular with one intersection array; two marked roots leave T2 near 0.2."""
+    pair = family_pairs("dr")[0]
+    row = run_pair(pair, 0, PairsSettings(epochs=100, patience=100, lr=1e-3))  # the command's defaults
+    assert row["distinguished"] and row["reliable"] and row["t2"] > 1e4
