@@ -26,6 +26,10 @@ def develop(orders: Sequence[int], base: Sequence[Element], lam: int) -> List[Se
     """The blocks ``D + g`` (as sets of element numbers, row-major over ``Z_orders[0] x ...``)
     of the difference set ``base`` in the group ``Z_orders[0] x Z_orders[1] x ...``; ValueError
     unless every nonzero element is a difference of ``base`` exactly ``lam`` times."""
+    if not orders or any(isinstance(m, bool) or not isinstance(m, int) or m < 1 for m in orders):
+        raise ValueError(f"orders must be positive integers (the cyclic factors of the group), got {orders!r}")
+    if not base or any(len(tuple(d)) != len(orders) for d in base):
+        raise ValueError(f"base must hold elements of {len(orders)} coordinates (one per factor), got {base!r}")
     elements = list(itertools.product(*(range(m) for m in orders)))
     number = {e: i for i, e in enumerate(elements)}
 

@@ -38,6 +38,8 @@ class SeedTape:
     the order a captured step draws."""
 
     def __init__(self, device, capacity: int = 64):
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
         self.buffer = torch.zeros(capacity, dtype=torch.int64, device=device)
         self.draws: List[Tuple[Optional[torch.Generator], Draw]] = []
         self._pending: List[int] = []  # the captured step's own seeds, for the buffer

@@ -16,6 +16,10 @@ def test_develop_checks_the_difference_set():
     assert all(len(a & b) == 1 for a in fano for b in fano if a is not b)
     with pytest.raises(ValueError, match=r"not a \(7, 3, 1\) difference set in Z7"):
         develop((7,), [(0,), (1,), (2,)], 1)
+    with pytest.raises(ValueError, match="orders must be positive integers"):
+        develop((0,), [(0,)], 1)
+    with pytest.raises(ValueError, match="elements of 2 coordinates"):
+        develop((4, 4), [(0,), (1,)], 1)
 
 
 def test_singer_and_paley_sets_are_the_hadamard_difference_sets_of_order_31():

@@ -2,6 +2,8 @@
 import csv
 import json
 
+import pytest
+
 from rpfast.cli import main
 from rpfast.datasets.pair_families import family_pairs
 from rpfast.experiments.pairs.protocol import PairsSettings, run_pair
@@ -53,6 +55,8 @@ def test_the_rooted_part_marks_as_many_roots_as_its_budget_affords():
     from rpfast.experiments.pairs.models import ROOT_ROWS_BUDGET, rooted_roots
 
     assert [rooted_roots(n) for n in (2, 36, 37, 80, 81, 500)] == [3, 3, 2, 2, 1, 1]
+    with pytest.raises(ValueError, match="positive number of vertices"):
+        rooted_roots(0)
     assert 36 * 35 * 34 // 6 * 36 <= ROOT_ROWS_BUDGET < 37 * 36 * 35 // 6 * 37  # C(n, 3) * n rows
 
 

@@ -100,35 +100,24 @@ def test_replayed_steps_train_exactly_as_eager_steps(name, kind):
     assert eager.step_graphs is None
 
 
-def test_relabelings_drawn_on_the_host_keep_a_step_eager():
-    """Without the relabeling kernels (the composed path) the IDs are drawn on the host and
-    uploaded: such a step is not captured (its replays would keep the first IDs)."""
-    with backend("torch"):
-        eager, eager_weights = _train("RPGIN", False)
-        replayed, replayed_weights = _train("RPGIN", RerunGraph)
+@pytest.mark.parametrize("name, kind, reason", [
+    # without the relabeling kernels the IDs are drawn on the host: replays would keep the first ones
+    ("RPGIN", "torch", "drawing relabelings on the host"),
+    # roots drawn from the module's generator, then uploaded (refused): the eager step draws them again
+    ("RootedRP", "auto", "uploading host data"),
+    # degree and element groups made on the host
+    ("RPDuvenaud", "auto", "reads the batch's data on the host"),
+])
+def test_a_step_that_computes_on_the_host_runs_eagerly_and_says_why(name, kind, reason):
+    """Refused in the capture, run eagerly instead, with every draw a plain run makes: the same
+    losses and weights, bit for bit."""
+    with backend(kind):
+        eager, eager_weights = _train(name, False)
+        replayed, replayed_weights = _train(name, RerunGraph)
     assert replayed.losses == eager.losses and torch.equal(replayed_weights, eager_weights)
     summary = replayed.step_graphs
     assert summary["captured"] == 0 and summary["eager_steps"] == 12
-    assert any("drawing relabelings on the host" in reason for reason in summary["eager_reasons"]), summary
-
-
-def test_a_failed_capture_draws_again_what_the_host_drew_before_the_refusal():
-    """RootedRP draws its roots from its generator on the host, then uploads them, which a
-    capture refuses: the eager step that replaces it draws the same roots as a plain run."""
-    eager, eager_weights = _train("RootedRP", False)
-    replayed, replayed_weights = _train("RootedRP", RerunGraph)
-    assert replayed.losses == eager.losses and torch.equal(replayed_weights, eager_weights)
-    summary = replayed.step_graphs
-    assert summary["captured"] == 0 and any("uploading host data" in r for r in summary["eager_reasons"]), summary
-
-
-def test_a_step_that_groups_on_the_host_runs_eagerly_and_says_why():
-    eager, eager_weights = _train("RPDuvenaud", False)
-    replayed, replayed_weights = _train("RPDuvenaud", RerunGraph)
-    assert replayed.losses == eager.losses and torch.equal(replayed_weights, eager_weights)
-    summary = replayed.step_graphs
-    assert summary["captured"] == 0 and summary["eager_steps"] == 12
-    assert any("reads the batch's data on the host" in reason for reason in summary["eager_reasons"]), summary
+    assert any(reason in r for r in summary["eager_reasons"]), summary
 
 
 def test_cuda_graphs_needs_a_cuda_model_and_one_process():
@@ -160,6 +149,8 @@ def test_the_seed_tape_draws_what_the_eager_draws_would():
         tape.slot(torch.Generator(), draw)
     with pytest.raises(Exception, match="more than 2"), tape.recording():
         tape.slot(gen, draw)
+    with pytest.raises(ValueError, match="capacity must be a positive integer"):
+        SeedTape("cpu", capacity=0)
 
 
 @pytest.mark.parametrize("kind", ["auto", "torch"])

@@ -122,6 +122,8 @@ def rooted_roots(n: int) -> int:
     """The roots the oriented model's rooted part marks on graphs of ``n`` vertices: the most, up
     to :data:`MAX_ROOTED_ROOTS`, whose exact eval average, C(n, roots) * n rows, fits
     :data:`ROOT_ROWS_BUDGET`; at least one."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive number of vertices, got {n!r}")
     return max([1] + [k for k in range(2, MAX_ROOTED_ROOTS + 1) if math.comb(n, k) * n <= ROOT_ROWS_BUDGET])
 #: Above this many vertices ``rpfast pairs`` warns that the oriented model's rooted part is slow.
 SLOW_ROOTED_NODES = 1000
