@@ -473,14 +473,14 @@ def test_a_pair_whose_loss_turns_nan_keeps_its_last_finite_weights(monkeypatch, 
 
     monkeypatch.setattr(pairs_module.torch.nn, "CosineEmbeddingLoss", NanFromThird)
     pair = family_pairs("regular", 1)[0]
-    row = run_pair(pair, 0, PairsSettings(epochs=10, patience=10))
+    row = run_pair(pair, 0, PairsSettings(model="rp-gin", epochs=10, patience=10))  # the sequential path
     assert row["epochs"] == 2 and np.isfinite(row["final_loss"]) and np.isfinite(row["t2"])
     assert np.isfinite(row["differences"]).all()
 
     # embeddings that are not finite: not distinguished, no false claim, a warning
     real_embed = pairs_module._embed
     monkeypatch.setattr(pairs_module, "_embed", lambda model, graph: real_embed(model, graph) * float("nan"))
-    row = run_pair(pair, 0, PairsSettings(epochs=2, patience=2))
+    row = run_pair(pair, 0, PairsSettings(model="rp-gin", epochs=2, patience=2))
     assert not row["distinguished"] and row["reliable"] and np.isnan(row["t2"])
     assert "regular pair 0, seed 0: the model's embeddings are not finite" in capsys.readouterr().err
 

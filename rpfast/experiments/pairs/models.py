@@ -83,7 +83,7 @@ from rpfast.nn import (GIN, RPGIN, Concat, Exact, KAry, Oriented, PiSGD, Relatio
                        VecMLP)
 
 __all__ = ["MODELS", "ORIENTATIONS", "DEFAULT_LAYERS", "DEFAULT_TRAIN_SAMPLES", "build_model", "check_model_settings",
-           "check_graph_sizes", "rooted_roots", "CAPTURABLE_MODELS"]
+           "check_graph_sizes", "rooted_roots", "CAPTURABLE_MODELS", "STACKED_MODELS", "rooted_hash"]
 
 MODELS = ("oriented", "rp-gin", "kary", "exact", "gin")
 ORIENTATIONS = ("bfs", "dfs")
@@ -95,6 +95,9 @@ DEFAULT_TRAIN_SAMPLES = {"gin": 1, "rp-gin": 1, "kary": 16, "exact": 1, "oriente
 #: the models whose training step a CUDA graph can replay (``--cuda-graphs``): the others
 #: compute orders, subsets or roots on the host at every step (rpfast.experiments.step_graphs)
 CAPTURABLE_MODELS = ("gin", "rp-gin")
+#: the models ``rpfast pairs`` trains many pairs at once, as one stack of their replicas
+#: (:mod:`rpfast.experiments.pairs.batched`); the others train pair by pair
+STACKED_MODELS = ("oriented",)
 #: the oriented model's shortest view when ``min_k`` is not given, as a fraction of k
 SHORTEST_VIEW = 0.75
 #: positions the oriented model's walk part reads when the pair's largest degree is not given
@@ -125,6 +128,22 @@ def rooted_roots(n: int) -> int:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be a positive number of vertices, got {n!r}")
     return max([1] + [k for k in range(2, MAX_ROOTED_ROOTS + 1) if math.comb(n, k) * n <= ROOT_ROWS_BUDGET])
+
+
+def rooted_hash(seed: int) -> RootedRP:
+    """The rooted part's fixed random rounds for every pair of ``seed`` (its input map, marker and
+    rounds; ``learn_rounds=False``: they never train, only each pair's read-out does), drawn from
+    their own stream of the seed (pairs draw theirs from ``seed * 1_000_003 + index``)."""
+    state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(seed * 1_000_003 + HASH_STREAM)
+        return RootedRP(1, ROOTED_HIDDEN, ROOTED_LAYERS, 1, train_roots=ROOTED_TRAIN_ROOTS, learn_rounds=False)
+    finally:
+        torch.random.set_rng_state(state)
+
+
+#: the offset of :func:`rooted_hash`'s stream among a seed's (pair indices stay below it)
+HASH_STREAM = 1_000_002
 #: Above this many vertices ``rpfast pairs`` warns that the oriented model's rooted part is slow.
 SLOW_ROOTED_NODES = 1000
 

@@ -23,13 +23,15 @@ import torch
 
 from rpfast.data.batch import GraphBatch
 from rpfast.datasets.pairs import GraphPair
-from rpfast.experiments.pairs.models import CAPTURABLE_MODELS, MODELS, build_model, check_model_settings
+from rpfast.experiments.pairs.models import (CAPTURABLE_MODELS, MODELS, STACKED_MODELS, build_model,
+                                             check_model_settings)
 from rpfast.experiments.pairs.statistics import verdict
 from rpfast.experiments.batches import Batches
 from rpfast.experiments.devices import uses_cuda_graphs
 from rpfast.experiments.training import TrainingDiverged, check_learning_rate, fit
 
-__all__ = ["PairsSettings", "MODELS", "run_pair", "score", "relabeled", "batch_of", "differences_arrays"]
+__all__ = ["PairsSettings", "MODELS", "run_pair", "score", "relabeled", "batch_of", "differences_arrays",
+           "pair_row", "replica_seed", "stacks", "pair_max_degree"]
 
 
 @dataclass
@@ -100,20 +102,37 @@ def _max_degree(edge_index: torch.Tensor, n: int) -> int:
     return int(torch.bincount(ends.reshape(-1), minlength=n).max())
 
 
+def pair_max_degree(pair: GraphPair) -> int:
+    """The largest degree of the pair's two graphs (it sizes the oriented model's walk window)."""
+    return max(_max_degree(pair.g, pair.n), _max_degree(pair.h, pair.n))
+
+
+def replica_seed(pair: GraphPair, seed: int) -> int:
+    """The seed of one pair and seed's generator and initial weights."""
+    return seed * 1_000_003 + pair.index
+
+
 def run_pair(pair: GraphPair, seed: int, settings: PairsSettings, device: torch.device = torch.device("cpu"),
              cuda_graphs: bool = False) -> Dict:
     """The protocol on one pair and seed: the row of the per-pair CSV (statistics, decision,
     epochs, final loss) and the D matrices (``differences``, ``reliability``). The model trains
     and embeds on ``device``; relabelings are drawn, and statistics computed, on the CPU.
     ``cuda_graphs`` (on a CUDA device, for the models that allow it, ``CAPTURABLE_MODELS``): the
-    training step is captured once and replayed."""
-    generator = torch.Generator().manual_seed(seed * 1_000_003 + pair.index)
-    torch.manual_seed(seed * 1_000_003 + pair.index)
-    q, n = settings.relabelings, pair.n
+    training step is captured once and replayed. The stacked models (``STACKED_MODELS``: the
+    oriented model) run as a stack of one (:func:`~rpfast.experiments.pairs.batched.run_stack`,
+    which runs many pairs at once)."""
+    from rpfast.experiments.pairs.batched import run_stack
+
+    n, max_degree = pair.n, pair_max_degree(pair)
+    if stacks(settings):
+        return run_stack([(pair, seed)], settings, device)[0]
+    generator = torch.Generator().manual_seed(replica_seed(pair, seed))
+    torch.manual_seed(replica_seed(pair, seed))
+    q = settings.relabelings
     g_views = relabeled(pair.g, n, q, generator)
     h_views = relabeled(pair.h, n, q, generator)
     train = batch_of([view for both in zip(g_views, h_views) for view in both], n).to(device)
-    model = build_model(settings, n, generator, max_degree=max(_max_degree(pair.g, n), _max_degree(pair.h, n)))
+    model = build_model(settings, n, generator, max_degree=max_degree)
     model = model.to(device)
     loss_fn = torch.nn.CosineEmbeddingLoss()
     target = -torch.ones(q, device=device)
@@ -139,9 +158,22 @@ def run_pair(pair: GraphPair, seed: int, settings: PairsSettings, device: torch.
         h_out = _embed(model, batch_of(h_views, n).to(device)).double().cpu()
         member = pair.g if torch.randint(2, (1,), generator=generator).item() == 0 else pair.h
         twice = _embed(model, batch_of(relabeled(member, n, 2 * q, generator), n).to(device)).double().cpu()
+    return pair_row(pair, seed, epochs, loss_value, g_out, h_out, twice, settings.ridge)
+
+
+def stacks(settings: PairsSettings) -> bool:
+    """Whether the model of ``settings`` trains as a stack (``STACKED_MODELS``; the rooted part
+    needs an output of at least 8 coordinates)."""
+    return settings.model in STACKED_MODELS and settings.output_dim >= 8
+
+
+def pair_row(pair: GraphPair, seed: int, epochs: int, loss_value: float, g_out: torch.Tensor, h_out: torch.Tensor,
+             twice: torch.Tensor, ridge: float = 0.0) -> Dict:
+    """The row of one pair and seed from its trained model's embeddings (float64 on the CPU):
+    ``g_out, h_out [Q, p]`` of G's and H's relabelings and ``twice [2Q, p]`` of one member's."""
     differences = (g_out - h_out).numpy()
     reliability = (twice[0::2] - twice[1::2]).numpy()
-    row = {"category": pair.category, "index": pair.index, "n": n, "seed": seed, "epochs": epochs,
+    row = {"category": pair.category, "index": pair.index, "n": pair.n, "seed": seed, "epochs": epochs,
            "final_loss": loss_value, "differences": differences, "reliability": reliability}
     if not (np.isfinite(differences).all() and np.isfinite(reliability).all()):
         # a model whose embeddings are not finite tells nothing apart (and claims nothing)
@@ -149,7 +181,7 @@ def run_pair(pair: GraphPair, seed: int, settings: PairsSettings, device: torch.
               "are not finite (it diverged; a lower --lr may help): counted as not distinguished", file=sys.stderr)
         return {**row, "t2": math.nan, "t2_reliability": math.nan, "p_value": math.nan, "distinguished": False,
                 "reliable": True}
-    result = verdict(differences, reliability, settings.ridge)
+    result = verdict(differences, reliability, ridge)
     return {**row, "t2": result.t2, "t2_reliability": result.t2_reliability, "p_value": result.p_value,
             "distinguished": result.distinguished, "reliable": result.reliable}
 

@@ -28,7 +28,8 @@ from rpfast.datasets.pair_families import FAMILIES, family_pairs
 from rpfast.datasets.pairs import GraphPair, read_pairs, write_pairs
 from rpfast.experiments.shape import Experiment
 from rpfast.experiments.pairs.models import MODELS, ORIENTATIONS, check_graph_sizes
-from rpfast.experiments.pairs.protocol import PairsSettings, run_pair, score
+from rpfast.experiments.pairs.batched import plan_stacks, run_stack
+from rpfast.experiments.pairs.protocol import PairsSettings, run_pair, score, stacks
 from rpfast.experiments.pairs.rows import COLUMNS, create_rows_file, read_rows
 from rpfast.experiments.pairs.report import (changed_constants, describe_model, format_table, plot_scores, plot_seeds,
                                             seed_counts)
@@ -167,12 +168,23 @@ def _done_keys(rows: List[Dict], pairs: List[GraphPair], seeds: int, path: Path)
 
 
 def timed_pair(pair: GraphPair, seed: int, settings: PairsSettings, device: str = "cpu", cuda_graphs: bool = False,
-               report=None) -> Dict:
-    """:func:`~rpfast.experiments.pairs.protocol.run_pair` and its seconds (a worker's job)."""
+               report=None) -> List[Dict]:
+    """:func:`~rpfast.experiments.pairs.protocol.run_pair` and its seconds, as a list of one row
+    (a worker's job)."""
     start = time.perf_counter()
     row = run_pair(pair, seed, settings, resolve_device(device), cuda_graphs=cuda_graphs)
     row["seconds"] = time.perf_counter() - start
-    return row
+    return [row]
+
+
+def timed_stack(jobs: List, settings: PairsSettings, device: str = "cpu", report=None) -> List[Dict]:
+    """:func:`~rpfast.experiments.pairs.batched.run_stack` on one stack of ``(pair, seed)`` jobs;
+    each row gets the stack's seconds shared equally (a worker's job)."""
+    start = time.perf_counter()
+    rows = run_stack(jobs, settings, resolve_device(device))
+    for row in rows:
+        row["seconds"] = (time.perf_counter() - start) / len(rows)
+    return rows
 
 
 def main(config: PairsConfig, progress: bool = True) -> Dict:
@@ -209,26 +221,33 @@ def run_pairs(config: PairsConfig, progress: bool = True) -> Dict:
             tqdm(total=len(todo), desc="pairs", unit="pair", disable=not progress) as bar:
         writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
 
-        def finished(_, row: Dict) -> None:
-            """Stream one pair's row (and its D matrices) out as it arrives."""
-            if config.save_embeddings:
-                (out / "embeddings").mkdir(exist_ok=True)
-                name = f"{row['category']}_{row['index']}_seed{row['seed']}.npz"
-                with atomic_path(out / "embeddings" / name) as tmp, tmp.open("wb") as npz:
-                    np.savez(npz, differences=row["differences"], reliability=row["reliability"])
-            writer.writerow(row)
+        def finished(_, done: List[Dict]) -> None:
+            """Stream the rows of a call (and their D matrices) out as they arrive."""
+            for row in done:
+                if config.save_embeddings:
+                    (out / "embeddings").mkdir(exist_ok=True)
+                    name = f"{row['category']}_{row['index']}_seed{row['seed']}.npz"
+                    with atomic_path(out / "embeddings" / name) as tmp, tmp.open("wb") as npz:
+                        np.savez(npz, differences=row["differences"], reliability=row["reliability"])
+                writer.writerow(row)
             fh.flush()
             os.fsync(fh.fileno())
-            rows.append(row)
-            bar.set_postfix(t2=f"{row['t2']:.1f}", distinguished=sum(r["distinguished"] for r in rows))
-            bar.update()
+            rows.extend(done)
+            bar.set_postfix(t2=f"{done[-1]['t2']:.1f}", distinguished=sum(r["distinguished"] for r in rows))
+            bar.update(len(done))
 
-        calls = [(pair, seed, settings, config.device, config.cuda_graphs) for pair, seed in todo]
+        if stacks(settings):  # many pairs and seeds trained as one model (batched.py)
+            function = timed_stack
+            calls = [(stack, settings, config.device) for stack in plan_stacks(todo, jobs)]
+            jobs = min(jobs, len(calls)) or 1
+        else:
+            function = timed_pair
+            calls = [(pair, seed, settings, config.device, config.cuda_graphs) for pair, seed in todo]
         if jobs == 1:
             for index, call in enumerate(calls):
-                finished(index, timed_pair(*call))
+                finished(index, function(*call))
         else:
-            run_in_workers(timed_pair, calls, jobs, max(1, threads // jobs), bar, on_result=finished)
+            run_in_workers(function, calls, jobs, max(1, threads // jobs), bar, on_result=finished)
     return {"rows": rows}
 
 

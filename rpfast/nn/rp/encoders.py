@@ -111,10 +111,17 @@ class VecMLP(NotScriptable, nn.Module):
         self.net = nn.Sequential(*layers, nn.Linear(width, check_count(out_dim, "out_dim", 1)))
 
     def forward(self, adj: Tensor, x: Optional[Tensor], mask) -> Tensor:
-        adj, x, rows, cols = self.layout.prepare(adj, x, mask)
+        return self.net(self.inputs(adj, x, mask))
+
+    def inputs(self, adj: Tensor, x: Optional[Tensor], mask) -> Tensor:
+        """``[M, width]``: the MLP's input rows ``[vec(A), vec(X), mask]``."""
+        return self.prepared_inputs(*self.layout.prepare(adj, x, mask))
+
+    def prepared_inputs(self, adj: Tensor, x: Optional[Tensor], rows: Tensor, cols: Tensor) -> Tensor:
+        """:meth:`inputs` of the input as ``self.layout.prepare`` returns it."""
         # flatten(1), not reshape(M, -1): M is 0 when no graph has a relabeling
         parts = [adj.flatten(1)] + ([x.flatten(1)] if x is not None else [])
-        return self.net(torch.cat(parts + [self.layout.mask_features(rows, cols)], dim=1))
+        return torch.cat(parts + [self.layout.mask_features(rows, cols)], dim=1)
 
 
 class VecRNN(NotScriptable, nn.Module):

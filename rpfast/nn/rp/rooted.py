@@ -14,7 +14,7 @@ parameters that differ in the common neighbours of two vertices (the generalized
 W(3) and Q(4, 3)), which one root and the 3-WL test do not separate.
 """
 import math
-from typing import Iterator, Optional, Tuple
+from typing import Callable, Iterable, Iterator, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -141,18 +141,38 @@ class RootedRP(NotScriptable, nn.Module):
         if x.dim() != 2 or x.shape[1] != self.embed.in_features or not x.is_floating_point():
             raise ValueError(f"RootedRP was built for float x [N, {self.embed.in_features}], got {tuple(x.shape)} "
                              f"{x.dtype}")
+        return self.average(x, graph, self._roots(graph), self.read)
+
+    def average(self, x: Tensor, graph: GraphBatch, blocks: Iterable[Tuple[Tensor, Tensor]],
+                read: Callable[[Tensor], Tensor]) -> Tensor:
+        """``[B, out]``: the sum over the root sets S of ``w_S read(mean_v h^L_v)``, the root sets of
+        ``blocks`` (``(roots [R, B, k], weights [R, B])`` on the graph's device, as :meth:`_roots`
+        yields them), with ``read`` mapping the pooled states ``[R, B, d]`` to ``[R, B, out]``
+        (``self.read``; a stack of read-outs in
+        :class:`~rpfast.experiments.pairs.stack.OrientedStack`)."""
         rounds_learn = torch.is_grad_enabled() and self.learn_rounds
         with torch.set_grad_enabled(rounds_learn):
             start = self.embed(x).t().contiguous().unsqueeze(-1)  # [d, N, 1], shared by every block of roots
         scale = self._neighbour_scale(graph, x.dtype)  # [N], likewise
-        total = x.new_zeros(graph.num_graphs, self.read[-1].out_features)
-        for roots, weights in self._roots(graph):
+        total = None
+        for roots, weights in blocks:
             with torch.set_grad_enabled(rounds_learn):
                 marked = (graph.local_index.view(-1, 1, 1) == roots.transpose(0, 1)[graph.batch]).any(dim=-1)  # [N, R]
                 pooled = self._rounds(start, scale, graph, marked)
-            per_root = self.read(pooled)  # [R, B, out]
-            total = total + (per_root * weights.to(x.dtype).unsqueeze(-1)).sum(dim=0)
+            per_root = read(pooled)  # [R, B, out]
+            term = (per_root * weights.to(x.dtype).unsqueeze(-1)).sum(dim=0)
+            total = term if total is None else total + term
         return total
+
+    def draw_roots(self, sizes: Tensor, n_max: int, generator: Optional[torch.Generator]) -> Tensor:
+        """``[train_roots, B, k]`` root sets on the host for graphs of ``sizes [B]`` vertices (on
+        the host): k distinct vertices drawn uniformly from ``generator``, the k smallest of
+        uniform keys, keys past a graph's size at 2 (drawn last: a graph with fewer than k
+        vertices marks them all)."""
+        k = self.roots
+        keys = torch.rand(self.train_roots, len(sizes), max(n_max, k), generator=generator)
+        keys.masked_fill_(torch.arange(keys.shape[-1]) >= sizes.view(1, -1, 1), 2.0)
+        return keys.topk(k, dim=-1, largest=False).indices
 
     def _rounds(self, start: Tensor, scale: Tensor, graph: GraphBatch, marked: Tensor) -> Tensor:
         """``[R, B, d]``: the mean over each graph's vertices of ``h^L``, one replica per column of
@@ -186,22 +206,28 @@ class RootedRP(NotScriptable, nn.Module):
         mean_degree = edges / graph.num_nodes.clamp(min=1).to(dtype)
         return ((1 + self.REFERENCE_DEGREE) / (1 + mean_degree))[graph.batch]
 
+    def drawn_weights(self, sizes: Tensor) -> Tensor:
+        """``[train_roots, B]``: each drawn root set's weight, ``1 / train_roots`` (0 for an empty
+        graph), for graphs of ``sizes [B]`` vertices (on the graph's device)."""
+        return (sizes > 0).to(torch.float64).expand(self.train_roots, -1) / self.train_roots
+
     def _roots(self, graph: GraphBatch) -> Iterator[Tuple[Tensor, Tensor]]:
         """Blocks of ``(roots [R, B, k], weights [R, B])``: each graph's root sets as local vertex
         indices, and their weights in its average (in eval mode every k-set at weight
         ``1 / C(n, k)``, read from the k-combinations of ``0..n_max-1``: the first, ``0..k-1``,
         marks all of a graph with fewer than k vertices, at weight 1; in training ``train_roots``
         uniform draws of k distinct vertices at ``1 / train_roots``; 0 for an empty graph)."""
-        n, device, k = graph.num_nodes, graph.device, self.roots
-        host_n = graph.host_ptr.diff()  # the sizes on the host: nothing read back from the device
         if self.training:
-            # k distinct vertices: the k smallest of uniform keys, keys past a graph's size at 2
-            # (drawn last: a graph with fewer than k vertices marks them all)
-            keys = torch.rand(self.train_roots, graph.num_graphs, max(graph.n_max, k), generator=self.generator)
-            keys.masked_fill_(torch.arange(keys.shape[-1]) >= host_n.view(1, -1, 1), 2.0)
-            roots = upload(keys.topk(k, dim=-1, largest=False).indices, device)
-            yield roots, (n > 0).to(torch.float64).expand(self.train_roots, -1) / self.train_roots
+            # the sizes on the host: nothing read back from the device
+            roots = upload(self.draw_roots(graph.host_ptr.diff(), graph.n_max, self.generator), graph.device)
+            yield roots, self.drawn_weights(graph.num_nodes)
             return
+        yield from self.all_roots(graph)
+
+    def all_roots(self, graph: GraphBatch) -> Iterator[Tuple[Tensor, Tensor]]:
+        """The eval mode's blocks of :meth:`_roots`: every k-set of every graph."""
+        n, device, k = graph.num_nodes, graph.device, self.roots
+        host_n = graph.host_ptr.diff()
         # [C, k], the first 0..k-1; made on the host (torch.combinations selects by a mask)
         sets = upload(torch.combinations(torch.arange(max(graph.n_max, k)), k), device)
         count = upload(torch.tensor([math.comb(int(size), k) if size >= k else 1 for size in host_n.tolist()],

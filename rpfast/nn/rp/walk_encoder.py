@@ -10,7 +10,7 @@ vertices, so a learned gate "neighbour of the start" turns into the number of 4-
 the start. That count separates some strongly regular graphs with equal parameters (the two
 Latin square graphs of order 5, both srg(25, 12, 5, 6)), which the 3-WL test cannot.
 """
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor, nn
@@ -91,7 +91,25 @@ class RootWalks(NotScriptable, nn.Module):
                                   nn.Linear(hidden, check_count(out_dim, "out_dim", 1)))
 
     def forward(self, adj: Tensor, x: Optional[Tensor], mask) -> Tensor:
+        features = self.counts(adj, x, mask, self.gate)
+        norm = self.norm
+        if self.training and features.shape[0] < 2:  # no batch statistics from one view
+            features = F.batch_norm(features, norm.running_mean, norm.running_var, norm.weight, norm.bias,
+                                    training=False, eps=norm.eps)
+        else:
+            features = norm(features)
+        return self.read(features)
+
+    def counts(self, adj: Tensor, x: Optional[Tensor], mask, gate: Callable[[Tensor], Tensor]) -> Tensor:
+        """``[M, 3 C]``: the gated counts ``[e_c, p_c, t_c]`` of every view, with ``gate`` the map
+        of the descriptors ``[M, W, 3 + F]`` to the gates' logits ``[M, W, C]`` (``self.gate``;
+        a stack of them in :class:`~rpfast.experiments.pairs.stack.OrientedStack`)."""
         adj, x, rows, _ = self.layout.prepare(adj, x, mask)
+        return self.prepared_counts(adj, x, rows, gate)
+
+    def prepared_counts(self, adj: Tensor, x: Optional[Tensor], rows: Tensor, gate: Callable[[Tensor], Tensor]) -> Tensor:
+        """:meth:`counts` of the input as ``self.layout.prepare`` returns it (``adj [M, K, K, C]``,
+        ``x [M, K, F]``, ``rows [M, K]``, padding zeroed)."""
         W = self.window
         A, real = adj[:, :W, :W, 0], rows[:, :W]
         first = torch.zeros_like(real)
@@ -99,7 +117,7 @@ class RootWalks(NotScriptable, nn.Module):
         descriptors = torch.stack([first, A[:, 0, :], real], dim=-1)
         if x is not None:
             descriptors = torch.cat([descriptors, x[:, :W]], dim=-1)
-        gates = torch.sigmoid(self.gate(descriptors)) * real.unsqueeze(-1)  # [M, W, C]
+        gates = torch.sigmoid(gate(descriptors)) * real.unsqueeze(-1)  # [M, W, C]
         if self.ego_channels:
             ego = ((A[:, 0, :] != 0) | (first > 0)).to(A.dtype) * real  # the first vertex and its neighbours
             gates = torch.cat([gates[..., :self.ego_channels] * ego.unsqueeze(-1), gates[..., self.ego_channels:]],
@@ -110,14 +128,7 @@ class RootWalks(NotScriptable, nn.Module):
         edges = degrees.sum(dim=2)
         two_walks = (degrees * degrees).sum(dim=2)
         closed_three = ((X @ X) * X).sum(dim=(2, 3))
-        features = torch.cat([edges, two_walks, closed_three], dim=1)
-        norm = self.norm
-        if self.training and features.shape[0] < 2:  # no batch statistics from one view
-            features = F.batch_norm(features, norm.running_mean, norm.running_var, norm.weight, norm.bias,
-                                    training=False, eps=norm.eps)
-        else:
-            features = norm(features)
-        return self.read(features)
+        return torch.cat([edges, two_walks, closed_three], dim=1)
 
 
 class Concat(NotScriptable, nn.Module):
