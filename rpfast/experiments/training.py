@@ -16,7 +16,7 @@ from rpfast.experiments.batches import Batches
 from rpfast.experiments.distributed import Context, current, prepare
 from rpfast.experiments.step_graphs import StepGraphs
 
-__all__ = ["Batches", "Epoch", "FitResult", "Snapshot", "TrainingDiverged", "adam", "check_learning_rate",
+__all__ = ["Batches", "Epoch", "FitResult", "Snapshot", "TrainingDiverged", "adam", "check_learning_rate", "improves",
            "diverged_warning", "fit"]
 
 #: The largest learning rate the optimizers take: float32's largest value (torch's Adam cannot
@@ -217,14 +217,14 @@ def fit(model: nn.Module, batches: Batches, loss: LossFn, *, epochs: int,
         if metric is None:  # the latest epoch; its start weights are what a divergence keeps
             result.best_epoch = index
             best, begun = begun, best
-        elif _improves(score, result.best_metric, 0.0, maximize) or (result.best_metric is None and score is None):
+        elif improves(score, result.best_metric, 0.0, maximize) or (result.best_metric is None and score is None):
             result.best_epoch, result.best_metric = index, score
             best.take()
         if on_epoch is not None:
             on_epoch(Epoch(index, mean_loss, score, result.seconds[-1]))
         if patience is not None:
             value = score if metric is not None else mean_loss
-            if _improves(value, watched, min_delta, maximize if metric is not None else False):
+            if improves(value, watched, min_delta, maximize if metric is not None else False):
                 watched, stale = value, 0
             else:
                 stale += 1
@@ -271,7 +271,7 @@ def diverged_warning(what: str, diverged_epoch: int, divergence: str, kept: int,
             f"{divergence}): it stopped there and epoch {kept} is kept; a lower --lr may help")
 
 
-def _improves(value: Optional[float], watched: Optional[float], min_delta: float, maximize: bool) -> bool:
+def improves(value: Optional[float], watched: Optional[float], min_delta: float, maximize: bool) -> bool:
     """Whether ``value`` beats the best value so far, ``watched``, by more than ``min_delta``
     (an undefined value never does; anything defined beats an undefined ``watched``): the
     selection of the best epoch (``min_delta`` 0) and the patience rule."""

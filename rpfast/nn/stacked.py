@@ -101,7 +101,8 @@ class StackedSequential(nn.Module):
 
     def forward(self, x: Tensor, part: slice = ALL) -> Tensor:
         for layer in self.layers:
-            x = layer(x, part) if isinstance(layer, (StackedLinear, StackedBatchNorm1d, StackedSequential)) else layer(x)
+            stacked = isinstance(layer, (StackedLinear, StackedBatchNorm1d, StackedSequential))
+            x = layer(x, part) if stacked else layer(x)
         return x
 
 

@@ -266,7 +266,7 @@ def test_the_walk_window_holds_the_start_and_its_neighbours():
     import torch
 
     from rpfast.experiments.pairs.models import WALK_WINDOW, build_model
-    from rpfast.experiments.pairs.protocol import _max_degree
+    from rpfast.experiments.pairs.replicas import _max_degree
 
     def window(n, max_degree):
         views = build_model(PairsSettings(), n, max_degree=max_degree).parts[0]  # beside the rooted part

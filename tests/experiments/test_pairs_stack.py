@@ -12,7 +12,8 @@ from rpfast.datasets.pair_families import family_pairs
 from rpfast.experiments.pairs import batched, protocol
 from rpfast.experiments.pairs.batched import MAX_REPLICAS, plan_stacks, run_stack, stack_key
 from rpfast.experiments.pairs.models import build_model, rooted_hash
-from rpfast.experiments.pairs.protocol import PairsSettings, batch_of, pair_max_degree, relabeled
+from rpfast.experiments.pairs.protocol import PairsSettings
+from rpfast.experiments.pairs.replicas import batch_of, pair_max_degree, relabeled
 from rpfast.experiments.pairs.stack import OrientedStack, shared_hash
 from rpfast.nn.stacked import StackedBatchNorm1d, StackedLinear, stack_modules
 
@@ -97,7 +98,7 @@ def test_a_pair_gives_the_same_t2_alone_and_inside_a_stack_of_pairs_and_seeds():
     assert together[0]["t2"] != together[3]["t2"]  # another seed: other weights, views and hash
 
 
-def test_replicas_stop_by_their_own_rule_as_fit_stops_a_model(monkeypatch):
+def test_replicas_stop_by_their_own_rule_as_fit_stops_a_model():
     """Early stopping per replica inside a stack against the same models trained one by one by
     ``fit`` (the sequential path, with the seed's hash)."""
     settings = PairsSettings(epochs=25, patience=2, lr=3e-2, eval_samples=8)
@@ -105,15 +106,8 @@ def test_replicas_stop_by_their_own_rule_as_fit_stops_a_model(monkeypatch):
     stacked = run_stack([(pair, 0) for pair in pairs], settings)
     assert any(row["epochs"] < settings.epochs for row in stacked)  # some stopped early
 
-    def with_hash(*args, **kwargs):
-        model = build_model(*args, **kwargs)
-        shared_hash([model], rooted_hash(0))
-        return model
-
-    monkeypatch.setattr(protocol, "stacks", lambda settings: False)
-    monkeypatch.setattr(protocol, "build_model", with_hash)
     for pair, row in zip(pairs, stacked):
-        alone = protocol.run_pair(pair, 0, settings)
+        alone = protocol.run_pair(pair, 0, settings, stacked=False)
         assert row["epochs"] == alone["epochs"]
         assert row["final_loss"] == pytest.approx(alone["final_loss"], abs=1e-5)
         # the same embeddings to float32 rounding (torch's layers against batched products, grown
@@ -181,5 +175,7 @@ def test_stacks_group_pairs_of_one_shape_and_share_the_work_among_workers():
         assert len({stack_key(p, pair_max_degree(p)) for p, _ in stack}) == 1
         assert 1 <= len(stack) <= min(MAX_REPLICAS, -(-len(todo) // 2))
     assert len(plan_stacks(todo[:2], workers=2)) == 2
+    with pytest.raises(ValueError, match="does not train as a stack"):
+        protocol.run_pair(pairs[0], 0, PairsSettings(model="rp-gin"), stacked=True)
     with pytest.raises(ValueError, match="one size and largest degree"):
         run_stack([(pairs[0], 0), (family_pairs("regular", 1)[0], 0)], PairsSettings(**SHORT))

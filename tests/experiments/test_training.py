@@ -309,7 +309,8 @@ def test_on_a_device_the_losses_are_read_once_per_epoch(monkeypatch):
 
 
 def test_pairs_train_through_fit(monkeypatch):
-    """`rpfast pairs` trains every pair with the experiments' one loop."""
+    """`rpfast pairs` trains a pair alone with the experiments' one loop (a stack of replicas
+    applies its rules per replica: tests/experiments/test_pairs_stack.py checks it against it)."""
     import rpfast.experiments.pairs.protocol as protocol
     from rpfast.datasets.pair_families import family_pairs
     from rpfast.experiments.pairs.protocol import PairsSettings
@@ -317,6 +318,7 @@ def test_pairs_train_through_fit(monkeypatch):
     calls = []
     real = protocol.fit
     monkeypatch.setattr(protocol, "fit", lambda *a, **k: calls.append(k) or real(*a, **k))
-    row = protocol.run_pair(family_pairs("basic", 1)[0], 0, PairsSettings(epochs=4, patience=2, lr=1e-3))
+    row = protocol.run_pair(family_pairs("basic", 1)[0], 0, PairsSettings(epochs=4, patience=2, lr=1e-3),
+                            stacked=False)
     assert len(calls) == 1 and calls[0]["patience"] == 2 and calls[0]["epochs"] == 4
     assert 1 <= row["epochs"] <= 4

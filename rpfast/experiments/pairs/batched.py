@@ -30,7 +30,9 @@ from torch.nn import functional as F
 from rpfast.data import GraphBatch
 from rpfast.datasets.pairs import GraphPair
 from rpfast.experiments.pairs.models import build_model, rooted_hash
+from rpfast.experiments.pairs.replicas import batch_of, pair_max_degree, pair_row, relabeled, replica_seed
 from rpfast.experiments.pairs.stack import OrientedStack, shared_hash
+from rpfast.experiments.training import improves
 from rpfast.nn.rp.strategies import Relabelings
 
 __all__ = ["run_stack", "stack_key", "plan_stacks", "VIEW_ELEMENTS", "MAX_REPLICAS"]
@@ -39,6 +41,8 @@ __all__ = ["run_stack", "stack_key", "plan_stacks", "VIEW_ELEMENTS", "MAX_REPLIC
 #: (256 MB of float32 views; the sequential protocol's eval call of 32 graphs x 256 views of 32
 #: positions held half of it)
 VIEW_ELEMENTS = 1 << 26
+#: the improvement of a replica's loss that resets its patience (run_pair's, through fit)
+MIN_DELTA = 1e-6
 #: the most replicas (pairs x seeds) of one stack: their weights, gradients, Adam moments and two
 #: snapshots take about 2 MB each at the default shape
 MAX_REPLICAS = 128
@@ -54,8 +58,6 @@ def plan_stacks(todo: Sequence[Tuple[GraphPair, int]], workers: int = 1) -> List
     each group cut into nearly equal stacks of at most :data:`MAX_REPLICAS`, and of at most
     ``len(todo) / workers`` so that ``workers`` processes share the work; the largest graphs first
     (the longest stacks start first)."""
-    from rpfast.experiments.pairs.protocol import pair_max_degree
-
     groups: Dict[Tuple[int, int], List[Tuple[GraphPair, int]]] = {}
     for pair, seed in todo:
         groups.setdefault(stack_key(pair, pair_max_degree(pair)), []).append((pair, seed))
@@ -84,8 +86,6 @@ class _Replica:
 
 
 def _prepare(pair: GraphPair, seed: int, settings, max_degree: int) -> Tuple[_Replica, torch.nn.Module]:
-    from rpfast.experiments.pairs.protocol import batch_of, relabeled, replica_seed
-
     generator = torch.Generator().manual_seed(replica_seed(pair, seed))
     torch.manual_seed(replica_seed(pair, seed))
     q, n = settings.relabelings, pair.n
@@ -144,8 +144,6 @@ class _Weights:
 
 def _train(stack: OrientedStack, replicas: List[_Replica], settings, device: torch.device) -> None:
     """Train every replica (module docstring); sets each one's ``epochs``, ``loss`` and ``losses``."""
-    from rpfast.experiments.pairs.protocol import batch_of
-
     P, q, n = len(replicas), settings.relabelings, replicas[0].pair.n
     K = stack.strategy.size
     parts = _chunks(stack.runs, 2 * q * stack.strategy.train_samples * K * K, "training")
@@ -155,7 +153,7 @@ def _train(stack: OrientedStack, replicas: List[_Replica], settings, device: tor
     optimizer = torch.optim.Adam([p for p in stack.parameters() if p.requires_grad], lr=settings.lr)
     target = -torch.ones(1, device=device)
     scratch = torch.Generator().manual_seed(0)  # the draws a stopped replica makes, never used
-    best = [math.inf] * P
+    best: List[Optional[float]] = [None] * P
     stale = [0] * P
     previous = weights.copy()  # the weights each replica's last finite step started from
     stack.train()
@@ -191,7 +189,7 @@ def _train(stack: OrientedStack, replicas: List[_Replica], settings, device: tor
                 continue
             replica.epochs += 1
             replica.losses.append(value)
-            if value < best[i] - 1e-6:
+            if improves(value, best[i], MIN_DELTA, maximize=False):  # fit's patience rule
                 best[i], stale[i] = value, 0
             else:
                 stale[i] += 1
@@ -206,8 +204,6 @@ def _train(stack: OrientedStack, replicas: List[_Replica], settings, device: tor
 def _eval_draws(stack: OrientedStack, replica: _Replica, settings) -> Tuple[List[torch.Tensor], Relabelings]:
     """The replica's evaluation graphs (G's Q relabelings, H's, then 2Q of one member chosen by
     its generator) and their views, drawn in :func:`run_pair`'s order."""
-    from rpfast.experiments.pairs.protocol import batch_of, relabeled
-
     n, q, generator = replica.pair.n, settings.relabelings, replica.generator
     g = stack.strategy.relabel(batch_of(replica.g_views, n), False, generator)
     h = stack.strategy.relabel(batch_of(replica.h_views, n), False, generator)
@@ -221,8 +217,6 @@ def _eval_draws(stack: OrientedStack, replica: _Replica, settings) -> Tuple[List
 
 def _evaluate(stack: OrientedStack, replicas: List[_Replica], settings, device: torch.device) -> List[torch.Tensor]:
     """Each replica's embeddings of its ``4 Q`` evaluation graphs, ``[4Q, out]`` float64 on the CPU."""
-    from rpfast.experiments.pairs.protocol import batch_of
-
     stack.eval()
     n, K = replicas[0].pair.n, stack.strategy.size
     drawn = [_eval_draws(stack, r, settings) for r in replicas]
@@ -244,11 +238,10 @@ def _evaluate(stack: OrientedStack, replicas: List[_Replica], settings, device: 
     return [torch.cat(chunks) for chunks in outputs]
 
 
-def run_stack(jobs: Sequence[Tuple[GraphPair, int]], settings, device: torch.device = torch.device("cpu")) -> List[Dict]:
+def run_stack(jobs: Sequence[Tuple[GraphPair, int]], settings,
+              device: torch.device = torch.device("cpu")) -> List[Dict]:
     """The protocol on every ``(pair, seed)`` of ``jobs`` (pairs of one :func:`stack_key`) as one
     stacked oriented model; the rows of :func:`run_pair`, in the order of ``jobs``."""
-    from rpfast.experiments.pairs.protocol import pair_max_degree, pair_row
-
     if not jobs:
         return []
     degrees = {pair_max_degree(pair) for pair, _ in jobs}

@@ -14,7 +14,6 @@ member (chosen by the seed) split into interleaved halves.
 Models: :mod:`rpfast.experiments.pairs.models`.
 """
 import math
-import sys
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
@@ -24,8 +23,10 @@ import torch
 from rpfast.data.batch import GraphBatch
 from rpfast.datasets.pairs import GraphPair
 from rpfast.experiments.pairs.models import (CAPTURABLE_MODELS, MODELS, STACKED_MODELS, build_model,
-                                             check_model_settings)
-from rpfast.experiments.pairs.statistics import verdict
+                                             check_model_settings, rooted_hash)
+from rpfast.experiments.pairs.stack import shared_hash
+from rpfast.experiments.pairs.batched import MIN_DELTA, run_stack
+from rpfast.experiments.pairs.replicas import batch_of, pair_max_degree, pair_row, relabeled, replica_seed
 from rpfast.experiments.batches import Batches
 from rpfast.experiments.devices import uses_cuda_graphs
 from rpfast.experiments.training import TrainingDiverged, check_learning_rate, fit
@@ -72,60 +73,32 @@ class PairsSettings:
         check_model_settings(self.model, self.k, self.orientation, self.ridge, self.min_k)
 
 
-def relabeled(edge_index: torch.Tensor, n: int, count: int, generator: torch.Generator) -> List[torch.Tensor]:
-    """``count`` random relabelings of one graph: vertex ``v`` becomes ``perm[v]`` and the edge
-    order is shuffled (what the protocol feeds the model)."""
-    out = []
-    for _ in range(count):
-        perm = torch.randperm(n, generator=generator)
-        order = torch.randperm(edge_index.shape[1], generator=generator)
-        out.append(perm[edge_index[:, order]])
-    return out
-
-
-def batch_of(graphs: List[torch.Tensor], n: int) -> GraphBatch:
-    """A batch of graphs on ``n`` vertices with the constant node feature 1."""
-    return GraphBatch.from_edge_lists([(g, n) for g in graphs], x=[torch.ones(n, 1) for _ in graphs])
-
-
 def _embed(model: torch.nn.Module, graph: GraphBatch) -> torch.Tensor:
     return model(graph.x, graph)
 
 
-def _max_degree(edge_index: torch.Tensor, n: int) -> int:
-    """The largest degree of the simple graph on ``n`` vertices that ``edge_index [2, E]`` gives
-    (each edge listed in one or both directions; self-loops and repeats ignored)."""
-    if n == 0:
-        return 0
-    ends = torch.sort(edge_index, dim=0).values
-    ends = torch.unique(ends[:, ends[0] != ends[1]], dim=1)
-    return int(torch.bincount(ends.reshape(-1), minlength=n).max())
-
-
-def pair_max_degree(pair: GraphPair) -> int:
-    """The largest degree of the pair's two graphs (it sizes the oriented model's walk window)."""
-    return max(_max_degree(pair.g, pair.n), _max_degree(pair.h, pair.n))
-
-
-def replica_seed(pair: GraphPair, seed: int) -> int:
-    """The seed of one pair and seed's generator and initial weights."""
-    return seed * 1_000_003 + pair.index
-
-
 def run_pair(pair: GraphPair, seed: int, settings: PairsSettings, device: torch.device = torch.device("cpu"),
-             cuda_graphs: bool = False) -> Dict:
+             cuda_graphs: bool = False, stacked: Optional[bool] = None) -> Dict:
     """The protocol on one pair and seed: the row of the per-pair CSV (statistics, decision,
     epochs, final loss) and the D matrices (``differences``, ``reliability``). The model trains
     and embeds on ``device``; relabelings are drawn, and statistics computed, on the CPU.
     ``cuda_graphs`` (on a CUDA device, for the models that allow it, ``CAPTURABLE_MODELS``): the
-    training step is captured once and replayed. The stacked models (``STACKED_MODELS``: the
-    oriented model) run as a stack of one (:func:`~rpfast.experiments.pairs.batched.run_stack`,
-    which runs many pairs at once)."""
-    from rpfast.experiments.pairs.batched import run_stack
+    training step is captured once and replayed.
 
-    n, max_degree = pair.n, pair_max_degree(pair)
-    if stacks(settings):
+    ``stacked`` (None: :func:`stacks`, True for the oriented model) runs the pair as a stack of
+    one (:func:`~rpfast.experiments.pairs.batched.run_stack`, which is how ``rpfast pairs`` runs
+    many pairs and seeds at once); False trains its model alone through
+    :func:`~rpfast.experiments.training.fit`. Both compute the same row, to float32 rounding: the
+    same draws, initial weights (the oriented model's rooted rounds are the seed's,
+    :func:`~rpfast.experiments.pairs.models.rooted_hash`) and stopping rule."""
+    if stacked is None:
+        stacked = stacks(settings)
+    elif stacked and not stacks(settings):
+        raise ValueError(f"model {settings.model} with {settings.output_dim} outputs does not train as a stack: "
+                         f"the stacked models are {', '.join(STACKED_MODELS)} with at least 8 outputs")
+    if stacked:
         return run_stack([(pair, seed)], settings, device)[0]
+    n, max_degree = pair.n, pair_max_degree(pair)
     generator = torch.Generator().manual_seed(replica_seed(pair, seed))
     torch.manual_seed(replica_seed(pair, seed))
     q = settings.relabelings
@@ -133,6 +106,8 @@ def run_pair(pair: GraphPair, seed: int, settings: PairsSettings, device: torch.
     h_views = relabeled(pair.h, n, q, generator)
     train = batch_of([view for both in zip(g_views, h_views) for view in both], n).to(device)
     model = build_model(settings, n, generator, max_degree=max_degree)
+    if stacks(settings):  # the oriented model's rooted rounds: the seed's, as in a stack
+        shared_hash([model], rooted_hash(seed))
     model = model.to(device)
     loss_fn = torch.nn.CosineEmbeddingLoss()
     target = -torch.ones(q, device=device)
@@ -145,7 +120,7 @@ def run_pair(pair: GraphPair, seed: int, settings: PairsSettings, device: torch.
     try:
         captured = uses_cuda_graphs(cuda_graphs, device) and settings.model in CAPTURABLE_MODELS
         lr = torch.tensor(settings.lr, device=device) if captured else settings.lr  # a replay reads it on the device
-        result = fit(model, steps, loss, epochs=settings.epochs, patience=settings.patience, min_delta=1e-6,
+        result = fit(model, steps, loss, epochs=settings.epochs, patience=settings.patience, min_delta=MIN_DELTA,
                      optimizer=lambda parameters: torch.optim.Adam(parameters, lr=lr, capturable=captured),
                      cuda_graphs=captured)
         epochs = result.finite_epochs
@@ -165,25 +140,6 @@ def stacks(settings: PairsSettings) -> bool:
     """Whether the model of ``settings`` trains as a stack (``STACKED_MODELS``; the rooted part
     needs an output of at least 8 coordinates)."""
     return settings.model in STACKED_MODELS and settings.output_dim >= 8
-
-
-def pair_row(pair: GraphPair, seed: int, epochs: int, loss_value: float, g_out: torch.Tensor, h_out: torch.Tensor,
-             twice: torch.Tensor, ridge: float = 0.0) -> Dict:
-    """The row of one pair and seed from its trained model's embeddings (float64 on the CPU):
-    ``g_out, h_out [Q, p]`` of G's and H's relabelings and ``twice [2Q, p]`` of one member's."""
-    differences = (g_out - h_out).numpy()
-    reliability = (twice[0::2] - twice[1::2]).numpy()
-    row = {"category": pair.category, "index": pair.index, "n": pair.n, "seed": seed, "epochs": epochs,
-           "final_loss": loss_value, "differences": differences, "reliability": reliability}
-    if not (np.isfinite(differences).all() and np.isfinite(reliability).all()):
-        # a model whose embeddings are not finite tells nothing apart (and claims nothing)
-        print(f"warning: {pair.where or f'{pair.category} pair {pair.index}'}, seed {seed}: the model's embeddings "
-              "are not finite (it diverged; a lower --lr may help): counted as not distinguished", file=sys.stderr)
-        return {**row, "t2": math.nan, "t2_reliability": math.nan, "p_value": math.nan, "distinguished": False,
-                "reliable": True}
-    result = verdict(differences, reliability, ridge)
-    return {**row, "t2": result.t2, "t2_reliability": result.t2_reliability, "p_value": result.p_value,
-            "distinguished": result.distinguished, "reliable": result.reliable}
 
 
 def score(rows: List[Dict]) -> Dict[str, Dict[str, int]]:

@@ -107,7 +107,8 @@ class RootWalks(NotScriptable, nn.Module):
         adj, x, rows, _ = self.layout.prepare(adj, x, mask)
         return self.prepared_counts(adj, x, rows, gate)
 
-    def prepared_counts(self, adj: Tensor, x: Optional[Tensor], rows: Tensor, gate: Callable[[Tensor], Tensor]) -> Tensor:
+    def prepared_counts(self, adj: Tensor, x: Optional[Tensor], rows: Tensor,
+                        gate: Callable[[Tensor], Tensor]) -> Tensor:
         """:meth:`counts` of the input as ``self.layout.prepare`` returns it (``adj [M, K, K, C]``,
         ``x [M, K, F]``, ``rows [M, K]``, padding zeroed)."""
         W = self.window
