@@ -115,8 +115,14 @@ class _Weights:
         self.frozen = torch.zeros(P, dtype=torch.bool)
         self.kept = [t.detach().clone() for t in self.tensors]
 
-    def copy(self) -> List[torch.Tensor]:
-        return [t.detach().clone() for t in self.tensors]
+    def copy(self, into: Optional[List[torch.Tensor]] = None) -> List[torch.Tensor]:
+        """A snapshot of every replica (written over ``into``, an earlier one, when given)."""
+        if into is None:
+            return [t.detach().clone() for t in self.tensors]
+        with torch.no_grad():
+            for copy, t in zip(into, self.tensors):
+                copy.copy_(t)
+        return into
 
     def finite(self) -> torch.Tensor:
         """``[P]``: whether every weight and buffer of each replica is finite."""
@@ -155,12 +161,12 @@ def _train(stack: OrientedStack, replicas: List[_Replica], settings, device: tor
     scratch = torch.Generator().manual_seed(0)  # the draws a stopped replica makes, never used
     best: List[Optional[float]] = [None] * P
     stale = [0] * P
-    previous = weights.copy()  # the weights each replica's last finite step started from
+    previous, begun = weights.copy(), weights.copy()  # where the last step and this one started
     stack.train()
     for _ in range(settings.epochs):
         if bool(weights.frozen.all()):
             break
-        begun = weights.copy()
+        previous, begun = begun, weights.copy(into=previous)
         optimizer.zero_grad(set_to_none=False)
         losses = []
         for part, union in zip(parts, unions):
@@ -196,7 +202,6 @@ def _train(stack: OrientedStack, replicas: List[_Replica], settings, device: tor
             if stale[i] >= settings.patience:
                 weights.freeze(i)
         weights.hold()
-        previous = begun
     for replica in replicas:
         replica.loss = replica.losses[-1] if replica.losses else math.nan
 
