@@ -38,9 +38,10 @@ from rpfast.nn.rp.strategies import Relabelings
 __all__ = ["run_stack", "stack_key", "plan_stacks", "VIEW_ELEMENTS", "MAX_REPLICAS"]
 
 #: the most view entries (views x K x K) of one forward: a training chunk or an evaluation chunk
-#: (256 MB of float32 views; the sequential protocol's eval call of 32 graphs x 256 views of 32
-#: positions held half of it)
-VIEW_ELEMENTS = 1 << 26
+#: (32 MB of float32 views, what the pair-by-pair protocol's eval call of 32 graphs x 256 views
+#: of 32 positions holds; 8 times more was slower: the eval of a 64-vertex pair took 10.4 s in
+#: forwards of 2^26 entries, 5.7 s in forwards of 2^23)
+VIEW_ELEMENTS = 1 << 23
 #: the improvement of a replica's loss that resets its patience (run_pair's, through fit)
 MIN_DELTA = 1e-6
 #: the most replicas (pairs x seeds) of one stack: their weights, gradients, Adam moments and two
