@@ -248,6 +248,8 @@ def run_pairs(config: PairsConfig, progress: bool = True) -> Dict:
                 finished(index, function(*call))
         else:
             run_in_workers(function, calls, jobs, max(1, threads // jobs), bar, on_result=finished)
+    place = {(p.category, p.index): i for i, p in enumerate(pairs)}
+    rows.sort(key=lambda row: (place.get((row["category"], row["index"]), len(place)), row["seed"]))  # as listed
     return {"rows": rows}
 
 
