@@ -127,8 +127,10 @@ class OrientedStack(nn.Module):
             raise ValueError("a stack needs at least one model")
         views, rooted = zip(*(_parts(m) for m in models))
         self.strategy: Oriented = views[0].strategy
-        if any(repr(v.strategy) != repr(self.strategy) for v in views):
-            raise ValueError("the stacked models must share one strategy (graphs of one size)")
+        shapes = {(repr(v.strategy), v.f.parts[0].window, r.roots, r.train_roots) for v, r in zip(views, rooted)}
+        if len(shapes) != 1:
+            raise ValueError("the stacked models must share one shape (strategy, walk window, roots): graphs of one "
+                             "size and largest degree")
         self.replicas = len(models)
         self.pool = RelationalPooling(_StackedViewF([v.f.parts[0] for v in views], [v.f.parts[1] for v in views]),
                                       Drawn(self.strategy.size), use_edge_attr=False)
