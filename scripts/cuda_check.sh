@@ -30,4 +30,5 @@ source scripts/install_rpfast.sh
 install_rpfast "$VENV" "${RPFAST_TORCH:-torch==2.13.0}"
 echo "cuda_check.sh: build and install took $(( $(date +%s) - start )) s"
 "$PY" -c "import rpfast._C_cuda, rpfast; rpfast.show_config()" | grep "CUDA kernels"
-"$PY" -m pytest -q -p no:cacheprovider tests/ops/test_cuda.py "$@"
+"$PY" -m pytest -q -p no:cacheprovider tests/ops/test_cuda.py \
+  tests/experiments/test_pairs_stack.py::test_a_stack_trains_on_the_gpu_as_on_the_cpu "$@"

@@ -2,7 +2,8 @@
 # On a machine with an NVIDIA GPU: build rpfast with its CUDA kernels (scripts/cuda_check.sh),
 # run tests/ops/test_cuda.py with the kernels on (every CUDA kernel against the CPU kernels on the
 # same inputs; the same permutations for one seed; every layer's training step on the GPU, with
-# the kernels and with the torch-composed ops, against the CPU), then the GPU benchmark
+# the kernels and with the torch-composed ops, against the CPU; a stack of `rpfast pairs`
+# replicas trained on the GPU against the CPU), then the GPU benchmark
 # (benchmarks/bench_cuda.py: each kernel against its torch-composed form and PyG on the same
 # device, an RP-GIN training epoch, and BFS orders beside the GPU step they feed), and print one
 # table. The benchmark runs even when a test fails (a lent GPU is scarce); the exit status is

@@ -2,6 +2,7 @@
 what its own model computes, gives the same T2 alone and inside a stack, and stops by its own
 rule; memory stays within the bound of one forward."""
 import copy
+import functools
 
 import numpy as np
 import pytest
@@ -20,9 +21,14 @@ from rpfast.nn.stacked import StackedBatchNorm1d, StackedLinear, stack_modules
 SHORT = dict(epochs=12, patience=12, lr=1e-3, eval_samples=16)
 
 
+@functools.lru_cache(maxsize=None)
+def _basic():
+    return tuple(family_pairs("basic", 6))  # the family's search takes seconds: once per module
+
+
 def _one_shape(count: int):
-    """``count`` basic pairs of one stack key (10 vertices, largest degree 4)."""
-    pairs = [p for p in family_pairs("basic") if stack_key(p, pair_max_degree(p)) == (10, 4)]
+    """``count`` basic pairs of one stack key (10 vertices, largest degree 5)."""
+    pairs = [p for p in _basic() if stack_key(p, pair_max_degree(p)) == (10, 5)]
     assert len(pairs) >= count
     return pairs[:count]
 
@@ -101,7 +107,7 @@ def test_a_pair_gives_the_same_t2_alone_and_inside_a_stack_of_pairs_and_seeds():
 def test_replicas_stop_by_their_own_rule_as_fit_stops_a_model():
     """Early stopping per replica inside a stack against the same models trained one by one by
     ``fit`` (the sequential path, with the seed's hash)."""
-    settings = PairsSettings(epochs=25, patience=2, lr=3e-2, eval_samples=8)
+    settings = PairsSettings(epochs=25, patience=2, lr=1e-3, eval_samples=8)
     pairs = _one_shape(3)
     stacked = run_stack([(pair, 0) for pair in pairs], settings)
     assert any(row["epochs"] < settings.epochs for row in stacked)  # some stopped early
@@ -109,10 +115,13 @@ def test_replicas_stop_by_their_own_rule_as_fit_stops_a_model():
     for pair, row in zip(pairs, stacked):
         alone = protocol.run_pair(pair, 0, settings, stacked=False)
         assert row["epochs"] == alone["epochs"]
-        assert row["final_loss"] == pytest.approx(alone["final_loss"], abs=1e-5)
-        # the same embeddings to float32 rounding (torch's layers against batched products, grown
-        # over 25 steps at a large learning rate); a T2 of 1e8 measures a rounding-level spread
-        np.testing.assert_allclose(row["differences"], alone["differences"], atol=2e-3)
+        # the same losses and embeddings to float32 rounding (torch's layers against batched
+        # products), grown by the steps: the first step's losses agree to 2e-7, but batch norm
+        # over walk counts that barely vary between views (10-vertex graphs) divides their
+        # rounding by sqrt(eps), and Adam turns a gradient's rounding into steps of the learning
+        # rate; a T2 of 1e8 measures a rounding-level spread
+        assert row["final_loss"] == pytest.approx(alone["final_loss"], abs=5e-4)
+        np.testing.assert_allclose(row["differences"], alone["differences"], atol=5e-3)
         assert (row["distinguished"], row["reliable"]) == (alone["distinguished"], alone["reliable"])
 
 
@@ -166,7 +175,7 @@ def test_chunked_forwards_give_the_embeddings_of_one_forward_and_a_replica_over_
 
 
 def test_stacks_group_pairs_of_one_shape_and_share_the_work_among_workers():
-    pairs = family_pairs("basic") + family_pairs("regular", 4)
+    pairs = list(_basic()) + family_pairs("regular", 4)
     todo = [(pair, seed) for pair in pairs for seed in range(3)]
     stacks = plan_stacks(todo, workers=2)
     assert sorted((p.category, p.index, s) for stack in stacks for p, s in stack) == sorted(
@@ -179,3 +188,14 @@ def test_stacks_group_pairs_of_one_shape_and_share_the_work_among_workers():
         protocol.run_pair(pairs[0], 0, PairsSettings(model="rp-gin"), stacked=True)
     with pytest.raises(ValueError, match="one size and largest degree"):
         run_stack([(pairs[0], 0), (family_pairs("regular", 1)[0], 0)], PairsSettings(**SHORT))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (scripts/gpu_check.sh runs it)")
+def test_a_stack_trains_on_the_gpu_as_on_the_cpu():
+    settings = PairsSettings(**SHORT)
+    jobs = [(pair, seed) for seed in (0, 1) for pair in _one_shape(2)]
+    on_cpu, on_gpu = run_stack(jobs, settings), run_stack(jobs, settings, torch.device("cuda"))
+    for one, other in zip(on_cpu, on_gpu):
+        assert one["epochs"] == other["epochs"]
+        np.testing.assert_allclose(one["differences"], other["differences"], atol=5e-3)
+        assert (one["distinguished"], one["reliable"]) == (other["distinguished"], other["reliable"])
