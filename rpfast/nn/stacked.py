@@ -65,9 +65,10 @@ class StackedBatchNorm1d(nn.Module):
         super().__init__()
         _same_type(norms, nn.BatchNorm1d)
         first = norms[0]
-        if any((n.num_features, n.eps, n.momentum, n.affine, n.track_running_stats) !=
-               (first.num_features, first.eps, first.momentum, True, True) for n in norms):
-            raise ValueError("stacked batch norms need one shape, eps and momentum, affine, with running statistics")
+        if first.momentum is None or any((n.num_features, n.eps, n.momentum, n.affine, n.track_running_stats) !=
+                                         (first.num_features, first.eps, first.momentum, True, True) for n in norms):
+            raise ValueError("stacked batch norms need one shape, eps and momentum (a number), affine, with running "
+                             "statistics")
         self.eps, self.momentum = first.eps, first.momentum
         self.weight = nn.Parameter(torch.stack([n.weight.detach() for n in norms]).clone())
         self.bias = nn.Parameter(torch.stack([n.bias.detach() for n in norms]).clone())

@@ -62,6 +62,8 @@ def test_stacked_modules_compute_what_their_modules_compute_and_keep_replicas_ap
         first(torch.randn(2, 4, 5))
     with pytest.raises(ValueError, match="at least two rows"):
         StackedBatchNorm1d(norms).train()(torch.randn(3, 1, 3))
+    with pytest.raises(ValueError, match="momentum"):
+        StackedBatchNorm1d([nn.BatchNorm1d(3, momentum=None)])
 
 
 def test_a_stack_computes_what_each_replicas_own_model_computes():

@@ -38,9 +38,10 @@ second into a larger T^2.
   the marked roots over the whole graph, width 4; one root set per graph and step in training,
   where only its read-out learns: the rounds are a fixed random hash, drawn once per seed for
   every pair (:func:`rooted_hash`), so the pairs and seeds of a run train as one stack
-  (``STACKED_MODELS``, :mod:`rpfast.experiments.pairs.batched`). Refinement from marked roots sees the twist of CFI pairs,
-  which views of 32 vertices and walk counts do not: one root where the base loses its cycles
-  with one vertex (the diamond, K2,3, the 3-rung ladder, C6 with a chord, the fan, the theta
+  (``STACKED_MODELS``, :mod:`rpfast.experiments.pairs.batched`). Refinement from marked roots
+  sees the twist of CFI pairs, which views of 32 vertices and walk counts do not: one root
+  where the base loses its cycles with one vertex (the diamond, K2,3, the 3-rung ladder, C6
+  with a chord, the fan, the theta
   graph), two where it needs two (the 4-rung ladder, C8 with two chords, K4, K3,3, the prism);
   two roots also separate the generalized quadrangles W(3) and Q(4, 3), strongly regular with
   the 4-vertex condition, where the walk counts are equal on every vertex. Three roots

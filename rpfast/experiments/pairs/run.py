@@ -74,8 +74,9 @@ class PairsConfig:
     resume: bool = option(False, "continue the run in --out (same options), skipping the pairs it has")
     save_embeddings: bool = option(False, "also write each pair's D matrices (embeddings/*.npz)")
     threads: Optional[int] = option(None, "torch/kernel threads in all, shared by the --jobs processes")
-    jobs: Optional[int] = option(None, "pairs run at once in worker processes (default: one per core, at most the "
-                                       "number of pairs; 1: all in this process)")
+    jobs: Optional[int] = option(None, "pairs (with oriented: stacks of pairs and seeds trained as one model) run at "
+                                       "once in worker processes (default: one per core, at most the number of pairs; "
+                                       "1: all in this process)")
     device: str = device_option()
     cuda_graphs: bool = cuda_graphs_option(True)
 
