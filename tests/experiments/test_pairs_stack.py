@@ -186,6 +186,10 @@ def test_stacks_group_pairs_of_one_shape_and_share_the_work_among_workers():
         assert len({stack_key(p, pair_max_degree(p)) for p, _ in stack}) == 1
         assert 1 <= len(stack) <= min(MAX_REPLICAS, -(-len(todo) // 2))
     assert len(plan_stacks(todo[:2], workers=2)) == 2
+    with pytest.raises(ValueError, match="workers must be a positive integer"):
+        plan_stacks(todo, workers=0)
+    with pytest.raises(ValueError, match="patience must be a positive integer"):
+        run_stack(todo[:1], PairsSettings(**{**SHORT, "patience": 0}))
     with pytest.raises(ValueError, match="does not train as a stack"):
         protocol.run_pair(pairs[0], 0, PairsSettings(model="rp-gin"), stacked=True)
     with pytest.raises(ValueError, match="one size and largest degree"):

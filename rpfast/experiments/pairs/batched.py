@@ -29,13 +29,13 @@ from torch.nn import functional as F
 
 from rpfast.data import GraphBatch
 from rpfast.datasets.pairs import GraphPair
-from rpfast.experiments.pairs.models import build_model, rooted_hash
+from rpfast.experiments.pairs.models import STACKED_MODELS, build_model, rooted_hash
 from rpfast.experiments.pairs.replicas import batch_of, pair_max_degree, pair_row, relabeled, replica_seed
 from rpfast.experiments.pairs.stack import OrientedStack, shared_hash
 from rpfast.experiments.training import improves
 from rpfast.nn.rp.strategies import Relabelings
 
-__all__ = ["run_stack", "stack_key", "plan_stacks", "VIEW_ELEMENTS", "MAX_REPLICAS"]
+__all__ = ["run_stack", "stack_key", "plan_stacks", "stacks", "VIEW_ELEMENTS", "MAX_REPLICAS"]
 
 #: the most view entries (views x K x K) of one forward: a training chunk or an evaluation chunk
 #: (32 MB of float32 views, what the pair-by-pair protocol's eval call of 32 graphs x 256 views
@@ -49,6 +49,12 @@ MIN_DELTA = 1e-6
 MAX_REPLICAS = 128
 
 
+def stacks(settings) -> bool:
+    """Whether the model of ``settings`` (a ``PairsSettings``) trains as a stack: one of
+    ``STACKED_MODELS``, with an output of at least 8 coordinates (the rooted part's share)."""
+    return settings.model in STACKED_MODELS and settings.output_dim >= 8
+
+
 def stack_key(pair: GraphPair, max_degree: int) -> Tuple[int, int]:
     """Pairs that can share a stack: the same size and largest degree (the model's shape)."""
     return pair.n, max_degree
@@ -59,10 +65,12 @@ def plan_stacks(todo: Sequence[Tuple[GraphPair, int]], workers: int = 1) -> List
     each group cut into nearly equal stacks of at most :data:`MAX_REPLICAS`, and of at most
     ``len(todo) / workers`` so that ``workers`` processes share the work; the largest graphs first
     (the longest stacks start first)."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
     groups: Dict[Tuple[int, int], List[Tuple[GraphPair, int]]] = {}
     for pair, seed in todo:
         groups.setdefault(stack_key(pair, pair_max_degree(pair)), []).append((pair, seed))
-    most = max(1, min(MAX_REPLICAS, math.ceil(len(todo) / max(1, workers))))
+    most = max(1, min(MAX_REPLICAS, math.ceil(len(todo) / workers)))
     stacks = []
     for key in sorted(groups, reverse=True):
         group = groups[key]
@@ -248,6 +256,10 @@ def run_stack(jobs: Sequence[Tuple[GraphPair, int]], settings,
               device: torch.device = torch.device("cpu")) -> List[Dict]:
     """The protocol on every ``(pair, seed)`` of ``jobs`` (pairs of one :func:`stack_key`) as one
     stacked oriented model; the rows of :func:`run_pair`, in the order of ``jobs``."""
+    settings.validate()
+    if not stacks(settings):
+        raise ValueError(f"model {settings.model} with {settings.output_dim} outputs does not train as a stack: "
+                         f"the stacked models are {', '.join(STACKED_MODELS)} with at least 8 outputs")
     if not jobs:
         return []
     degrees = {pair_max_degree(pair) for pair, _ in jobs}

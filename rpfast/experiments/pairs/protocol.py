@@ -22,10 +22,10 @@ import torch
 
 from rpfast.data.batch import GraphBatch
 from rpfast.datasets.pairs import GraphPair
-from rpfast.experiments.pairs.models import (CAPTURABLE_MODELS, MODELS, STACKED_MODELS, build_model,
-                                             check_model_settings, rooted_hash)
+from rpfast.experiments.pairs.models import (CAPTURABLE_MODELS, MODELS, build_model, check_model_settings,
+                                             rooted_hash)
 from rpfast.experiments.pairs.stack import shared_hash
-from rpfast.experiments.pairs.batched import MIN_DELTA, run_stack
+from rpfast.experiments.pairs.batched import MIN_DELTA, run_stack, stacks
 from rpfast.experiments.pairs.replicas import batch_of, pair_max_degree, pair_row, relabeled, replica_seed
 from rpfast.experiments.batches import Batches
 from rpfast.experiments.devices import uses_cuda_graphs
@@ -93,10 +93,7 @@ def run_pair(pair: GraphPair, seed: int, settings: PairsSettings, device: torch.
     :func:`~rpfast.experiments.pairs.models.rooted_hash`) and stopping rule."""
     if stacked is None:
         stacked = stacks(settings)
-    elif stacked and not stacks(settings):
-        raise ValueError(f"model {settings.model} with {settings.output_dim} outputs does not train as a stack: "
-                         f"the stacked models are {', '.join(STACKED_MODELS)} with at least 8 outputs")
-    if stacked:
+    if stacked:  # run_stack refuses a model that does not stack
         return run_stack([(pair, seed)], settings, device)[0]
     n, max_degree = pair.n, pair_max_degree(pair)
     generator = torch.Generator().manual_seed(replica_seed(pair, seed))
@@ -134,12 +131,6 @@ def run_pair(pair: GraphPair, seed: int, settings: PairsSettings, device: torch.
         member = pair.g if torch.randint(2, (1,), generator=generator).item() == 0 else pair.h
         twice = _embed(model, batch_of(relabeled(member, n, 2 * q, generator), n).to(device)).double().cpu()
     return pair_row(pair, seed, epochs, loss_value, g_out, h_out, twice, settings.ridge)
-
-
-def stacks(settings: PairsSettings) -> bool:
-    """Whether the model of ``settings`` trains as a stack (``STACKED_MODELS``; the rooted part
-    needs an output of at least 8 coordinates)."""
-    return settings.model in STACKED_MODELS and settings.output_dim >= 8
 
 
 def score(rows: List[Dict]) -> Dict[str, Dict[str, int]]:
