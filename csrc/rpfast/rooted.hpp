@@ -1,13 +1,23 @@
-// One round of RootedRP's message passing before its activation, in one pass over the nodes.
+// RootedRP's message passing: one round before its activation, in one pass over the nodes
+// (rooted_round, the differentiable round of learned rounds), and every round of a fixed hash,
+// activations and pooling included, in one call (rooted_pool, forward only).
 //
-// The activations are feature-major: h and p are [D, N, R] (feature, node, root set), so a
+// rooted_round's activations are feature-major: h and p are [D, N, R] (feature, node, root set), so a
 // node's values for one feature are a contiguous run of R, and the neighbour sum of a run is
 // the GIN aggregation of one feature's [N, R] slice.
 #pragma once
 #include <cstdint>
+#include <cstring>
+#include <memory>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "cpu/parallel.hpp"
+#include "rpfast/cosine.hpp"
 #include "rpfast/gin.hpp"
+#include "cpu/simd.hpp"
+#include "rpfast/interrupt.hpp"
 
 namespace rpfast {
 
@@ -35,6 +45,139 @@ void rooted_round(const T* h, const T* p, const T* own, const T* bias, const T* 
       }
     }
   });
+}
+
+}  // namespace rpfast
+
+namespace rpfast {
+
+// The pooled states of all L rounds of RootedRP's fixed hash from marked roots, in one call
+// (forward only: the rounds need no gradient when they do not learn, and in eval mode).
+//
+// For the R root sets of every graph b (roots [R, B, K], local vertex indices; a vertex is
+// marked in set r when it is one of roots[r, b, :]) and each graph's hash g = graph_hash[b]
+// (its own input map, marker and rounds: own, passed [H, L, D, D], bias [H, L, D], marker [H, D]):
+//   h0[v, r]    = cos(start[v] + [v marked in r] marker[g])
+//   h_{l+1}[v]  = cos(bias_l + own_l h_l[v] + scale[v] (p_l[v] + sum_{u in row v} p_l[u])),  p_l = passed_l h_l
+//   out[r, b]   = (1 / n_b) sum_{v in b} h_L[v, r]                                 (0 for an empty graph)
+// with start [N, D], scale [N], ptr [B + 1] and the incoming-edge CSR (rowptr, col).
+//
+// Scratch is node-major, [N, D, R]: a node's states for every feature and root set are one run
+// of D R values, so the neighbour sum is GIN's aggregation of rows of D R (aggregate_row) and a
+// node's whole state stays in cache for its D x D products. Four buffers: h and p of this round
+// and of the next. Rounds are separate parallel loops over the nodes (a node needs its
+// neighbours' p of the round before); each node is one item, so the result does not depend on
+// the thread count.
+//
+// kD > 0 fixes D at compile time, which unrolls the D x D products (rooted_pool below picks the
+// widths it instantiates); 0 reads it from D_given.
+template <class T, int64_t kD>
+void rooted_pool_width(const T* start, const T* marker, const T* own, const T* passed, const T* bias,
+                       const T* scale, const int64_t* roots, const int64_t* graph_hash, const int64_t* ptr,
+                       const int64_t* rowptr, const int64_t* col, T* out, int64_t N, int64_t B, int64_t D_given,
+                       int64_t L, int64_t R, int64_t K, int threads) {
+  const int64_t D = kD > 0 ? kD : D_given;
+  const int64_t run = D * R;  // one node's values
+  const size_t size = static_cast<size_t>(N * run);
+  // uninitialised: every value is written before it is read
+  std::unique_ptr<T[]> h(new T[size]), h_next(new T[size]), p(new T[size]), p_next(new T[size]);
+  std::vector<int64_t> graph_of(static_cast<size_t>(N));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t v = ptr[b]; v < ptr[b + 1]; ++v) graph_of[v] = b;
+  const int64_t avg_degree = N ? rowptr[N] / N + 1 : 1;
+
+  // pv = W hv for one node's runs: W [D, D]; blocks of kBlock root sets summed in registers
+  auto product = [D, R](const T* W, const T* hv, T* pv) {
+    int64_t f0 = 0;
+    for (; f0 + kBlock <= R; f0 += kBlock)
+      for (int64_t c = 0; c < D; ++c) {
+        Block<T> z = Block<T>::scaled(W[c * D], hv + f0);
+        for (int64_t k = 1; k < D; ++k) z.fma(W[c * D + k], hv + k * R + f0);
+        z.store(pv + c * R + f0);
+      }
+    for (; f0 < R; ++f0)
+      for (int64_t c = 0; c < D; ++c) {
+        T z = W[c * D] * hv[f0];
+        for (int64_t k = 1; k < D; ++k) z += W[c * D + k] * hv[k * R + f0];
+        pv[c * R + f0] = z;
+      }
+  };
+
+  parallel_for(N, threads, run * (D + K + 8), [&](int64_t v) {
+    const int64_t b = graph_of[v], g = graph_hash[b], local = v - ptr[b];
+    T* __restrict__ hv = h.get() + v * run;
+    for (int64_t r = 0; r < R; ++r) {  // the marks, 0 or 1, held in feature 0's run until it is written
+      const int64_t* set = roots + (r * B + b) * K;
+      bool marked = false;
+      for (int64_t k = 0; k < K; ++k) marked |= set[k] == local;
+      hv[r] = marked ? T(1) : T(0);
+    }
+    for (int64_t c = D - 1; c >= 0; --c) {
+      const T s = start[v * D + c], m = marker[g * D + c];
+      for (int64_t r = 0; r < R; ++r) hv[c * R + r] = cosine(s + m * hv[r]);
+    }
+    product(passed + g * L * D * D, hv, p.get() + v * run);
+  });
+
+  for (int64_t l = 0; l < L; ++l) {
+    poll_interrupt();
+    const bool last = l + 1 == L;
+    parallel_for(N, threads, run * (avg_degree + 2 * D + 8), [&](int64_t v) {
+      const int64_t g = graph_hash[graph_of[v]];
+      const T* W = own + (g * L + l) * D * D;
+      const T* bl = bias + (g * L + l) * D;
+      const T* __restrict__ hv = h.get() + v * run;
+      T* __restrict__ fresh = h_next.get() + v * run;
+      T* __restrict__ sums = p_next.get() + v * run;  // the neighbour sums, then the next round's p
+      aggregate_row(p.get(), rowptr, col, T(1), v, run, sums);  // p[v] + sum of the neighbours' p
+      const T s = scale[v];
+      int64_t f0 = 0;
+      for (; f0 + kBlock <= R; f0 += kBlock)  // blocks of kBlock root sets, summed in registers
+        for (int64_t c = 0; c < D; ++c) {
+          Block<T> z = Block<T>::scaled(s, sums + c * R + f0);
+          for (int64_t i = 0; i < Block<T>::kVecs; ++i) z.v[i] += bl[c];
+          for (int64_t k = 0; k < D; ++k) z.fma(W[c * D + k], hv + k * R + f0);
+          T* dst = fresh + c * R + f0;
+          z.store(dst);
+          for (int64_t f = 0; f < kBlock; ++f) dst[f] = cosine(dst[f]);
+        }
+      for (; f0 < R; ++f0)  // the last R mod kBlock sets one at a time
+        for (int64_t c = 0; c < D; ++c) {
+          T z = s * sums[c * R + f0] + bl[c];
+          for (int64_t k = 0; k < D; ++k) z += W[c * D + k] * hv[k * R + f0];
+          fresh[c * R + f0] = cosine(z);
+        }
+      if (!last) product(passed + (g * L + l + 1) * D * D, fresh, sums);  // over the sums, read by now
+    });
+    std::swap(h, h_next);
+    std::swap(p, p_next);
+  }
+
+  parallel_for(B, threads, (N / (B ? B : 1) + 1) * run, [&](int64_t b) {
+    const int64_t first = ptr[b], n = ptr[b + 1] - ptr[b];
+    for (int64_t c = 0; c < D; ++c)
+      for (int64_t r = 0; r < R; ++r) {
+        T sum = 0;
+        for (int64_t v = first; v < first + n; ++v) sum += h[(v * D + c) * R + r];
+        out[(r * B + b) * D + c] = n ? sum / static_cast<T>(n) : T(0);
+      }
+  });
+}
+
+// rooted_pool_width at the hash widths RootedRP uses (4, the default of rpfast pairs, and 8),
+// any other width with D read at run time.
+template <class T>
+void rooted_pool(const T* start, const T* marker, const T* own, const T* passed, const T* bias, const T* scale,
+                 const int64_t* roots, const int64_t* graph_hash, const int64_t* ptr, const int64_t* rowptr,
+                 const int64_t* col, T* out, int64_t N, int64_t B, int64_t D, int64_t L, int64_t R, int64_t K,
+                 int threads) {
+  auto run = [&](auto width) {
+    rooted_pool_width<T, decltype(width)::value>(start, marker, own, passed, bias, scale, roots, graph_hash, ptr,
+                                                 rowptr, col, out, N, B, D, L, R, K, threads);
+  };
+  if (D == 4) return run(std::integral_constant<int64_t, 4>{});
+  if (D == 8) return run(std::integral_constant<int64_t, 8>{});
+  run(std::integral_constant<int64_t, 0>{});
 }
 
 }  // namespace rpfast

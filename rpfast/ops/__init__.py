@@ -11,7 +11,7 @@ from rpfast.ops.orient import WLOrder, bfs_order, dfs_order, wl_order
 from rpfast.ops.permute import permute_adjacency, permute_nodes
 from rpfast.ops.pool import graph_max, neighbour_max
 from rpfast.ops.random import random_permutations
-from rpfast.ops.rooted import rooted_round
+from rpfast.ops.rooted import rooted_pool, rooted_round
 from rpfast.ops.segment import graph_sum, segment_sum
 from rpfast.ops.subsets import (
     count_k_subsets,
@@ -40,6 +40,7 @@ __all__ = [
     "wl_order",
     "gin_aggregate",
     "rooted_round",
+    "rooted_pool",
     "gin_mlp",
     "permute_adjacency",
     "permute_nodes",

@@ -66,7 +66,8 @@ def test_stacked_modules_compute_what_their_modules_compute_and_keep_replicas_ap
         StackedBatchNorm1d([nn.BatchNorm1d(3, momentum=None)])
 
 
-def test_a_stack_computes_what_each_replicas_own_model_computes():
+@pytest.mark.parametrize("seeds", [(0, 0, 0), (0, 1, 0)], ids=["one hash", "two hashes, interleaved"])
+def test_a_stack_computes_what_each_replicas_own_model_computes(seeds):
     settings, pairs = PairsSettings(), _one_shape(3)
     models, generators, views = [], [], []
     for pair in pairs:
@@ -75,8 +76,10 @@ def test_a_stack_computes_what_each_replicas_own_model_computes():
         views.append(relabeled(pair.g, 10, 4, generator) + relabeled(pair.h, 10, 4, generator))
         models.append(build_model(settings, 10, generator, max_degree=4))
         generators.append(generator)
-    shared_hash(models, rooted_hash(0))
+    for model, seed in zip(models, seeds):  # each replica's rooted rounds: its seed's, in one call
+        shared_hash([model], rooted_hash(seed))
     stack = OrientedStack([copy.deepcopy(m) for m in models])
+    assert len(stack.hashes) == len(set(seeds))
     theirs = [copy.deepcopy(g) for g in generators]  # the stack draws as each model does
     graphs = [batch_of(v, 10) for v in views]
     union = batch_of([graph for v in views for graph in v], 10)
@@ -86,9 +89,8 @@ def test_a_stack_computes_what_each_replicas_own_model_computes():
         draws = stack.draw(graphs, theirs)
         roots = stack.draw_roots(graphs, theirs) if training else None
         torch.testing.assert_close(stack(union, draws, roots), expected, atol=2e-6, rtol=1e-5)
-    shared_hash(models[1:2], rooted_hash(1))
-    with pytest.raises(ValueError, match="one hash .* consecutive"):
-        OrientedStack(models[:1] + models[1:2] + models[2:])
+    with pytest.raises(ValueError, match="covers 3 replicas but there are 2 draws"):
+        stack(union, draws[:2])
     with pytest.raises(ValueError, match="oriented model"):
         OrientedStack([build_model(PairsSettings(model="rp-gin"), 10)])
 

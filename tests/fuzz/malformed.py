@@ -451,6 +451,24 @@ def rooted_round_case(draw):
     return Case("rooted_round", ops.rooted_round, (*args, graph), {})
 
 
+@st.composite
+def rooted_pool_case(draw):
+    graph = draw(graph_arg())
+    N, unwrapped = _n(graph), unwrap(graph)
+    B = unwrapped.num_graphs if isinstance(unwrapped, GraphBatch) else 1
+    D, H, L, R, K = (draw(st.integers(low, high)) for low, high in ((1, 3), (1, 2), (1, 3), (0, 3), (0, 3)))
+    dtype, generator = draw(st.sampled_from(FLOAT_DTYPES)), _seeded(draw(st.integers(0, 2**16)))
+
+    def tensor(*shape):  # hostile graphs: keep the activations small
+        return torch.randn(shape, generator=generator, dtype=dtype) if N <= 10000 else torch.zeros(shape, dtype=dtype)
+
+    floats = [draw(mutate(t)) for t in (tensor(N, D), tensor(H, D), tensor(H, L, D, D), tensor(H, L, D, D),
+                                        tensor(H, L, D), tensor(N))]
+    roots = draw(mutate(torch.randint(-2, 8, (R, B, K), generator=generator)))
+    graph_hash = draw(mutate(torch.randint(H, (B,), generator=generator)))
+    return Case("rooted_pool", ops.rooted_pool, (*floats, roots, graph_hash, graph), {})
+
+
 def _bn(H, dtype, variant):
     bn = torch.nn.BatchNorm1d(H, affine=variant != "no_affine", track_running_stats=variant != "no_stats",
                               momentum=None if variant == "momentum_none" else 0.1)
@@ -1151,6 +1169,7 @@ GROUPS = {  # slowest groups first: the background workers take them in this ord
     "gnn": {
         "gin_aggregate": (gin_aggregate_case(), 400),
         "rooted_round": (rooted_round_case(), 200),
+        "rooted_pool": (rooted_pool_case(), 200),
         "gin_mlp": (gin_mlp_case(), 300),
         "batch_norm_relu": (batch_norm_relu_case(), 400),
         "segment_sum": (segment_sum_case(), 300),

@@ -88,6 +88,12 @@ def _arguments(name: str, d: Draw):
     if name == "rooted_round":
         D, R = d.int(1, 3), d.int(1, 3)
         return (d.values(D, N, R), d.values(D, N, R), d.values(D, D), d.values(D), d.values(N), *csr)
+    if name == "rooted_pool":  # two rounds at most: the float32 cosines differ by an ulp, which rounds amplify
+        D, H, L, R, K = d.int(1, 3), d.int(1, 2), d.int(1, 2), d.int(0, 3), d.int(0, 2)
+        roots = torch.randint(-1, 6, (R, g.num_graphs, K), generator=d.gen)
+        graph_hash = torch.randint(H, (g.num_graphs,), generator=d.gen)
+        return (d.values(N, D), d.values(H, D), d.values(H, L, D, D), d.values(H, L, D, D), d.values(H, L, D),
+                d.values(N), roots, graph_hash, g.ptr, *csr)
     if name == "sum_product":
         return (d.values(2, N, F_), d.values(2, N, F_))
     if name == "csr":

@@ -9,6 +9,7 @@ from rpfast.data import GraphBatch
 from rpfast.datasets.pair_families import cfi_pair
 from rpfast.datasets.pairs import networkx_edge_index
 from rpfast.nn import Concat, RootedRP
+from rpfast import ops as rpfast_ops
 from rpfast.ops import rooted_round
 
 
@@ -179,3 +180,84 @@ def test_round_op_is_the_formula_on_a_dense_adjacency():
         rooted_round(h, p, own, bias, scale, batch.edge_index)
     with pytest.raises(ValueError, match=r"own \[D, D\], bias \[D\], scale \[N\] with D = 3, N = 9"):
         rooted_round(h, p, own, bias, scale[:8], batch)
+
+
+def _pool_args(dtype=torch.float64, H=2, L=3, D=3, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=gen, dtype=dtype)
+
+    return rand(10, D), rand(H, D), rand(H, L, D, D), rand(H, L, D, D), rand(H, L, D), rand(10).abs() + 0.5
+
+
+def test_pool_op_runs_each_graph_through_its_own_hash_as_the_formula_says():
+    graphs = [nx.gnp_random_graph(6, 0.5, seed=5), nx.path_graph(3), nx.empty_graph(0), nx.empty_graph(1)]
+    batch = _batch(*graphs)
+    start, marker, own, passed, bias, scale = _pool_args()
+    roots = torch.tensor([[[0, 5], [2, 9], [0, 1], [0, 0]], [[3, 3], [-1, 1], [4, 2], [7, 7]]])  # [R=2, B=4, K=2]
+    graph_hash = torch.tensor([1, 0, 1, 0])
+    out = rpfast_ops.rooted_pool(start, marker, own, passed, bias, scale, roots, graph_hash, batch)
+    assert out.shape == (2, 4, 3)
+    for b, graph in enumerate(graphs):
+        first, n = int(batch.ptr[b]), graph.number_of_nodes()
+        adj = torch.tensor(nx.to_numpy_array(graph, nodelist=range(n))) if n else torch.zeros(0, 0).double()
+        g = int(graph_hash[b])
+        for r in range(2):
+            marked = torch.tensor([float(v in roots[r, b].tolist()) for v in range(n)], dtype=torch.float64)
+            h = torch.cos(start[first:first + n] + marked.view(-1, 1) * marker[g])  # [n, D]
+            for layer in range(3):
+                p = h @ passed[g, layer].t()
+                h = torch.cos(bias[g, layer] + h @ own[g, layer].t()
+                              + scale[first:first + n].view(-1, 1) * (p + adj @ p))
+            expected = h.mean(dim=0) if n else torch.zeros(3, dtype=torch.float64)
+            torch.testing.assert_close(out[r, b], expected, rtol=1e-12, atol=1e-12)
+    float32 = rpfast_ops.rooted_pool(*(t.float() for t in (start, marker, own, passed, bias, scale)), roots,
+                                     graph_hash, batch)
+    torch.testing.assert_close(float32, out.float(), rtol=1e-5, atol=1e-5)  # its cosine: within an ulp or so
+
+
+def test_pool_op_checks_its_arguments():
+    batch = _batch(nx.path_graph(4), nx.cycle_graph(6))
+    args = list(_pool_args())
+    roots, graph_hash = torch.zeros(1, 2, 1, dtype=torch.int64), torch.tensor([0, 1])
+    with pytest.raises(ValueError, match=r"own must be \[2, 3, 3, 3\]"):
+        rpfast_ops.rooted_pool(*args[:2], args[2][:, :, :2], *args[3:], roots, graph_hash, batch)
+    with pytest.raises(ValueError, match=r"roots \[R, 2, K\] and graph_hash \[2\]"):
+        rpfast_ops.rooted_pool(*args, roots[:, :1], graph_hash, batch)
+    with pytest.raises(TypeError, match="roots must be int64"):
+        rpfast_ops.rooted_pool(*args, roots.int(), graph_hash, batch)
+    with pytest.raises(TypeError, match="scale is torch.float32 but start is torch.float64"):
+        rpfast_ops.rooted_pool(*args[:5], args[5].float(), roots, graph_hash, batch)
+    with pytest.raises(ValueError, match=r"start must be \[10, D\]"):
+        rpfast_ops.rooted_pool(args[0][:9], *args[1:], roots, graph_hash, batch)
+    with pytest.raises(IndexError, match="graph_hash: 2 at graph 1 is not one of the 2 hashes"):
+        rpfast_ops.rooted_pool(*args, roots, torch.tensor([0, 2]), batch)
+
+
+def test_pool_op_cosine_is_within_two_ulps_of_cos_in_float32():
+    """One round with no weights gives cos(bias) per graph: the kernel's float32 cosine."""
+    count = 4000
+    batch = GraphBatch.from_edge_lists([(torch.zeros(2, 0, dtype=torch.long), 1)] * count,
+                                       x=[torch.ones(1, 1)] * count)
+    x = torch.cat([torch.linspace(-3.3, 3.3, count // 2), torch.linspace(-1e4, 1e4, count // 2)])
+    zero = torch.zeros(count, 1, 1, 1)
+    got = rpfast_ops.rooted_pool(torch.zeros(count, 1), torch.zeros(count, 1), zero, zero, x.view(count, 1, 1),
+                                 torch.ones(count), torch.zeros(1, count, 1, dtype=torch.int64), torch.arange(count),
+                                 batch)[0, :, 0]
+    assert (got.double() - torch.cos(x.double())).abs().max() < 2.5e-7
+
+
+@pytest.mark.parametrize("roots", [1, 2])
+def test_learned_rounds_give_in_a_training_forward_what_the_pool_op_gives(roots):
+    graph = nx.random_regular_graph(3, 10, seed=1)
+    model = _model(layers=4, roots=roots, learn_rounds=True).train()
+    batch = _batch(graph, _relabeled(graph, 2))
+    blocks = list(model.all_roots(batch))
+    with torch.no_grad():  # no gradient: rooted_pool, one call per block
+        pooled = [model.pooled(batch.x, batch)(block) for block, _ in blocks]
+    learned = model.pooled(batch.x, batch)  # a gradient for the rounds: round by round, through rooted_round
+    for (block, _), expected in zip(blocks, pooled):
+        got = learned(block)
+        assert got.requires_grad
+        torch.testing.assert_close(got.detach(), expected, rtol=1e-12, atol=1e-12)

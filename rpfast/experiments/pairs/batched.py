@@ -104,14 +104,13 @@ def _prepare(pair: GraphPair, seed: int, settings, max_degree: int) -> Tuple[_Re
     return _Replica(pair, seed, generator, g_views, h_views, train), model
 
 
-def _chunks(runs: Sequence[slice], per_replica: int, what: str) -> List[slice]:
-    """Consecutive slices of the replicas, within the runs of one hash (the stack's ``runs``),
-    each within :data:`VIEW_ELEMENTS` view entries."""
+def _chunks(replicas: int, per_replica: int, what: str) -> List[slice]:
+    """Consecutive slices of the ``replicas``, each within :data:`VIEW_ELEMENTS` view entries."""
     if per_replica > VIEW_ELEMENTS:
         raise MemoryError(f"one replica's {what} views hold {per_replica:,} entries, above the "
                           f"{VIEW_ELEMENTS:,} of one forward (VIEW_ELEMENTS): use a smaller --k or fewer samples")
     size = max(1, VIEW_ELEMENTS // per_replica)
-    return [slice(first, min(first + size, run.stop)) for run in runs for first in range(run.start, run.stop, size)]
+    return [slice(first, min(first + size, replicas)) for first in range(0, replicas, size)]
 
 
 class _Weights:
@@ -161,7 +160,7 @@ def _train(stack: OrientedStack, replicas: List[_Replica], settings, device: tor
     """Train every replica (module docstring); sets each one's ``epochs``, ``loss`` and ``losses``."""
     P, q, n = len(replicas), settings.relabelings, replicas[0].pair.n
     K = stack.strategy.size
-    parts = _chunks(stack.runs, 2 * q * stack.strategy.train_samples * K * K, "training")
+    parts = _chunks(P, 2 * q * stack.strategy.train_samples * K * K, "training")
     unions = [batch_of([v for r in replicas[part] for both in zip(r.g_views, r.h_views) for v in both], n).to(device)
               for part in parts]
     weights = _Weights(stack)
@@ -237,7 +236,7 @@ def _evaluate(stack: OrientedStack, replicas: List[_Replica], settings, device: 
     graphs = len(drawn[0][0])
     per_graph = settings.eval_samples * K * K
     block = max(1, min(graphs, VIEW_ELEMENTS // per_graph))
-    parts = _chunks(stack.runs, block * per_graph, "evaluation")
+    parts = _chunks(len(replicas), block * per_graph, "evaluation")
     outputs = [[] for _ in replicas]
     with torch.no_grad():
         for part in parts:
@@ -266,8 +265,7 @@ def run_stack(jobs: Sequence[Tuple[GraphPair, int]], settings,
     if len({stack_key(pair, max_degree) for pair, _ in jobs for max_degree in degrees}) != 1:
         raise ValueError("run_stack takes pairs of one size and largest degree (stack_key; plan_stacks groups them)")
     max_degree = degrees.pop()
-    order = sorted(range(len(jobs)), key=lambda i: jobs[i][1])  # the replicas of one seed (hash) together
-    prepared = [_prepare(*jobs[i], settings, max_degree) for i in order]
+    prepared = [_prepare(pair, seed, settings, max_degree) for pair, seed in jobs]
     replicas, models = [r for r, _ in prepared], [m for _, m in prepared]
     for seed in {r.seed for r in replicas}:
         shared_hash([m for r, m in zip(replicas, models) if r.seed == seed], rooted_hash(seed))
@@ -277,4 +275,4 @@ def run_stack(jobs: Sequence[Tuple[GraphPair, int]], settings,
     q = settings.relabelings
     rows = [pair_row(r.pair, r.seed, r.epochs, r.loss, e[:q], e[q:2 * q], e[2 * q:], settings.ridge)
             for r, e in zip(replicas, embeddings)]
-    return [rows[order.index(i)] for i in range(len(jobs))]
+    return rows

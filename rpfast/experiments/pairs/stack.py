@@ -11,8 +11,9 @@ Replica ``p`` computes exactly what its own model computes, to the rounding of b
 * f's walk part (:class:`~rpfast.nn.rp.RootWalks`) and MLP (:class:`~rpfast.nn.rp.VecMLP`)
   run as batched products over ``[P, rows, ...]``, with batch statistics per replica;
 * the rooted part's rounds are the seed's fixed random hash, one for every pair of the seed
-  (``learn_rounds=False``: they never train), run once over the union graph; the read-outs
-  are stacked.
+  (``learn_rounds=False``: they never train); one :func:`~rpfast.ops.rooted_pool` call runs
+  every replica's graphs through its seed's hash (the hashes stacked, ``[H, ...]``); the
+  read-outs are stacked.
 
 Rows are pair-major: a batch of ``P`` replicas of ``G`` graphs holds replica ``p``'s graphs at
 ``p G .. (p + 1) G - 1``, and each graph's ``S`` views follow it, so the ``M = P G S`` views
@@ -29,6 +30,7 @@ from rpfast.nn import Concat, RelationalPooling, RootedRP, RootWalks, VecMLP
 from rpfast.nn.rp.oriented import Oriented
 from rpfast.nn.rp.strategies import Relabelings, Strategy
 from rpfast.nn.stacked import ALL, StackedBatchNorm1d, StackedLinear, stack_modules
+from rpfast.ops import rooted_pool
 
 __all__ = ["Drawn", "OrientedStack", "shared_hash"]
 
@@ -135,17 +137,21 @@ class OrientedStack(nn.Module):
         self.pool = RelationalPooling(_StackedViewF([v.f.parts[0] for v in views], [v.f.parts[1] for v in views]),
                                       Drawn(self.strategy.size), use_edge_attr=False)
         self.read = stack_modules([r.read for r in rooted])
-        # the distinct hashes (one per seed), each replica's, and the runs of replicas sharing one
-        hashes, self.hash_of = [], []
+        # the distinct hashes (one per seed) and each replica's, stacked as rooted_pool takes them
+        hashes, hash_of = [], []
         for part in rooted:
             index = next((i for i, h in enumerate(hashes) if _same_hash(h, part)), len(hashes))
             if index == len(hashes):
                 hashes.append(part.requires_grad_(False))  # its read-out is unused: the stacked one reads
-            self.hash_of.append(index)
+            hash_of.append(index)
         self.hashes = nn.ModuleList(hashes)
-        self.runs = [slice(first, last) for first, last in _runs(self.hash_of)]
-        if len(self.runs) != len(hashes):
-            raise ValueError("the replicas of one hash (seed) must be consecutive in a stack")
+        self.register_buffer("hash_of", torch.tensor(hash_of, dtype=torch.int64), persistent=False)
+        for name, tensors in zip(("marker", "own", "passed", "bias"), zip(*(h.hash_tensors() for h in hashes))):
+            self.register_buffer(f"hash_{name}", torch.stack(tensors), persistent=False)  # [H, ...]
+        self.register_buffer("hash_embed_weight", torch.stack([h.embed.weight.detach() for h in hashes]),
+                             persistent=False)  # [H, d, F]
+        self.register_buffer("hash_embed_bias", torch.stack([h.embed.bias.detach() for h in hashes]),
+                             persistent=False)  # [H, d]
 
     def stacked(self) -> List[Tensor]:
         """The per-replica tensors (stacked parameters and buffers, leading axis ``P``)."""
@@ -169,11 +175,9 @@ class OrientedStack(nn.Module):
         graphs pair-major, with their views ``draws`` (one per replica, ``[G, S, K]``) and, in
         training, their root sets ``roots [T, p G, k]`` (:meth:`draw_roots`)."""
         replicas = len(draws)
-        hashes = set(self.hash_of[part])
-        if len(hashes) != 1 or len(self.hash_of[part]) != replicas:
-            raise ValueError(f"a forward takes replicas of one hash and their draws: part {part} covers "
-                             f"{len(self.hash_of[part])} replicas of {len(hashes)} hashes, with {replicas} draws")
-        hashing = self.hashes[hashes.pop()]
+        if len(range(self.replicas)[part]) != replicas:
+            raise ValueError(f"part {part} covers {len(range(self.replicas)[part])} replicas but there are "
+                             f"{replicas} draws")
         perms = torch.cat([d.perms for d in draws])
         if perms.shape[0] != graph.num_graphs or graph.num_graphs % max(1, replicas):
             raise ValueError(f"the draws cover {perms.shape[0]} graphs of {replicas} replicas but the batch has "
@@ -184,12 +188,13 @@ class OrientedStack(nn.Module):
             views = self.pool(graph.x, graph)  # [p G, views' out]
         finally:
             self.pool.strategy.relabelings, self.pool.f.part = None, ALL
+        shape = self.hashes[0]  # the roots, blocks and weights of every hash (one shape)
         if self.training:
             if roots is None:
                 raise ValueError("a training forward needs the replicas' root sets (draw_roots)")
-            blocks = [(upload(roots, graph.device), hashing.drawn_weights(graph.num_nodes))]
+            blocks = [(upload(roots, graph.device), shape.drawn_weights(graph.num_nodes))]
         else:
-            blocks = hashing.all_roots(graph)
+            blocks = shape.all_roots(graph)
 
         def read(pooled: Tensor) -> Tensor:  # [R, p G, d] -> [R, p G, out], each replica its own read-out
             R, B, d = pooled.shape
@@ -197,20 +202,23 @@ class OrientedStack(nn.Module):
             out = self.read(per_replica, part)
             return out.view(replicas, R, B // replicas, -1).transpose(0, 1).reshape(R, B, -1)
 
-        rooted = hashing.average(graph.x, graph, blocks, read)
+        graph_hash = self.hash_of[part].repeat_interleave(graph.num_graphs // max(1, replicas))  # [p G]
+        rooted = shape.average(graph.x, graph, blocks, read, pool=self._hashes(graph, graph_hash))
         return torch.cat([views, rooted], dim=-1).view(replicas, graph.num_graphs // replicas, -1)
+
+    def _hashes(self, graph: GraphBatch, graph_hash: Tensor):
+        """A block's roots ``[R, B, k]`` -> pooled states ``[R, B, d]``, each graph through the hash
+        ``graph_hash[b]`` of its replica's seed (one :func:`~rpfast.ops.rooted_pool` call)."""
+        x = graph.x
+        node_hash = graph_hash[graph.batch]
+        start = (torch.bmm(self.hash_embed_weight[node_hash].to(x.dtype), x.unsqueeze(-1)).squeeze(-1)
+                 + self.hash_embed_bias[node_hash].to(x.dtype))  # [N, d]: each node's seed's input map
+        scale = self.hashes[0]._neighbour_scale(graph, x.dtype)
+        tensors = [t.to(x.dtype) for t in (self.hash_marker, self.hash_own, self.hash_passed, self.hash_bias)]
+        return lambda roots: rooted_pool(start, *tensors, scale, roots, graph_hash, graph)
 
 
 def _same_hash(one: RootedRP, other: RootedRP) -> bool:
     """Whether two rooted parts have the same rounds (all but their read-outs)."""
     theirs = other.state_dict()
     return all(k.startswith("read.") or torch.equal(v, theirs[k]) for k, v in one.state_dict().items())
-
-
-def _runs(values: Sequence[int]):
-    """``(first, end)`` of each run of equal consecutive values."""
-    first = 0
-    for i in range(1, len(values) + 1):
-        if i == len(values) or values[i] != values[first]:
-            yield first, i
-            first = i

@@ -24,7 +24,7 @@ from rpfast._validation import check_count, check_real, require_flag
 from rpfast.data import GraphBatch
 from rpfast.nn._unsupported import NotScriptable
 from rpfast.nn.graph_input import read_graph_input
-from rpfast.ops import graph_sum, rooted_round
+from rpfast.ops import graph_sum, rooted_pool, rooted_round
 
 __all__ = ["RootedRP"]
 
@@ -144,25 +144,54 @@ class RootedRP(NotScriptable, nn.Module):
         return self.average(x, graph, self._roots(graph), self.read)
 
     def average(self, x: Tensor, graph: GraphBatch, blocks: Iterable[Tuple[Tensor, Tensor]],
-                read: Callable[[Tensor], Tensor]) -> Tensor:
+                read: Callable[[Tensor], Tensor], pool: Optional[Callable[[Tensor], Tensor]] = None) -> Tensor:
         """``[B, out]``: the sum over the root sets S of ``w_S read(mean_v h^L_v)``, the root sets of
         ``blocks`` (``(roots [R, B, k], weights [R, B])`` on the graph's device, as :meth:`_roots`
         yields them), with ``read`` mapping the pooled states ``[R, B, d]`` to ``[R, B, out]``
         (``self.read``; a stack of read-outs in
-        :class:`~rpfast.experiments.pairs.stack.OrientedStack`)."""
-        rounds_learn = torch.is_grad_enabled() and self.learn_rounds
-        with torch.set_grad_enabled(rounds_learn):
-            start = self.embed(x).t().contiguous().unsqueeze(-1)  # [d, N, 1], shared by every block of roots
-        scale = self._neighbour_scale(graph, x.dtype)  # [N], likewise
+        :class:`~rpfast.experiments.pairs.stack.OrientedStack`) and ``pool`` mapping a block's
+        roots to its pooled states (None: :meth:`pooled` of this module's rounds)."""
+        if pool is None:
+            pool = self.pooled(x, graph)
         total = None
         for roots, weights in blocks:
-            with torch.set_grad_enabled(rounds_learn):
-                marked = (graph.local_index.view(-1, 1, 1) == roots.transpose(0, 1)[graph.batch]).any(dim=-1)  # [N, R]
-                pooled = self._rounds(start, scale, graph, marked)
-            per_root = read(pooled)  # [R, B, out]
+            per_root = read(pool(roots))  # [R, B, out]
             term = (per_root * weights.to(x.dtype).unsqueeze(-1)).sum(dim=0)
             total = term if total is None else total + term
         return total
+
+    def pooled(self, x: Tensor, graph: GraphBatch) -> Callable[[Tensor], Tensor]:
+        """The map from a block's root sets ``roots [R, B, k]`` to the pooled states ``[R, B, d]``
+        (the mean over each graph's vertices of ``h^L``) of this module's rounds on ``graph``.
+
+        The one place that picks how the rounds run: rounds that need a gradient (they learn, in
+        a training forward) go round by round through :func:`~rpfast.ops.rooted_round`, whose
+        autograd keeps each round's activations; otherwise (eval mode, or ``learn_rounds=False``)
+        all of them run in one :func:`~rpfast.ops.rooted_pool` call, which keeps none (in
+        ``rpfast pairs`` the rooted part's eval passes over every root set are most of a run:
+        2.9x faster there, benchmarks/README.md)."""
+        scale = self._neighbour_scale(graph, x.dtype)  # [N], shared by every block of roots
+        if torch.is_grad_enabled() and self.learn_rounds:
+            start = self.embed(x).t().contiguous().unsqueeze(-1)  # [d, N, 1]
+
+            def learned(roots: Tensor) -> Tensor:
+                marked = (graph.local_index.view(-1, 1, 1) == roots.transpose(0, 1)[graph.batch]).any(dim=-1)
+                return self._rounds(start, scale, graph, marked)  # [N, R] marks -> [R, B, d]
+            return learned
+        with torch.no_grad():
+            start = self.embed(x)  # [N, d]
+            tensors = [t.unsqueeze(0) for t in self.hash_tensors()]
+        one_hash = torch.zeros(graph.num_graphs, dtype=torch.int64, device=graph.device)
+        return lambda roots: rooted_pool(start, *tensors, scale, roots, one_hash, graph)
+
+    def hash_tensors(self) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """The rounds as :func:`~rpfast.ops.rooted_pool` takes them, for one hash: ``marker [d]``,
+        ``own [L, d, d]`` and ``passed [L, d, d]`` (the round's weight on a node's own state and
+        on the neighbour sum) and ``bias [L, d]``, detached."""
+        d = self.marker.shape[0]
+        weights = torch.stack([layer.weight.detach() for layer in self.rounds])  # [L, d, 2d]
+        return (self.marker.detach(), weights[:, :, :d].contiguous(), weights[:, :, d:].contiguous(),
+                torch.stack([layer.bias.detach() for layer in self.rounds]))
 
     def draw_roots(self, sizes: Tensor, n_max: int, generator: Optional[torch.Generator]) -> Tensor:
         """``[train_roots, B, k]`` root sets on the host for graphs of ``sizes [B]`` vertices (on
