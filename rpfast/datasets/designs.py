@@ -16,8 +16,8 @@ import itertools
 from collections import Counter
 from typing import List, Sequence, Set, Tuple
 
-__all__ = ["develop", "incidence_graph", "gf2_rank", "triple_counts", "certified_different", "singer_set",
-           "quadratic_residues", "design_pairs"]
+__all__ = ["develop", "complement", "incidence_graph", "gf2_rank", "triple_counts", "certified_different",
+           "singer_set", "quadratic_residues", "design_pairs"]
 
 Element = Tuple[int, ...]
 
@@ -43,6 +43,13 @@ def develop(orders: Sequence[int], base: Sequence[Element], lam: int) -> List[Se
         raise ValueError(f"{base} is not a ({len(elements)}, {len(base)}, {lam}) difference set in "
                          f"{' x '.join(f'Z{m}' for m in orders)}")
     return [{number[combine(d, g, 1)] for d in base} for g in elements]
+
+
+def complement(blocks: List[Set[int]], v: int) -> List[Set[int]]:
+    """The complementary design: every block replaced by the other ``v - k`` points. The
+    complement of a symmetric ``(v, k, lambda)`` design is a symmetric ``(v, v - k, v - 2k +
+    lambda)`` design, and two designs are isomorphic exactly when their complements are."""
+    return [set(range(v)) - block for block in blocks]
 
 
 def incidence_graph(blocks: List[Set[int]], v: int):
@@ -110,15 +117,19 @@ def design_pairs():
     * the biplanes of order 4 with GF(2) ranks 6 and 7 (difference sets in Z2^4 and Z8 x Z2):
       32 vertices, intersection array {6, 5, 4; 1, 2, 6};
     * the (31, 15, 7) Singer and Paley designs (PG(4, 2) against the quadratic residues mod 31):
-      62 vertices, {15, 14, 8; 1, 7, 15}.
+      62 vertices, {15, 14, 8; 1, 7, 15};
+    * the complements of both pairs (:func:`complement`), (16, 10, 6) and (31, 16, 8) designs:
+      32 vertices, {10, 9, 4; 1, 6, 10}, and 62 vertices, {16, 15, 8; 1, 8, 16}.
     """
     biplanes = [develop((2, 2, 2, 2), [(0, 0, 0, 0), (0, 0, 0, 1), (0, 0, 1, 0), (0, 1, 0, 0), (1, 0, 0, 0),
                                        (1, 1, 1, 1)], 2),
                 develop((8, 2), [(0, 0), (0, 1), (1, 0), (2, 0), (5, 1), (6, 0)], 2)]
     hadamard = [develop((31,), [(d,) for d in singer_set(5, (0, 2))], 7),
                 develop((31,), [(d,) for d in quadratic_residues(31)], 7)]
+    designs = [("biplanes of order 4", biplanes, 16), ("(31, 15, 7) designs", hadamard, 31)]
+    designs += [(f"complements of the {name}", [complement(d, v) for d in pair], v) for name, pair, v in designs]
     pairs = []
-    for name, (a, b), v in (("biplanes of order 4", biplanes, 16), ("(31, 15, 7) designs", hadamard, 31)):
+    for name, (a, b), v in designs:
         if not certified_different(a, b, v):  # pragma: no cover - the constructions above are fixed
             raise AssertionError(f"the {name} are not certified different")
         pairs.append((name, incidence_graph(a, v), incidence_graph(b, v)))

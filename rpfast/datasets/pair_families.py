@@ -15,7 +15,8 @@
 * ``4vtx``: strongly regular graphs that also satisfy the 4-vertex condition (BREC's
   "4-vertex condition"): the collinearity graphs of the generalized quadrangles W(3) and
   Q(4, 3), srg(40, 12, 2, 4) (points of PG(3, 3) under a symplectic form, and of a parabolic
-  quadric in PG(4, 3); two points adjacent when orthogonal);
+  quadric in PG(4, 3); two points adjacent when orthogonal), and their complements,
+  srg(40, 27, 18, 18), which satisfy it too;
 * ``csl``: circulant skip-link graphs CSL(41, R) against CSL(41, R') for the paper's ten skip
   lengths (45 pairs of 4-regular graphs);
 * ``cfi``: Cai-Fuerer-Immerman pairs (:func:`cfi_pair`) over small base graphs (cycles, bases
@@ -26,8 +27,9 @@
   ``cfi_large``);
 * ``dr``: distance-regular graphs with equal intersection arrays (BREC's "distance regular"):
   incidence graphs of non-isomorphic symmetric designs (biplanes of order 4, 32 vertices; the
-  (31, 15, 7) Singer and Paley designs, 62 vertices) and H(3, 4) against the Doob graph (64
-  vertices): :func:`distance_regular_pairs`;
+  (31, 15, 7) Singer and Paley designs, 62 vertices; the complements of both, whose incidence
+  graphs are denser) and H(3, 4) against the Doob graph (64 vertices):
+  :func:`distance_regular_pairs`;
 * ``all``: every family above, each under its own category.
 
 Every pair is checked non-isomorphic (networkx's VF2++, up to
@@ -208,7 +210,10 @@ def _srg(count: int, seed: int) -> List[GraphPair]:
 
 
 def _four_vertex(count: int, seed: int) -> List[GraphPair]:
-    return [_pair("4vtx", 0, *generalized_quadrangles())]
+    import networkx as nx
+
+    g, h = generalized_quadrangles()
+    return [_pair("4vtx", 0, g, h), _pair("4vtx", 1, nx.complement(g), nx.complement(h))]
 
 
 def generalized_quadrangles():
@@ -331,14 +336,15 @@ def distance_regular_pairs():
     intersection array (networkx): the design incidence graphs of
     :func:`rpfast.datasets.designs.design_pairs` (32 and 62 vertices), then the Hamming graph
     H(3, 4) against the Doob graph D(1, 1), the Shrikhande graph times K4 (64 vertices,
-    {9, 6, 3; 1, 2, 3})."""
+    {9, 6, 3; 1, 2, 3}), then the complements' incidence graphs (32 and 62 vertices)."""
     import networkx as nx
 
     k4 = nx.complete_graph(4)
     hamming = nx.cartesian_product(nx.cartesian_product(k4, k4), k4)
     doob = nx.cartesian_product(shrikhande_graph(), k4)
-    return design_pairs() + [("H(3, 4) and Doob D(1, 1)", nx.convert_node_labels_to_integers(hamming),
-                              nx.convert_node_labels_to_integers(doob))]
+    designs = design_pairs()  # the complements last: the earlier pairs keep their indices
+    return designs[:2] + [("H(3, 4) and Doob D(1, 1)", nx.convert_node_labels_to_integers(hamming),
+                           nx.convert_node_labels_to_integers(doob))] + designs[2:]
 
 
 def cfi_pair(base):

@@ -2,8 +2,8 @@
 import networkx as nx
 import pytest
 
-from rpfast.datasets.designs import (certified_different, develop, gf2_rank, incidence_graph, quadratic_residues,
-                                     singer_set, triple_counts)
+from rpfast.datasets.designs import (certified_different, complement, develop, gf2_rank, incidence_graph,
+                                     quadratic_residues, singer_set, triple_counts)
 from rpfast.datasets.pair_families import cfi_large_bases, distance_regular_pairs, family_pairs
 from rpfast.datasets.pairs import local_invariants
 
@@ -47,19 +47,21 @@ def test_the_distance_regular_pairs_share_their_intersection_arrays_and_differ()
         assert nx.is_distance_regular(g) and nx.is_distance_regular(h), name
         assert nx.intersection_array(g) == nx.intersection_array(h), name
         arrays.append(nx.intersection_array(g))
-    assert arrays == [([6, 5, 4], [1, 2, 6]), ([15, 14, 8], [1, 7, 15]), ([9, 6, 3], [1, 2, 3])]
-    (_, b1, b2), (_, h1, h2), (_, hamming, doob) = distance_regular_pairs()
+    assert arrays == [([6, 5, 4], [1, 2, 6]), ([15, 14, 8], [1, 7, 15]), ([9, 6, 3], [1, 2, 3]),
+                      ([10, 9, 4], [1, 6, 10]), ([16, 15, 8], [1, 8, 16])]
+    (_, b1, b2), (_, h1, h2), (_, hamming, doob), (_, c1, c2), _ = distance_regular_pairs()
 
     def blocks(graph, v):  # the design read back from its incidence graph
         return [set(graph[v + j]) for j in range(v)]
     assert (gf2_rank(blocks(b1, 16), 16), gf2_rank(blocks(b2, 16), 16)) == (6, 7)  # not isomorphic
+    assert [complement(b, 16) for b in (blocks(b1, 16), blocks(b2, 16))] == [blocks(c1, 16), blocks(c2, 16)]
     assert triple_counts(blocks(h1, 31), 31) != triple_counts(blocks(h2, 31), 31)
     assert local_invariants(hamming) != local_invariants(doob)  # K3 + K3 + K3 against C6 + K3 around a vertex
 
 
 def test_the_new_families_are_1wl_equivalent_pairs_of_their_sizes():
     dr = family_pairs("dr")
-    assert [(p.category, p.n) for p in dr] == [("dr", 32), ("dr", 62), ("dr", 64)]
+    assert [(p.category, p.n) for p in dr] == [("dr", 32), ("dr", 62), ("dr", 64), ("dr", 32), ("dr", 62)]
     large = family_pairs("cfi-large")
     assert [p.n for p in large] == [80, 80, 80, 128, 168] and {p.category for p in large} == {"cfi_large"}
     assert len(cfi_large_bases()) == len(large)

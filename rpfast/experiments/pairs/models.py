@@ -114,7 +114,7 @@ WALK_CHANNELS = 2
 #: ninth; larger bases need more: with two roots, 12 rounds lost the 4-rung ladder), and root
 #: sets per graph in a training step, where only its read-out learns (its cost; eval mode
 #: averages over all of them)
-ROOTED_HIDDEN, ROOTED_LAYERS, ROOTED_TRAIN_ROOTS = 4, 16, 1
+ROOTED_HIDDEN, ROOTED_LAYERS, ROOTED_TRAIN_ROOTS = 8, 16, 1
 #: the rows of the rooted part's eval pass, C(n, roots) * n per embedding, that fix how many
 #: roots it marks (:func:`rooted_roots`): 2^18 allows three roots up to 36 vertices, two up to
 #: 80, one above; an 80-vertex pair with two roots costs about what a 200-vertex pair with one

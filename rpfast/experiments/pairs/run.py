@@ -47,13 +47,14 @@ class PairsConfig:
     family: Optional[str] = option(None, "a built-in family instead of a file: " + ", ".join(FAMILIES),
                                    choices=FAMILIES)
     count: Optional[int] = option(None, "only the first COUNT pairs (with --family all: of every family)")
-    model: str = option("oriented", "oriented (RP over random-start BFS/DFS views beside RP over two marked roots, "
-                                    "one above 64 vertices: the best measured), rp-gin, kary, exact (with "
-                                    "--ridge) or gin (the negative control)", choices=MODELS)
+    model: str = option("oriented", "oriented (RP over random-start BFS/DFS views beside RP over marked roots, "
+                                    "three up to 36 vertices, two up to 80, one above: the best measured), "
+                                    "rp-gin, kary, exact (with --ridge) or gin (the negative control)",
+                        choices=MODELS)
     seeds: int = option(1, "seeds per pair (the published protocol uses 10); a pair counts as distinguished "
                            "only on every seed, as reliable only on every seed")
-    epochs: int = option(100, "training steps per pair at most (the protocol's default is 20)")
-    patience: int = option(100, "stop training when the loss has not improved for this many steps")
+    epochs: int = option(20, "training steps per pair at most (the protocol's default)")
+    patience: int = option(5, "stop training when the loss has not improved for this many steps (the protocol's default)")
     lr: float = option(1e-3, "Adam learning rate (the protocol's default is 1e-4)")
     k: int = option(32, "vertices f sees per view (oriented: the first K of the order; kary: subset size)")
     min_k: Optional[int] = option(None, "oriented: the shortest view; lengths are uniform in MIN_K..K (default: "
