@@ -78,7 +78,7 @@ void rooted_pool(const Array& start, const Array& marker, const Array& own, cons
     const T* sc = in_ptr<T>(scale, "scale", 1);
     T* os = out_ptr<T>(out, "out", 3);
     run_kernel([&] {
-      rpfast::rooted_pool<T>(st, mk, ow, pa, bi, sc, rs, gh, pt, rp, cl, os, N, B, D, L, R, K, threads);
+      rpfast::rooted_pool<T>(st, mk, ow, pa, bi, sc, rs, gh, pt, rp, cl, os, N, B, H, D, L, R, K, threads);
     });
   };
   dispatch_float(start, run);

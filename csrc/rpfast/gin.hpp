@@ -24,7 +24,8 @@ template <class T>
 inline void aggregate_row(const T* __restrict__ xr, const int64_t* rowptr, const int64_t* col, T scale, int64_t i,
                           int64_t F, T* __restrict__ dst) {
   const T* __restrict__ self = xr + i * F;
-  // blocks of kBlock features summed in registers (simd.hpp), the tail in memory. Four
+  // blocks of kBlock features summed in registers (simd.hpp), then single vectors, the tail in
+  // memory. Four
   // blocks at a time where F allows: four independent add chains per neighbour hide the
   // add latency that a single block's chain waits on. Every element is summed in the same
   // order (self, then neighbours in CSR order) on every path.
@@ -48,6 +49,12 @@ inline void aggregate_row(const T* __restrict__ xr, const int64_t* rowptr, const
     Block<T> s = Block<T>::scaled(scale, self + f0);
     for (int64_t k = rowptr[i]; k < rowptr[i + 1]; ++k) s.add(xr + col[k] * F + f0);
     s.store(dst + f0);
+  }
+  using Vec = typename Block<T>::Vec;  // one vector register (8 floats in the AVX2 build)
+  for (; f0 + Block<T>::kLanes <= F; f0 += Block<T>::kLanes) {  // a row of a few features, e.g. one of 8
+    Vec s = scale * Block<T>::load(self + f0);
+    for (int64_t k = rowptr[i]; k < rowptr[i + 1]; ++k) s += Block<T>::load(xr + col[k] * F + f0);
+    std::memcpy(dst + f0, &s, sizeof s);
   }
   for (int64_t f = f0; f < F; ++f) dst[f] = scale * self[f];
   for (int64_t k = rowptr[i]; k < rowptr[i + 1]; ++k) {

@@ -74,8 +74,8 @@ namespace rpfast {
 template <class T, int64_t kD>
 void rooted_pool_width(const T* start, const T* marker, const T* own, const T* passed, const T* bias,
                        const T* scale, const int64_t* roots, const int64_t* graph_hash, const int64_t* ptr,
-                       const int64_t* rowptr, const int64_t* col, T* out, int64_t N, int64_t B, int64_t D_given,
-                       int64_t L, int64_t R, int64_t K, int threads) {
+                       const int64_t* rowptr, const int64_t* col, T* out, int64_t N, int64_t B, int64_t H,
+                       int64_t D_given, int64_t L, int64_t R, int64_t K, int threads) {
   const int64_t D = kD > 0 ? kD : D_given;
   const int64_t run = D * R;  // one node's values
   const size_t size = static_cast<size_t>(N * run);
@@ -85,17 +85,27 @@ void rooted_pool_width(const T* start, const T* marker, const T* own, const T* p
   for (int64_t b = 0; b < B; ++b)
     for (int64_t v = ptr[b]; v < ptr[b + 1]; ++v) graph_of[v] = b;
   const int64_t avg_degree = N ? rowptr[N] / N + 1 : 1;
+  // each round's weights transposed ([k, c]), for the sets taken one at a time
+  std::vector<T> own_t(static_cast<size_t>(kD > 0 ? (H * L * D * D) : 0)),
+      passed_t(own_t.size());
+  for (size_t m = 0; m < own_t.size(); m += static_cast<size_t>(D * D))
+    for (int64_t c = 0; c < D; ++c)
+      for (int64_t k = 0; k < D; ++k) {
+        own_t[m + k * D + c] = own[m + c * D + k];
+        passed_t[m + k * D + c] = passed[m + c * D + k];
+      }
 
-  // pv = W hv for one node's runs: W [D, D]; blocks of kBlock root sets summed in registers
-  auto product = [D, R](const T* W, const T* hv, T* pv) {
+  // pv = W hv for one node's runs, sets 0 .. sets - 1: W [D, D]; blocks of kBlock root sets
+  // summed in registers
+  auto product = [D, R](const T* W, const T* hv, T* pv, int64_t sets) {
     int64_t f0 = 0;
-    for (; f0 + kBlock <= R; f0 += kBlock)
+    for (; f0 + kBlock <= sets; f0 += kBlock)
       for (int64_t c = 0; c < D; ++c) {
         Block<T> z = Block<T>::scaled(W[c * D], hv + f0);
         for (int64_t k = 1; k < D; ++k) z.fma(W[c * D + k], hv + k * R + f0);
         z.store(pv + c * R + f0);
       }
-    for (; f0 < R; ++f0)
+    for (; f0 < sets; ++f0)
       for (int64_t c = 0; c < D; ++c) {
         T z = W[c * D] * hv[f0];
         for (int64_t k = 1; k < D; ++k) z += W[c * D + k] * hv[k * R + f0];
@@ -116,7 +126,7 @@ void rooted_pool_width(const T* start, const T* marker, const T* own, const T* p
       const T s = start[v * D + c], m = marker[g * D + c];
       for (int64_t r = 0; r < R; ++r) hv[c * R + r] = cosine(s + m * hv[r]);
     }
-    product(passed + g * L * D * D, hv, p.get() + v * run);
+    product(passed + g * L * D * D, hv, p.get() + v * run, R);
   });
 
   for (int64_t l = 0; l < L; ++l) {
@@ -141,13 +151,55 @@ void rooted_pool_width(const T* start, const T* marker, const T* own, const T* p
           z.store(dst);
           for (int64_t f = 0; f < kBlock; ++f) dst[f] = cosine(dst[f]);
         }
-      for (; f0 < R; ++f0)  // the last R mod kBlock sets one at a time
-        for (int64_t c = 0; c < D; ++c) {
-          T z = s * sums[c * R + f0] + bl[c];
-          for (int64_t k = 0; k < D; ++k) z += W[c * D + k] * hv[k * R + f0];
-          fresh[c * R + f0] = cosine(z);
+      if constexpr (kD > 0) {
+        // the last R mod kBlock sets (all of them in training, where R = 1) one at a time, each
+        // a vector over the kD features: the transposed weights make column k of W contiguous
+        const T* Wt = own_t.data() + (g * L + l) * D * D;
+        const T* Pt = last ? nullptr : passed_t.data() + (g * L + l + 1) * D * D;
+        for (; f0 < R; ++f0) {
+          T z[kD];
+          if (R == 1 && kD % Block<T>::kLanes == 0) {
+            // training's single set: the node's kD states are contiguous, a few vector registers
+            using Vec = typename Block<T>::Vec;
+            constexpr int64_t kVecs = kD / Block<T>::kLanes, kLanes = Block<T>::kLanes;
+            Vec acc[kVecs > 0 ? kVecs : 1];
+            for (int64_t i = 0; i < kVecs; ++i) acc[i] = s * Block<T>::load(sums + i * kLanes) + Block<T>::load(bl + i * kLanes);
+            for (int64_t k = 0; k < kD; ++k)
+              for (int64_t i = 0; i < kVecs; ++i) acc[i] += hv[k] * Block<T>::load(Wt + k * kD + i * kLanes);
+            std::memcpy(z, acc, sizeof z);
+          } else {
+            for (int64_t c = 0; c < kD; ++c) z[c] = s * sums[c * R + f0] + bl[c];
+            for (int64_t k = 0; k < kD; ++k)
+              for (int64_t c = 0; c < kD; ++c) z[c] += Wt[k * kD + c] * hv[k * R + f0];
+          }
+          for (int64_t c = 0; c < kD; ++c) z[c] = cosine(z[c]);
+          for (int64_t c = 0; c < kD; ++c) fresh[c * R + f0] = z[c];
+          if (last) continue;
+          if (R == 1 && kD % Block<T>::kLanes == 0) {
+            using Vec = typename Block<T>::Vec;
+            constexpr int64_t kVecs = kD / Block<T>::kLanes, kLanes = Block<T>::kLanes;
+            Vec acc[kVecs > 0 ? kVecs : 1];
+            for (int64_t i = 0; i < kVecs; ++i) acc[i] = z[0] * Block<T>::load(Pt + i * kLanes);
+            for (int64_t k = 1; k < kD; ++k)
+              for (int64_t i = 0; i < kVecs; ++i) acc[i] += z[k] * Block<T>::load(Pt + k * kD + i * kLanes);
+            std::memcpy(sums, acc, sizeof(T) * kD);
+            continue;
+          }
+          T y[kD] = {};
+          for (int64_t k = 0; k < kD; ++k)
+            for (int64_t c = 0; c < kD; ++c) y[c] += Pt[k * kD + c] * z[k];
+          for (int64_t c = 0; c < kD; ++c) sums[c * R + f0] = y[c];
         }
-      if (!last) product(passed + (g * L + l + 1) * D * D, fresh, sums);  // over the sums, read by now
+        if (!last && R >= kBlock) product(passed + (g * L + l + 1) * D * D, fresh, sums, R - R % kBlock);
+      } else {
+        for (; f0 < R; ++f0)  // the last R mod kBlock sets one at a time
+          for (int64_t c = 0; c < D; ++c) {
+            T z = s * sums[c * R + f0] + bl[c];
+            for (int64_t k = 0; k < D; ++k) z += W[c * D + k] * hv[k * R + f0];
+            fresh[c * R + f0] = cosine(z);
+          }
+        if (!last) product(passed + (g * L + l + 1) * D * D, fresh, sums, R);  // over the sums, read by now
+      }
     });
     std::swap(h, h_next);
     std::swap(p, p_next);
@@ -169,11 +221,11 @@ void rooted_pool_width(const T* start, const T* marker, const T* own, const T* p
 template <class T>
 void rooted_pool(const T* start, const T* marker, const T* own, const T* passed, const T* bias, const T* scale,
                  const int64_t* roots, const int64_t* graph_hash, const int64_t* ptr, const int64_t* rowptr,
-                 const int64_t* col, T* out, int64_t N, int64_t B, int64_t D, int64_t L, int64_t R, int64_t K,
-                 int threads) {
+                 const int64_t* col, T* out, int64_t N, int64_t B, int64_t H, int64_t D, int64_t L, int64_t R,
+                 int64_t K, int threads) {
   auto run = [&](auto width) {
     rooted_pool_width<T, decltype(width)::value>(start, marker, own, passed, bias, scale, roots, graph_hash, ptr,
-                                                 rowptr, col, out, N, B, D, L, R, K, threads);
+                                                 rowptr, col, out, N, B, H, D, L, R, K, threads);
   };
   if (D == 4) return run(std::integral_constant<int64_t, 4>{});
   if (D == 8) return run(std::integral_constant<int64_t, 8>{});
