@@ -22,20 +22,20 @@ second into a larger T^2.
   tie-breaks (Sec. 2.3.1), from starts spread evenly over the vertices (``starts="balanced"``:
   each vertex as likely as under uniform starts, without the spread of which ones were drawn),
   on the first L vertices of the order, L uniform in ``min_k..k`` (default 3/4 of k to k).
-  f has two parts with their own output coordinates (:class:`~rpfast.nn.rp.Concat`): three
-  quarters from :class:`~rpfast.nn.rp.RootWalks` (learned gates on the view's first vertex and
+  f has two parts with their own output coordinates (:class:`~rpfast.nn.rp.Concat`): five
+  eighths from :class:`~rpfast.nn.rp.RootWalks` (learned gates on the view's first vertex and
   its neighbours, its ego network, in the first 1 + (the pair's largest degree) positions, at
   most k; gated edges, 2-walks and closed 3-walks: the 4-cliques through the start, which
-  separate strongly regular graphs with equal parameters) and one quarter from an MLP on the
+  separate strongly regular graphs with equal parameters) and one eighth from an MLP on the
   adjacency (:class:`~rpfast.nn.rp.VecMLP`: cycles, and the links between neighbourhoods,
   which separate CSL and CFI pairs):
   ``RelationalPooling(Concat(RootWalks, VecMLP), Oriented(method, k, "balanced", min_size=min_k))``.
-  Beside it (:class:`~rpfast.nn.rp.Concat` of the two whole-graph models), two of the MLP's four
-  coordinates go to :class:`~rpfast.nn.rp.RootedRP`: RP over the vertices at the first positions,
+  Beside it (:class:`~rpfast.nn.rp.Concat` of the two whole-graph models), the last quarter
+  comes from :class:`~rpfast.nn.rp.RootedRP`: RP over the vertices at the first positions,
   as many as the eval pass affords (:func:`rooted_roots`: C(n, roots) * n rows at most
   ``ROOT_ROWS_BUDGET`` = 2^18: three roots up to 36 vertices, two up to 80, one above), averaged
   exactly over every set of that many vertices in eval mode: 16 rounds of message passing from
-  the marked roots over the whole graph, width 4; one root set per graph and step in training,
+  the marked roots over the whole graph, width 8; one root set per graph and step in training,
   where only its read-out learns: the rounds are a fixed random hash, drawn once per seed for
   every pair (:func:`rooted_hash`), so the pairs and seeds of a run train as one stack
   (``STACKED_MODELS``, :mod:`rpfast.experiments.pairs.batched`). Refinement from marked roots
@@ -48,11 +48,16 @@ second into a larger T^2.
   separate the incidence graphs of the two biplanes of order 4 (the ``dr`` family: T2 0.2 with
   two roots, 1e9 with three), and two the CFI pair over the 3 x 3 grid (80 vertices: T2 143
   against one root's 1). The budget keeps an eval pass at about what two roots cost at 80
-  vertices (7 s per pair here; three roots at 80 vertices took 94 s).
+  vertices (7 s per pair here with width 4; three roots at 80 vertices took 94 s).
+  The hash's width and the rooted part's share of the output decide how often a seed's hash
+  misses a difference it can see (``--seeds 10``): on the first ``4vtx`` pair and the first
+  three ``dr`` pairs, width 4 with two outputs missed 3 of 40 runs (T2 9.8 to 60) and width 8
+  with two outputs 1 (T2 0.09); on the four hardest (the complements and the (31, 15, 7)
+  designs), width 8 missed 7 of 40 with two outputs (T2 0.09 to 67) and 3 with four (1.2 to 36).
   Balanced starts weigh every start vertex the same, and the ego gates see the same
   neighbourhood on every view from one start, so the walk part's average is exact when
   ``eval_samples >= n`` (every vertex a start) and every start's closed neighbourhood fits in
-  the shortest view (BFS; degree + 1 <= min_k): its 12 coordinates are then the same on every
+  the shortest view (BFS; degree + 1 <= min_k): its 10 coordinates are then the same on every
   relabeling up to rounding (an invariant of the graph, the mean over the vertices of a learned
   function of the counts in their neighbourhoods).
   Where the two graphs' means differ, S has eigenvalues at rounding level in those directions
@@ -218,7 +223,7 @@ def build_model(settings, n: int, generator: Optional[torch.Generator] = None,
             shortest = min(settings.min_k or math.ceil(SHORTEST_VIEW * k), k)
             strategy = Oriented(settings.orientation, k, starts="balanced", min_size=shortest, **samples)
             window = min(WALK_WINDOW if max_degree is None else max(1, max_degree + 1), k)
-            rooted = out // 8
+            rooted = out // 4 if out >= 8 else 0
             views = RelationalPooling(_oriented_f(k, window, settings.hidden, out, layers, rooted), strategy,
                                       generator=generator, use_edge_attr=False)
             if not rooted:
@@ -231,10 +236,13 @@ def build_model(settings, n: int, generator: Optional[torch.Generator] = None,
 
 
 def _oriented_f(k: int, window: int, hidden: int, out: int, layers: int, rooted: int = 0) -> nn.Module:
-    """The oriented model's f on a view: walk counts in the first ``window`` positions in three
-    quarters of the ``out`` output coordinates, an MLP on the view in the rest but the
-    ``rooted`` coordinates the rooted part takes (the walk part alone for a one-dimensional
-    output)."""
-    walks = RootWalks(k, 1, 1, hidden, out - out // 4, window=window, channels=WALK_CHANNELS,
+    """The oriented model's f on a view, for the ``out - rooted`` output coordinates the rooted
+    part leaves: an MLP on the view in ``out // 8`` of them (at least one from 4 up), walk counts
+    in the first ``window`` positions in the rest (the walk part alone below 4 outputs)."""
+    if out - rooted < 4:
+        return RootWalks(k, 1, 1, hidden, out - rooted, window=window, channels=WALK_CHANNELS,
+                         ego_channels=WALK_CHANNELS)
+    mlp = max(1, out // 8)
+    walks = RootWalks(k, 1, 1, hidden, out - rooted - mlp, window=window, channels=WALK_CHANNELS,
                       ego_channels=WALK_CHANNELS)
-    return walks if out < 4 else Concat(walks, VecMLP(k, 1, 1, hidden, out // 4 - rooted, layers))
+    return Concat(walks, VecMLP(k, 1, 1, hidden, mlp, layers))
