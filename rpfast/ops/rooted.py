@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from rpfast import _backend
+from rpfast._backend import compiling
 from rpfast._validation import require_float, require_ndim, require_tensor
 from rpfast.data import GraphBatch
 from rpfast.ops._registry import declare
@@ -164,7 +165,7 @@ def rooted_pool(start: Tensor, marker: Tensor, own: Tensor, passed: Tensor, bias
     features :math:`s`), ``marker [H, D]`` (:math:`u`), ``own, passed [H, L, D, D]``
     (:math:`W, W'`), ``bias [H, L, D]``, ``scale [N]`` (:math:`\sigma`), ``roots [R, B, K]``
     (each set's K roots as local vertex indices of graph b; an index outside the graph marks
-    nothing) and ``graph_hash [B]`` (int64), all floats of one dtype on the graph's device.
+    nothing) and ``graph_hash [B]`` (int64 in ``[0, H)``; on the CPU a value outside is an IndexError), all floats of one dtype on the graph's device.
     The C++ kernel (CPU) computes the float32 cosine by a polynomial within about one ulp of
     ``torch.cos``; elsewhere the op runs from torch operations. An empty graph gives 0."""
     if not isinstance(graph, GraphBatch):
@@ -200,6 +201,11 @@ def rooted_pool(start: Tensor, marker: Tensor, own: Tensor, passed: Tensor, bias
                          f"{tuple(roots.shape)} and {tuple(graph_hash.shape)}")
     if H < 1 or L < 1 or D < 1:
         raise ValueError(f"rooted_pool: H, L and D must be positive, got {H}, {L}, {D}")
+    if graph_hash.device.type == "cpu" and not compiling():  # elsewhere a check would wait for the device
+        outside = ((graph_hash < 0) | (graph_hash >= H)).nonzero()
+        if outside.numel():
+            b = int(outside[0, 0])
+            raise IndexError(f"graph_hash: {int(graph_hash[b])} at graph {b} is not one of the {H} hashes")
     return rooted_pool_op(start.contiguous(), marker.contiguous(), own.contiguous(), passed.contiguous(),
                           bias.contiguous(), scale.contiguous(), roots.contiguous(), graph_hash.contiguous(),
                           graph.ptr, *graph_csr(graph))
