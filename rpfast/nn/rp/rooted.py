@@ -164,9 +164,10 @@ class RootedRP(NotScriptable, nn.Module):
         """The map from a block's root sets ``roots [R, B, k]`` to the pooled states ``[R, B, d]``
         (the mean over each graph's vertices of ``h^L``) of this module's rounds on ``graph``.
 
-        The one place that picks how the rounds run: rounds that need a gradient (they learn, in
-        a training forward) go round by round through :func:`~rpfast.ops.rooted_round`, whose
-        autograd keeps each round's activations; otherwise (eval mode, or ``learn_rounds=False``)
+        The one place that picks how the rounds run: rounds that need a gradient (they learn and
+        gradients are enabled) go round by round through :func:`~rpfast.ops.rooted_round`, whose
+        autograd keeps each round's activations; otherwise (under ``torch.no_grad()``, as an eval
+        pass runs, or with ``learn_rounds=False``: the rounds and their input map never train)
         all of them run in one :func:`~rpfast.ops.rooted_pool` call, which keeps none and takes
         each graph through its own hash (a stack of ``rpfast pairs`` runs every seed's in one
         call). Measured (benchmarks/bench_rooted.py, one thread): a training forward of ten
