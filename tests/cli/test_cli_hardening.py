@@ -20,6 +20,7 @@ import rpfast
 import rpfast.experiments.csl.experiment as csl_module
 import rpfast.experiments.report as report_module
 from tests.helpers.assertions import cli_fails, stream_failing_after_first_chunk
+from tests.helpers.processes import start_command
 from rpfast.cli import main
 from rpfast.data import read_edge_list
 from rpfast.experiments.csl.experiment import MODELS, CSLConfig
@@ -295,8 +296,7 @@ tool.iter_k_subsets = slow
 
 
 def _start(patch, argv, cwd):
-    return subprocess.Popen([sys.executable, "-c", _DRIVER.format(patch=patch, argv=argv)], cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return start_command([sys.executable, "-c", _DRIVER.format(patch=patch, argv=argv)], cwd=cwd)
 
 
 @pytest.mark.parametrize("suffix", [".npy", ".csv"])

@@ -16,7 +16,7 @@ from rpfast.experiments import distributed
 from rpfast.experiments.workers import ProcessFailed, run_in_workers
 from rpfast.nn import RPGIN, convert_sync_batch_norm
 from tests.helpers.paths import ROOT
-from tests.helpers.processes import alive as _alive, children as _children
+from tests.helpers.processes import alive as _alive, children as _children, start_command
 
 pytestmark = pytest.mark.backend_neutral  # the first CI run covers it (see conftest.py)
 
@@ -208,7 +208,7 @@ def _start_csl(tmp_path, *options):
     worker processes once both run."""
     command = [sys.executable, "-m", "rpfast", "csl", "--epochs", "100000", "--folds", "2", "--hidden", "8",
                "--no-progress", "--threads", "2", "--out", str(tmp_path / "out"), *options]
-    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = start_command(command, cwd=tmp_path)
     deadline = time.monotonic() + 120  # a hang guard, not a timing assertion
     while len(workers := _children(process.pid)) < 2:
         assert process.poll() is None, process.communicate()

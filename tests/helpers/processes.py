@@ -1,5 +1,15 @@
 """The processes a command under test starts (Linux /proc): its spawned workers, and whether one still runs."""
+import signal
+import subprocess
 from pathlib import Path
+
+
+def start_command(command, **kwargs) -> subprocess.Popen:
+    """``command`` started as from a terminal, with pipes for its output: SIGHUP at its default
+    disposition even where the tests run under ``nohup``, whose ignored SIGHUP a child would
+    inherit (and rpfast, as it should, keeps ignoring)."""
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL), **kwargs)
 
 
 def children(pid: int):
