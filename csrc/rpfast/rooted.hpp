@@ -216,7 +216,7 @@ void rooted_pool_width(const T* start, const T* marker, const T* own, const T* p
   });
 }
 
-// rooted_pool_width at the hash widths RootedRP uses (4, the default of rpfast pairs, and 8),
+// rooted_pool_width at the hash widths RootedRP uses (4, and 8: rpfast pairs' default),
 // any other width with D read at run time.
 template <class T>
 void rooted_pool(const T* start, const T* marker, const T* own, const T* passed, const T* bias, const T* scale,
