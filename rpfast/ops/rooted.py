@@ -128,12 +128,14 @@ def _pool_composed(start: Tensor, marker: Tensor, own: Tensor, passed: Tensor, b
     local = torch.arange(N, device=start.device) - ptr[batch]
     marked = (roots.transpose(0, 1)[batch] == local.view(N, 1, 1)).any(dim=-1)  # [N, R]
     hashes = graph_hash[batch]
+    # each node's weights of every round, gathered once (3 gathers, not 3 per round: calls are
+    # launches on a GPU)
+    node_own, node_passed, node_bias = own[hashes], passed[hashes], bias[hashes].unsqueeze(-1)  # [N, L, ...]
     h = torch.cos(start.unsqueeze(-1) + marker[hashes].unsqueeze(-1) * marked.to(start.dtype).unsqueeze(1))
     for layer in range(L):
-        p = torch.bmm(passed[hashes, layer], h)  # [N, D, R]
+        p = torch.bmm(node_passed[:, layer], h)  # [N, D, R]
         summed = gin_aggregate_op(p.reshape(N, D * R), rowptr, col, out_rowptr, out_col, p.new_zeros(()))
-        h = torch.cos(bias[hashes, layer].unsqueeze(-1) + torch.bmm(own[hashes, layer], h)
-                      + scale.view(N, 1, 1) * summed.view(N, D, R))
+        h = torch.cos(node_bias[:, layer] + torch.bmm(node_own[:, layer], h) + scale.view(N, 1, 1) * summed.view(N, D, R))
     pooled = segment_sum_op(h.permute(2, 0, 1).contiguous(), ptr)  # [R, B, D]
     sizes = ptr.diff().clamp(min=1).to(start.dtype)
     return pooled / sizes.view(1, B, 1)
