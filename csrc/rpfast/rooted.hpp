@@ -160,6 +160,8 @@ void rooted_pool_width(const T* start, const T* marker, const T* own, const T* p
           T z[kD];
           if (R == 1 && kD % Block<T>::kLanes == 0) {
             // training's single set: the node's kD states are contiguous, a few vector registers
+            // (this and the product below are written out: one helper for both, through a T[kD]
+            // array, made the ten-seed training benchmark's CFI case 1.7x slower)
             using Vec = typename Block<T>::Vec;
             constexpr int64_t kVecs = kD / Block<T>::kLanes, kLanes = Block<T>::kLanes;
             Vec acc[kVecs > 0 ? kVecs : 1];

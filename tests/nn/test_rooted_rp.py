@@ -191,26 +191,31 @@ def _pool_args(dtype=torch.float64, H=2, L=3, D=3, seed=0):
     return rand(10, D), rand(H, D), rand(H, L, D, D), rand(H, L, D, D), rand(H, L, D), rand(10).abs() + 0.5
 
 
-def test_pool_op_runs_each_graph_through_its_own_hash_as_the_formula_says():
+# D: a width read at run time (3) and the two the kernel unrolls (4, 8); R: training's single root
+# set, fewer sets than a register block, and a block with a remainder
+@pytest.mark.parametrize("D", [3, 4, 8])
+@pytest.mark.parametrize("R", [1, 2, 17])
+def test_pool_op_runs_each_graph_through_its_own_hash_as_the_formula_says(D, R):
     graphs = [nx.gnp_random_graph(6, 0.5, seed=5), nx.path_graph(3), nx.empty_graph(0), nx.empty_graph(1)]
     batch = _batch(*graphs)
-    start, marker, own, passed, bias, scale = _pool_args()
-    roots = torch.tensor([[[0, 5], [2, 9], [0, 1], [0, 0]], [[3, 3], [-1, 1], [4, 2], [7, 7]]])  # [R=2, B=4, K=2]
+    start, marker, own, passed, bias, scale = _pool_args(D=D)
+    # [R, B=4, K=2] local indices; -1 and indices past a graph's end mark nothing
+    roots = torch.randint(-1, 8, (R, 4, 2), generator=torch.Generator().manual_seed(R))
     graph_hash = torch.tensor([1, 0, 1, 0])
     out = rpfast_ops.rooted_pool(start, marker, own, passed, bias, scale, roots, graph_hash, batch)
-    assert out.shape == (2, 4, 3)
+    assert out.shape == (R, 4, D)
     for b, graph in enumerate(graphs):
         first, n = int(batch.ptr[b]), graph.number_of_nodes()
         adj = torch.tensor(nx.to_numpy_array(graph, nodelist=range(n))) if n else torch.zeros(0, 0).double()
         g = int(graph_hash[b])
-        for r in range(2):
+        for r in range(R):
             marked = torch.tensor([float(v in roots[r, b].tolist()) for v in range(n)], dtype=torch.float64)
             h = torch.cos(start[first:first + n] + marked.view(-1, 1) * marker[g])  # [n, D]
             for layer in range(3):
                 p = h @ passed[g, layer].t()
                 h = torch.cos(bias[g, layer] + h @ own[g, layer].t()
                               + scale[first:first + n].view(-1, 1) * (p + adj @ p))
-            expected = h.mean(dim=0) if n else torch.zeros(3, dtype=torch.float64)
+            expected = h.mean(dim=0) if n else torch.zeros(D, dtype=torch.float64)
             torch.testing.assert_close(out[r, b], expected, rtol=1e-12, atol=1e-12)
     float32 = rpfast_ops.rooted_pool(*(t.float() for t in (start, marker, own, passed, bias, scale)), roots,
                                      graph_hash, batch)
