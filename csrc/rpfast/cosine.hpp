@@ -17,19 +17,24 @@ namespace rpfast {
 // 1): a rounding the vectoriser keeps in registers, where floorf may become a call.
 constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
 
-RPFAST_HD inline float cosine(float x) {
-  const float j = (x * 0.318309886183790672f + kRound) - kRound;  // x = j pi + r, |r| <= pi/2
-  float r = x - j * 3.140625f;
+// The float formula on float or on a GCC vector of floats (every operation is elementwise, the
+// constants broadcast): the rounds' inner loops call it on whole vector registers.
+template <class V>
+RPFAST_HD inline V cosine_float(V x) {
+  const V j = (x * 0.318309886183790672f + kRound) - kRound;  // x = j pi + r, |r| <= pi/2
+  V r = x - j * 3.140625f;
   r -= j * 9.67502593994140625e-4f;
   r -= j * 1.509957990978376432e-7f;
-  const float z = r * r;
-  const float even = 0.9999999997806625f +
-                     z * (-0.4999999935847931f +
-                          z * (0.04166663625819965f +
-                               z * (-0.0013888361401072304f + z * (2.476016136756513e-05f + z * -2.605149516472233e-07f))));
-  const float half = (j * 0.5f - 0.25f + kRound) - kRound;  // floor(j / 2): no ties for integer j
-  return (1.0f - 2.0f * (j - 2.0f * half)) * even;          // (-1)^j
+  const V z = r * r;
+  const V even = 0.9999999997806625f +
+                 z * (-0.4999999935847931f +
+                      z * (0.04166663625819965f +
+                           z * (-0.0013888361401072304f + z * (2.476016136756513e-05f + z * -2.605149516472233e-07f))));
+  const V half = (j * 0.5f - 0.25f + kRound) - kRound;  // floor(j / 2): no ties for integer j
+  return (1.0f - 2.0f * (j - 2.0f * half)) * even;      // (-1)^j
 }
+
+RPFAST_HD inline float cosine(float x) { return cosine_float(x); }
 
 RPFAST_HD inline double cosine(double x) { return cos(x); }
 

@@ -51,6 +51,26 @@ void rooted_round(const T* h, const T* p, const T* own, const T* bias, const T* 
 
 namespace rpfast {
 
+// A vector register of values stored to p[0 .. lanes), p aligned only as T is: one unaligned
+// vector store (a memcpy of a register from an array of them became a store to the stack and
+// scalar reloads, whose forwarding stalls took a third of the round)
+template <class T, class Vec>
+inline void store_lanes(T* p, Vec v) {
+  typedef Vec Unaligned __attribute__((aligned(alignof(T)), may_alias));
+  *reinterpret_cast<Unaligned*>(p) = v;
+}
+
+// cos of every lane: the float polynomial on the whole register, std::cos lane by lane for double.
+template <class T, class Vec>
+inline Vec cosine_lanes(Vec x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return cosine_float(x);
+  } else {
+    for (size_t i = 0; i < sizeof(Vec) / sizeof(T); ++i) x[i] = cosine(x[i]);
+    return x;
+  }
+}
+
 // The pooled states of all L rounds of RootedRP's fixed hash from marked roots, in one call
 // (forward only: the rounds need no gradient when they do not learn, and in eval mode).
 //
@@ -94,6 +114,18 @@ void rooted_pool_width(const T* start, const T* marker, const T* own, const T* p
         own_t[m + k * D + c] = own[m + c * D + k];
         passed_t[m + k * D + c] = passed[m + c * D + k];
       }
+
+  using Vec = typename Block<T>::Vec;
+  constexpr int64_t kLanes = Block<T>::kLanes;
+  // out[c R + (0 .. kLanes)] = sum_k P[c, k] z[k] for the kD features of kLanes sets in
+  // registers (kD > 0), P [kD, kD]
+  auto passed_lanes = [R](const T* P, const Vec* z, T* out) {
+    Vec y[kD > 0 ? kD : 1];
+    for (int64_t c = 0; c < kD; ++c) y[c] = P[c * kD] * z[0];
+    for (int64_t k = 1; k < kD; ++k)
+      for (int64_t c = 0; c < kD; ++c) y[c] += P[c * kD + k] * z[k];
+    for (int64_t c = 0; c < kD; ++c) store_lanes(out + c * R, y[c]);
+  };
 
   // pv = W hv for one node's runs, sets 0 .. sets - 1: W [D, D]; blocks of kBlock root sets
   // summed in registers
@@ -142,17 +174,37 @@ void rooted_pool_width(const T* start, const T* marker, const T* own, const T* p
       aggregate_row(p.get(), rowptr, col, T(1), v, run, sums);  // p[v] + sum of the neighbours' p
       const T s = scale[v];
       int64_t f0 = 0;
-      for (; f0 + kBlock <= R; f0 += kBlock)  // blocks of kBlock root sets, summed in registers
-        for (int64_t c = 0; c < D; ++c) {
-          Block<T> z = Block<T>::scaled(s, sums + c * R + f0);
-          for (int64_t i = 0; i < Block<T>::kVecs; ++i) z.v[i] += bl[c];
-          for (int64_t k = 0; k < D; ++k) z.fma(W[c * D + k], hv + k * R + f0);
-          T* dst = fresh + c * R + f0;
-          z.store(dst);
-          for (int64_t f = 0; f < kBlock; ++f) dst[f] = cosine(dst[f]);
-        }
       if constexpr (kD > 0) {
-        // the last R mod kBlock sets (all of them in training, where R = 1) one at a time, each
+        // kLanes root sets at a time with all kD features in registers: each product is kD
+        // independent sums (one feature's sum at a time waits on every multiply-add before the
+        // next: measured 1.9x slower), and the next round's p is formed before z leaves them
+        const T* P = last ? nullptr : passed + (g * L + l + 1) * D * D;
+        for (; f0 + kLanes <= R; f0 += kLanes) {
+          Vec z[kD];
+          for (int64_t c = 0; c < kD; ++c) z[c] = s * Block<T>::load(sums + c * R + f0) + bl[c];
+          for (int64_t k = 0; k < kD; ++k) {
+            const Vec hk = Block<T>::load(hv + k * R + f0);
+            for (int64_t c = 0; c < kD; ++c) z[c] += W[c * kD + k] * hk;
+          }
+          for (int64_t c = 0; c < kD; ++c) {
+            z[c] = cosine_lanes<T>(z[c]);
+            store_lanes<T>(fresh + c * R + f0, z[c]);
+          }
+          if (!last) passed_lanes(P, z, sums + f0);
+        }
+      } else {
+        for (; f0 + kBlock <= R; f0 += kBlock)  // blocks of kBlock root sets, summed in registers
+          for (int64_t c = 0; c < D; ++c) {
+            Block<T> z = Block<T>::scaled(s, sums + c * R + f0);
+            for (int64_t i = 0; i < Block<T>::kVecs; ++i) z.v[i] += bl[c];
+            for (int64_t k = 0; k < D; ++k) z.fma(W[c * D + k], hv + k * R + f0);
+            T* dst = fresh + c * R + f0;
+            z.store(dst);
+            for (int64_t f = 0; f < kBlock; ++f) dst[f] = cosine(dst[f]);
+          }
+      }
+      if constexpr (kD > 0) {
+        // the last R mod kLanes sets (all of them in training, where R = 1) one at a time, each
         // a vector over the kD features: the transposed weights make column k of W contiguous
         const T* Wt = own_t.data() + (g * L + l) * D * D;
         const T* Pt = last ? nullptr : passed_t.data() + (g * L + l + 1) * D * D;
@@ -192,7 +244,6 @@ void rooted_pool_width(const T* start, const T* marker, const T* own, const T* p
             for (int64_t c = 0; c < kD; ++c) y[c] += Pt[k * kD + c] * z[k];
           for (int64_t c = 0; c < kD; ++c) sums[c * R + f0] = y[c];
         }
-        if (!last && R >= kBlock) product(passed + (g * L + l + 1) * D * D, fresh, sums, R - R % kBlock);
       } else {
         for (; f0 < R; ++f0)  // the last R mod kBlock sets one at a time
           for (int64_t c = 0; c < D; ++c) {

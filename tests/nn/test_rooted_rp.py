@@ -219,7 +219,9 @@ def test_pool_op_runs_each_graph_through_its_own_hash_as_the_formula_says(D, R):
             torch.testing.assert_close(out[r, b], expected, rtol=1e-12, atol=1e-12)
     float32 = rpfast_ops.rooted_pool(*(t.float() for t in (start, marker, own, passed, bias, scale)), roots,
                                      graph_hash, batch)
-    torch.testing.assert_close(float32, out.float(), rtol=1e-5, atol=1e-5)  # its cosine: within an ulp or so
+    # its cosine is within an ulp or so of cos, but 3 rounds amplify float32 rounding: 1.4e-5 on one
+    # value in the build without FMA (RPFAST_SIMD=baseline), whose products round twice
+    torch.testing.assert_close(float32, out.float(), rtol=1e-4, atol=1e-4)
 
 
 def test_pool_op_checks_its_arguments():
