@@ -3,6 +3,7 @@ what its own model computes, gives the same T2 alone and inside a stack, and sto
 rule; memory stays within the bound of one forward."""
 import copy
 import functools
+import math
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from torch import nn
 
 from rpfast.datasets.pair_families import family_pairs
 from rpfast.experiments.pairs import batched, protocol
-from rpfast.experiments.pairs.batched import MAX_REPLICAS, plan_stacks, run_stack, stack_key
+from rpfast.experiments.pairs.batched import MAX_REPLICAS, plan_stacks, replica_cost, run_stack, stack_key
 from rpfast.experiments.pairs.models import build_model, rooted_hash
 from rpfast.experiments.pairs.protocol import PairsSettings
 from rpfast.experiments.pairs.replicas import batch_of, pair_max_degree, relabeled
@@ -176,6 +177,20 @@ def test_chunked_forwards_give_the_embeddings_of_one_forward_and_a_replica_over_
     monkeypatch.setattr(batched, "VIEW_ELEMENTS", 1000)
     with pytest.raises(MemoryError, match="VIEW_ELEMENTS"):
         run_stack(jobs[:1], settings)
+
+
+def test_stacks_start_with_the_costliest_and_hold_a_bounded_share_of_the_run():
+    large = [p for p in family_pairs("cfi-large") if p.n == 80]  # two roots: C(80, 2) * 80 rows
+    small = list(_basic())
+    todo = [(pair, seed) for pair in small + large for seed in range(4)]
+    stacks = plan_stacks(todo, workers=2)
+    costs = [len(stack) * replica_cost(stack[0][0]) for stack in stacks]
+    assert costs == sorted(costs, reverse=True)
+    assert stacks[0][0][0].n == 80
+    share = sum(replica_cost(pair) for pair, _ in todo) / (batched.STACKS_PER_WORKER * 2)
+    for stack, cost in zip(stacks, costs):
+        assert cost <= share or len(stack) == 1
+    assert replica_cost(large[0]) == (math.comb(80, 2) + batched.OTHER_COST_ROWS_PER_VERTEX) * 80
 
 
 def test_stacks_group_pairs_of_one_shape_and_share_the_work_among_workers():

@@ -29,13 +29,13 @@ from torch.nn import functional as F
 
 from rpfast.data import GraphBatch
 from rpfast.datasets.pairs import GraphPair
-from rpfast.experiments.pairs.models import STACKED_MODELS, build_model, rooted_hash
+from rpfast.experiments.pairs.models import STACKED_MODELS, build_model, rooted_hash, rooted_roots
 from rpfast.experiments.pairs.replicas import batch_of, pair_max_degree, pair_row, relabeled, replica_seed
 from rpfast.experiments.pairs.stack import OrientedStack, shared_hash
 from rpfast.experiments.training import improves
 from rpfast.nn.rp.strategies import Relabelings
 
-__all__ = ["run_stack", "stack_key", "plan_stacks", "stacks", "VIEW_ELEMENTS", "MAX_REPLICAS"]
+__all__ = ["run_stack", "stack_key", "plan_stacks", "replica_cost", "stacks", "VIEW_ELEMENTS", "MAX_REPLICAS"]
 
 #: the most view entries (views x K x K) of one forward: a training chunk or an evaluation chunk
 #: (32 MB of float32 views, what the pair-by-pair protocol's eval call of 32 graphs x 256 views
@@ -60,22 +60,43 @@ def stack_key(pair: GraphPair, max_degree: int) -> Tuple[int, int]:
     return pair.n, max_degree
 
 
+#: a replica's cost beside its rooted eval rows, in rows per vertex: its views, walk counts and
+#: training (measured here: about 40 us a row of the rooted eval average, all 128 embeddings and
+#: 16 rounds; 0.4 s for the rest of a 10-vertex pair, 1.2 to 1.8 s for one of 36 to 80 vertices)
+OTHER_COST_ROWS_PER_VERTEX = 500
+#: the parts of a run's cost per worker that a stack may hold at most: a worker that starts the
+#: last stack ends at most about this share of its work after the others
+STACKS_PER_WORKER = 4
+
+
+def replica_cost(pair: GraphPair) -> int:
+    """A replica's relative cost (pairs of one run on one machine): the rows of the rooted part's
+    exact eval average, C(n, roots) * n (:func:`~rpfast.experiments.pairs.models.rooted_roots`),
+    which take most of the time of every pair above 30 vertices, plus
+    :data:`OTHER_COST_ROWS_PER_VERTEX` a vertex."""
+    return (math.comb(pair.n, rooted_roots(pair.n)) + OTHER_COST_ROWS_PER_VERTEX) * pair.n
+
+
 def plan_stacks(todo: Sequence[Tuple[GraphPair, int]], workers: int = 1) -> List[List[Tuple[GraphPair, int]]]:
-    """The stacks of a run: the ``(pair, seed)`` jobs of ``todo`` grouped by :func:`stack_key`,
-    each group cut into nearly equal stacks of at most :data:`MAX_REPLICAS`, and of at most
-    ``len(todo) / workers`` so that ``workers`` processes share the work; the largest graphs first
-    (the longest stacks start first)."""
+    """The stacks of a run, the costliest first: the ``(pair, seed)`` jobs of ``todo`` grouped by
+    :func:`stack_key`, each group cut into nearly equal stacks of at most :data:`MAX_REPLICAS`
+    replicas and at most a ``1 / (STACKS_PER_WORKER * workers)`` share of the run's
+    :func:`replica_cost` (at least one replica). Workers take the stacks in this order as they
+    free up, so the ``workers`` processes end within about one small stack of each other (the
+    rooted eval, most of the time, runs replica by replica: cutting a group costs little)."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     groups: Dict[Tuple[int, int], List[Tuple[GraphPair, int]]] = {}
     for pair, seed in todo:
         groups.setdefault(stack_key(pair, pair_max_degree(pair)), []).append((pair, seed))
-    most = max(1, min(MAX_REPLICAS, math.ceil(len(todo) / workers)))
+    share = sum(replica_cost(pair) for pair, _ in todo) / (STACKS_PER_WORKER * workers)
     stacks = []
-    for key in sorted(groups, reverse=True):
-        group = groups[key]
+    for group in groups.values():
+        each = replica_cost(group[0][0])  # one shape: one cost
+        most = max(1, min(MAX_REPLICAS, int(share // each)))
         count = math.ceil(len(group) / most)
         stacks += [group[i * len(group) // count:(i + 1) * len(group) // count] for i in range(count)]
+    stacks.sort(key=lambda stack: (-len(stack) * replica_cost(stack[0][0]), -stack[0][0].n))
     return stacks
 
 
