@@ -53,7 +53,8 @@ namespace rpfast {
 
 // A vector register of values stored to p[0 .. lanes), p aligned only as T is: one unaligned
 // vector store (a memcpy of a register from an array of them became a store to the stack and
-// scalar reloads, whose forwarding stalls took a third of the round)
+// scalar reloads that stalled on store forwarding: 31 ns a row and round against 22 ns, width 8,
+// in a standalone build)
 template <class T, class Vec>
 inline void store_lanes(T* p, Vec v) {
   typedef Vec Unaligned __attribute__((aligned(alignof(T)), may_alias));
@@ -176,8 +177,8 @@ void rooted_pool_width(const T* start, const T* marker, const T* own, const T* p
       int64_t f0 = 0;
       if constexpr (kD > 0) {
         // kLanes root sets at a time with all kD features in registers: each product is kD
-        // independent sums (one feature's sum at a time waits on every multiply-add before the
-        // next: measured 1.9x slower), and the next round's p is formed before z leaves them
+        // independent sums (one feature's sum at a time waited on each multiply-add before the
+        // next), and the next round's p is formed before z leaves the registers
         const T* P = last ? nullptr : passed + (g * L + l + 1) * D * D;
         for (; f0 + kLanes <= R; f0 += kLanes) {
           Vec z[kD];
