@@ -64,8 +64,9 @@ def stack_key(pair: GraphPair, max_degree: int) -> Tuple[int, int]:
 #: training (measured here: about 40 us a row of the rooted eval average, all 128 embeddings and
 #: 16 rounds; 0.4 s for the rest of a 10-vertex pair, 1.2 to 1.8 s for one of 36 to 80 vertices)
 OTHER_COST_ROWS_PER_VERTEX = 500
-#: the parts of a run's cost per worker that a stack may hold at most: a worker that starts the
-#: last stack ends at most about this share of its work after the others
+#: a stack holds at most ``1 / (STACKS_PER_WORKER * workers)`` of a run's estimated cost, so the
+#: worker that takes the last stack ends at most about ``1 / STACKS_PER_WORKER`` of its share of
+#: the work after the others
 STACKS_PER_WORKER = 4
 
 
