@@ -8,7 +8,8 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
-#include <memory>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -81,64 +82,89 @@ inline Vec cosine_lanes(Vec x) {
 //   h0[v, r]    = cos(start[v] + [v marked in r] marker[g])
 //   h_{l+1}[v]  = cos(bias_l + own_l h_l[v] + scale[v] (p_l[v] + sum_{u in row v} p_l[u])),  p_l = passed_l h_l
 //   out[r, b]   = (1 / n_b) sum_{v in b} h_L[v, r]                                 (0 for an empty graph)
-// with start [N, D], scale [N], ptr [B + 1] and the incoming-edge CSR (rowptr, col).
+// with start [N, D], scale [N], ptr [B + 1] and the incoming-edge CSR (rowptr, col; edges stay
+// inside their graph, std::invalid_argument otherwise).
 //
-// Scratch is node-major, [N, D, R]: a node's states for every feature and root set are one run
-// of D R values, so the neighbour sum is GIN's aggregation of rows of D R (aggregate_row) and a
-// node's whole state stays in cache for its D x D products. Four buffers: h and p of this round
-// and of the next. Rounds are separate parallel loops over the nodes (a node needs its
-// neighbours' p of the round before); each node is one item, so the result does not depend on
-// the thread count.
+// The work is split into tiles: one graph and a run of at most `tile` of its root sets
+// (rooted_pool_tile), each taken through all L rounds and the pooling by one thread in scratch
+// of its own, node-major [n_b, D, tile]: a node's states for every feature and root set of the
+// tile are one run of D tile values, so the neighbour sum is GIN's aggregation of rows of D tile
+// (aggregate_row) and a node's whole state stays in cache for its D x D products. Four buffers:
+// h and p of this round and of the next. A tile's four buffers fit in kTileBytes, so its rounds
+// run in a core's own cache: with one batch-wide buffer per round (4 x N D R values: 16 MB for
+// 32 relabelings of a 64-vertex graph, 64 sets, width 8) every round streamed them from the
+// shared cache, and a barrier ended each round. A value's operations and their order depend on
+// neither the tiling nor the thread count.
 //
 // kD > 0 fixes D at compile time, which unrolls the D x D products (rooted_pool below picks the
 // widths it instantiates); 0 reads it from D_given.
-template <class T, int64_t kD>
-void rooted_pool_width(const T* start, const T* marker, const T* own, const T* passed, const T* bias,
-                       const T* scale, const int64_t* roots, const int64_t* graph_hash, const int64_t* ptr,
-                       const int64_t* rowptr, const int64_t* col, T* out, int64_t N, int64_t B, int64_t H,
-                       int64_t D_given, int64_t L, int64_t R, int64_t K, int threads) {
-  const int64_t D = kD > 0 ? kD : D_given;
-  const int64_t run = D * R;  // one node's values
-  const size_t size = static_cast<size_t>(N * run);
-  // uninitialised: every value is written before it is read
-  std::unique_ptr<T[]> h(new T[size]), h_next(new T[size]), p(new T[size]), p_next(new T[size]);
-  std::vector<int64_t> graph_of(static_cast<size_t>(N));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t v = ptr[b]; v < ptr[b + 1]; ++v) graph_of[v] = b;
-  const int64_t avg_degree = N ? rowptr[N] / N + 1 : 1;
-  // each round's weights transposed ([k, c]), for the sets taken one at a time
-  std::vector<T> own_t(static_cast<size_t>(kD > 0 ? (H * L * D * D) : 0)),
-      passed_t(own_t.size());
-  for (size_t m = 0; m < own_t.size(); m += static_cast<size_t>(D * D))
-    for (int64_t c = 0; c < D; ++c)
-      for (int64_t k = 0; k < D; ++k) {
-        own_t[m + k * D + c] = own[m + c * D + k];
-        passed_t[m + k * D + c] = passed[m + c * D + k];
-      }
 
+//: a tile's four buffers at most (the largest graph's), in bytes: within a core's L2 cache
+constexpr int64_t kTileBytes = int64_t(1) << 19;
+
+// Root sets per tile: a multiple of kBlock (and so of the vector lanes: the sets left to the
+// one-at-a-time paths are R's last ones, as they would be without tiles) whose four buffers for
+// n_max vertices fit kTileBytes, at least kBlock, at most R.
+inline int64_t rooted_tile_sets(int64_t R, int64_t n_max, int64_t D, int64_t value_bytes) {
+  const int64_t per_set = 4 * (n_max > 0 ? n_max : 1) * D * value_bytes;
+  int64_t tile = kTileBytes / per_set / kBlock * kBlock;
+  if (tile < kBlock) tile = kBlock;
+  return tile < R ? tile : R;
+}
+
+template <class T>
+struct RootedScratch {
+  std::vector<T> h, h_next, p, p_next;
+  void fit(size_t size) {
+    for (auto* buffer : {&h, &h_next, &p, &p_next})
+      if (buffer->size() < size) buffer->resize(size);  // uninitialised use: every value is written before it is read
+  }
+};
+
+// One tile of rooted_pool_width: graph b (its n vertices from `first`, its hash g, its CSR rows
+// `rowptr` from the graph's first node, sources in `local_col` as indices inside the graph) and
+// its root sets r0 .. r0 + sets - 1, through every round into out[r, b].
+template <class T, int64_t kD>
+void rooted_pool_tile(const T* start, const T* marker, const T* own, const T* passed, const T* bias,
+                      const T* scale, const int64_t* roots, int64_t g, int64_t first, int64_t n,
+                      const int64_t* rowptr, const int64_t* local_col, const T* own_t, const T* passed_t, T* out,
+                      RootedScratch<T>& scratch, int64_t b, int64_t B, int64_t D_given, int64_t L, int64_t r0,
+                      int64_t sets, int64_t K) {
+  const int64_t D = kD > 0 ? kD : D_given;
+  const int64_t R = sets, run = D * R;  // R: this tile's sets, the stride of a node's runs
+  if (n == 0) {
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t c = 0; c < D; ++c) out[((r0 + r) * B + b) * D + c] = T(0);
+    return;
+  }
+  scratch.fit(static_cast<size_t>(n * run));
+  T* h = scratch.h.data();
+  T* h_next = scratch.h_next.data();
+  T* p = scratch.p.data();
+  T* p_next = scratch.p_next.data();
   using Vec = typename Block<T>::Vec;
   constexpr int64_t kLanes = Block<T>::kLanes;
+
   // out[c R + (0 .. kLanes)] = sum_k P[c, k] z[k] for the kD features of kLanes sets in
   // registers (kD > 0), P [kD, kD]
-  auto passed_lanes = [R](const T* P, const Vec* z, T* out) {
+  auto passed_lanes = [R](const T* P, const Vec* z, T* dst) {
     Vec y[kD > 0 ? kD : 1];
     for (int64_t c = 0; c < kD; ++c) y[c] = P[c * kD] * z[0];
     for (int64_t k = 1; k < kD; ++k)
       for (int64_t c = 0; c < kD; ++c) y[c] += P[c * kD + k] * z[k];
-    for (int64_t c = 0; c < kD; ++c) store_lanes(out + c * R, y[c]);
+    for (int64_t c = 0; c < kD; ++c) store_lanes(dst + c * R, y[c]);
   };
 
-  // pv = W hv for one node's runs, sets 0 .. sets - 1: W [D, D]; blocks of kBlock root sets
-  // summed in registers
-  auto product = [D, R](const T* W, const T* hv, T* pv, int64_t sets) {
+  // pv = W hv for one node's runs: W [D, D]; blocks of kBlock root sets summed in registers
+  auto product = [D, R](const T* W, const T* hv, T* pv) {
     int64_t f0 = 0;
-    for (; f0 + kBlock <= sets; f0 += kBlock)
+    for (; f0 + kBlock <= R; f0 += kBlock)
       for (int64_t c = 0; c < D; ++c) {
         Block<T> z = Block<T>::scaled(W[c * D], hv + f0);
         for (int64_t k = 1; k < D; ++k) z.fma(W[c * D + k], hv + k * R + f0);
         z.store(pv + c * R + f0);
       }
-    for (; f0 < sets; ++f0)
+    for (; f0 < R; ++f0)
       for (int64_t c = 0; c < D; ++c) {
         T z = W[c * D] * hv[f0];
         for (int64_t k = 1; k < D; ++k) z += W[c * D + k] * hv[k * R + f0];
@@ -146,34 +172,32 @@ void rooted_pool_width(const T* start, const T* marker, const T* own, const T* p
       }
   };
 
-  parallel_for(N, threads, run * (D + K + 8), [&](int64_t v) {
-    const int64_t b = graph_of[v], g = graph_hash[b], local = v - ptr[b];
-    T* __restrict__ hv = h.get() + v * run;
+  for (int64_t v = 0; v < n; ++v) {
+    T* __restrict__ hv = h + v * run;
     for (int64_t r = 0; r < R; ++r) {  // the marks, 0 or 1, held in feature 0's run until it is written
-      const int64_t* set = roots + (r * B + b) * K;
+      const int64_t* set = roots + ((r0 + r) * B + b) * K;
       bool marked = false;
-      for (int64_t k = 0; k < K; ++k) marked |= set[k] == local;
+      for (int64_t k = 0; k < K; ++k) marked |= set[k] == v;
       hv[r] = marked ? T(1) : T(0);
     }
     for (int64_t c = D - 1; c >= 0; --c) {
-      const T s = start[v * D + c], m = marker[g * D + c];
+      const T s = start[(first + v) * D + c], m = marker[g * D + c];
       for (int64_t r = 0; r < R; ++r) hv[c * R + r] = cosine(s + m * hv[r]);
     }
-    product(passed + g * L * D * D, hv, p.get() + v * run, R);
-  });
+    product(passed + g * L * D * D, hv, p + v * run);
+  }
 
   for (int64_t l = 0; l < L; ++l) {
     poll_interrupt();
     const bool last = l + 1 == L;
-    parallel_for(N, threads, run * (avg_degree + 2 * D + 8), [&](int64_t v) {
-      const int64_t g = graph_hash[graph_of[v]];
-      const T* W = own + (g * L + l) * D * D;
-      const T* bl = bias + (g * L + l) * D;
-      const T* __restrict__ hv = h.get() + v * run;
-      T* __restrict__ fresh = h_next.get() + v * run;
-      T* __restrict__ sums = p_next.get() + v * run;  // the neighbour sums, then the next round's p
-      aggregate_row(p.get(), rowptr, col, T(1), v, run, sums);  // p[v] + sum of the neighbours' p
-      const T s = scale[v];
+    const T* W = own + (g * L + l) * D * D;
+    const T* bl = bias + (g * L + l) * D;
+    for (int64_t v = 0; v < n; ++v) {
+      const T* __restrict__ hv = h + v * run;
+      T* __restrict__ fresh = h_next + v * run;
+      T* __restrict__ sums = p_next + v * run;  // the neighbour sums, then the next round's p
+      aggregate_row(p, rowptr, local_col, T(1), v, run, sums);  // p[v] + sum of the neighbours' p
+      const T s = scale[first + v];
       int64_t f0 = 0;
       if constexpr (kD > 0) {
         // kLanes root sets at a time with all kD features in registers: each product is kD
@@ -193,30 +217,17 @@ void rooted_pool_width(const T* start, const T* marker, const T* own, const T* p
           }
           if (!last) passed_lanes(P, z, sums + f0);
         }
-      } else {
-        for (; f0 + kBlock <= R; f0 += kBlock)  // blocks of kBlock root sets, summed in registers
-          for (int64_t c = 0; c < D; ++c) {
-            Block<T> z = Block<T>::scaled(s, sums + c * R + f0);
-            for (int64_t i = 0; i < Block<T>::kVecs; ++i) z.v[i] += bl[c];
-            for (int64_t k = 0; k < D; ++k) z.fma(W[c * D + k], hv + k * R + f0);
-            T* dst = fresh + c * R + f0;
-            z.store(dst);
-            for (int64_t f = 0; f < kBlock; ++f) dst[f] = cosine(dst[f]);
-          }
-      }
-      if constexpr (kD > 0) {
         // the last R mod kLanes sets (all of them in training, where R = 1) one at a time, each
         // a vector over the kD features: the transposed weights make column k of W contiguous
-        const T* Wt = own_t.data() + (g * L + l) * D * D;
-        const T* Pt = last ? nullptr : passed_t.data() + (g * L + l + 1) * D * D;
+        const T* Wt = own_t + (g * L + l) * D * D;
+        const T* Pt = last ? nullptr : passed_t + (g * L + l + 1) * D * D;
         for (; f0 < R; ++f0) {
           T z[kD];
           if (R == 1 && kD % Block<T>::kLanes == 0) {
             // training's single set: the node's kD states are contiguous, a few vector registers
             // (this and the product below are written out: one helper for both, through a T[kD]
             // array, made the ten-seed training benchmark's CFI case 1.7x slower)
-            using Vec = typename Block<T>::Vec;
-            constexpr int64_t kVecs = kD / Block<T>::kLanes, kLanes = Block<T>::kLanes;
+            constexpr int64_t kVecs = kD / kLanes;
             Vec acc[kVecs > 0 ? kVecs : 1];
             for (int64_t i = 0; i < kVecs; ++i) acc[i] = s * Block<T>::load(sums + i * kLanes) + Block<T>::load(bl + i * kLanes);
             for (int64_t k = 0; k < kD; ++k)
@@ -231,8 +242,7 @@ void rooted_pool_width(const T* start, const T* marker, const T* own, const T* p
           for (int64_t c = 0; c < kD; ++c) fresh[c * R + f0] = z[c];
           if (last) continue;
           if (R == 1 && kD % Block<T>::kLanes == 0) {
-            using Vec = typename Block<T>::Vec;
-            constexpr int64_t kVecs = kD / Block<T>::kLanes, kLanes = Block<T>::kLanes;
+            constexpr int64_t kVecs = kD / kLanes;
             Vec acc[kVecs > 0 ? kVecs : 1];
             for (int64_t i = 0; i < kVecs; ++i) acc[i] = z[0] * Block<T>::load(Pt + i * kLanes);
             for (int64_t k = 1; k < kD; ++k)
@@ -246,28 +256,78 @@ void rooted_pool_width(const T* start, const T* marker, const T* own, const T* p
           for (int64_t c = 0; c < kD; ++c) sums[c * R + f0] = y[c];
         }
       } else {
+        for (; f0 + kBlock <= R; f0 += kBlock)  // blocks of kBlock root sets, summed in registers
+          for (int64_t c = 0; c < D; ++c) {
+            Block<T> z = Block<T>::scaled(s, sums + c * R + f0);
+            for (int64_t i = 0; i < Block<T>::kVecs; ++i) z.v[i] += bl[c];
+            for (int64_t k = 0; k < D; ++k) z.fma(W[c * D + k], hv + k * R + f0);
+            T* dst = fresh + c * R + f0;
+            z.store(dst);
+            for (int64_t f = 0; f < kBlock; ++f) dst[f] = cosine(dst[f]);
+          }
         for (; f0 < R; ++f0)  // the last R mod kBlock sets one at a time
           for (int64_t c = 0; c < D; ++c) {
             T z = s * sums[c * R + f0] + bl[c];
             for (int64_t k = 0; k < D; ++k) z += W[c * D + k] * hv[k * R + f0];
             fresh[c * R + f0] = cosine(z);
           }
-        if (!last) product(passed + (g * L + l + 1) * D * D, fresh, sums, R);  // over the sums, read by now
+        if (!last) product(passed + (g * L + l + 1) * D * D, fresh, sums);  // over the sums, read by now
       }
-    });
+    }
     std::swap(h, h_next);
     std::swap(p, p_next);
   }
 
-  parallel_for(B, threads, (N / (B ? B : 1) + 1) * run, [&](int64_t b) {
-    const int64_t first = ptr[b], n = ptr[b + 1] - ptr[b];
+  for (int64_t c = 0; c < D; ++c)
+    for (int64_t r = 0; r < R; ++r) {
+      T sum = 0;
+      for (int64_t v = 0; v < n; ++v) sum += h[(v * D + c) * R + r];
+      out[((r0 + r) * B + b) * D + c] = sum / static_cast<T>(n);
+    }
+}
+
+template <class T, int64_t kD>
+void rooted_pool_width(const T* start, const T* marker, const T* own, const T* passed, const T* bias,
+                       const T* scale, const int64_t* roots, const int64_t* graph_hash, const int64_t* ptr,
+                       const int64_t* rowptr, const int64_t* col, T* out, int64_t N, int64_t B, int64_t H,
+                       int64_t D_given, int64_t L, int64_t R, int64_t K, int threads) {
+  const int64_t D = kD > 0 ? kD : D_given;
+  // each edge's source as an index inside its graph, so a tile addresses its own scratch
+  std::vector<int64_t> local_col(static_cast<size_t>(N ? rowptr[N] : 0));
+  int64_t n_max = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t first = ptr[b], n = ptr[b + 1] - first;
+    n_max = n > n_max ? n : n_max;
+    for (int64_t e = rowptr[first]; e < rowptr[first + n]; ++e) {
+      if (col[e] < first || col[e] >= first + n)
+        throw std::invalid_argument("rooted_pool: an edge from node " + std::to_string(col[e]) + " into graph " +
+                                    std::to_string(b) + " crosses graphs; edges must stay inside their graph");
+      local_col[e] = col[e] - first;
+    }
+  }
+  // each round's weights transposed ([k, c]), for the sets taken one at a time
+  std::vector<T> own_t(static_cast<size_t>(kD > 0 ? (H * L * D * D) : 0)), passed_t(own_t.size());
+  for (size_t m = 0; m < own_t.size(); m += static_cast<size_t>(D * D))
     for (int64_t c = 0; c < D; ++c)
-      for (int64_t r = 0; r < R; ++r) {
-        T sum = 0;
-        for (int64_t v = first; v < first + n; ++v) sum += h[(v * D + c) * R + r];
-        out[(r * B + b) * D + c] = n ? sum / static_cast<T>(n) : T(0);
+      for (int64_t k = 0; k < D; ++k) {
+        own_t[m + k * D + c] = own[m + c * D + k];
+        passed_t[m + k * D + c] = passed[m + c * D + k];
       }
-  });
+
+  const int64_t tile = R ? rooted_tile_sets(R, n_max, D, sizeof(T)) : 1;
+  const int64_t tiles = R ? (R + tile - 1) / tile : 0;
+  const int64_t avg_degree = N ? rowptr[N] / N + 1 : 1;
+  const int64_t avg_nodes = N / (B ? B : 1) + 1;
+  parallel_items(
+      B * tiles, threads, 1, avg_nodes * L * D * tile * (avg_degree + 2 * D + 8),
+      [] { return RootedScratch<T>{}; },
+      [&](RootedScratch<T>& scratch, int64_t item) {
+        const int64_t b = item / tiles, r0 = (item % tiles) * tile;
+        const int64_t sets = R - r0 < tile ? R - r0 : tile;
+        rooted_pool_tile<T, kD>(start, marker, own, passed, bias, scale, roots, graph_hash[b], ptr[b],
+                                ptr[b + 1] - ptr[b], rowptr + ptr[b], local_col.data(), own_t.data(), passed_t.data(),
+                                out, scratch, b, B, D, L, r0, sets, K);
+      });
 }
 
 // rooted_pool_width at the hash widths RootedRP uses (4, and 8: rpfast pairs' default),

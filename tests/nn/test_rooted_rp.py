@@ -10,7 +10,10 @@ from rpfast.datasets.pair_families import cfi_pair
 from rpfast.datasets.pairs import networkx_edge_index
 from rpfast.nn import Concat, RootedRP
 from rpfast import ops as rpfast_ops
+from rpfast import _backend
 from rpfast.ops import rooted_round
+from rpfast.ops.gin import graph_csr
+from rpfast.ops.rooted import rooted_pool_op
 
 
 def _batch(*graphs, features: int = 1, dtype=torch.float64) -> GraphBatch:
@@ -240,6 +243,42 @@ def test_pool_op_checks_its_arguments():
         rpfast_ops.rooted_pool(args[0][:9], *args[1:], roots, graph_hash, batch)
     with pytest.raises(IndexError, match="graph_hash: 2 at graph 1 is not one of the 2 hashes"):
         rpfast_ops.rooted_pool(*args, roots, torch.tensor([0, 2]), batch)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_pool_op_splits_many_root_sets_of_a_large_graph_into_tiles_that_give_the_formula(dtype):
+    """A 400-vertex graph's scratch per root set is too large for one cache-sized tile of 40 sets:
+    the kernel takes them in tiles (16, 16 and 8 in float64), beside a small graph that takes all
+    40 in one; every set gives the composed form's value."""
+    graphs = [nx.random_regular_graph(3, 400, seed=2), nx.cycle_graph(7)]
+    batch = _batch(*graphs, dtype=dtype)
+    gen = torch.Generator().manual_seed(3)
+    start, marker = torch.randn(407, 8, generator=gen, dtype=dtype), torch.randn(2, 8, generator=gen, dtype=dtype)
+    own, passed = (torch.linalg.qr(torch.randn(2, 4, 8, 8, generator=gen, dtype=dtype))[0] for _ in range(2))
+    bias, scale = torch.randn(2, 4, 8, generator=gen, dtype=dtype), torch.full((407,), 0.5, dtype=dtype)
+    roots = torch.stack([torch.randint(0, 400, (40, 2), generator=gen), torch.randint(0, 7, (40, 2), generator=gen)],
+                        dim=1)  # [40, 2, 2]
+    graph_hash = torch.tensor([0, 1])
+    args = (start, marker, own, passed, bias, scale, roots, graph_hash)
+    out = rpfast_ops.rooted_pool(*args, batch)
+    expected = rooted_pool_op.composed(*args, batch.ptr, *graph_csr(batch))
+    tolerance = 1e-12 if dtype == torch.float64 else 1e-4
+    torch.testing.assert_close(out, expected, rtol=tolerance, atol=tolerance)
+    # the last two tiles' sets, alone, give bitwise what they give among the others: no tile reads another's
+    torch.testing.assert_close(rpfast_ops.rooted_pool(*args[:6], roots[16:], graph_hash, batch), out[16:],
+                               rtol=0, atol=0)
+
+
+def test_pool_kernel_refuses_an_edge_that_crosses_graphs():
+    """The kernel keeps each graph's states in scratch of its own: an edge from another graph,
+    which a GraphBatch never holds, is refused with the edge named, not read out of bounds."""
+    args = [t.contiguous() for t in _pool_args(H=1)]
+    ptr = torch.tensor([0, 5, 10])
+    rowptr = torch.tensor([0, 1] + [1] * 9)  # one edge into node 0, from node 7 of the second graph
+    col = torch.tensor([7])
+    roots, out = torch.zeros(1, 2, 1, dtype=torch.int64), torch.empty(1, 2, 3, dtype=torch.float64)
+    with pytest.raises(ValueError, match="an edge from node 7 into graph 0 crosses graphs; edges must stay inside their graph"):
+        _backend.call("rooted_pool", *args, roots, torch.zeros(2, dtype=torch.int64), ptr, rowptr, col, out)
 
 
 def test_pool_op_cosine_is_within_two_ulps_of_cos_in_float32():
