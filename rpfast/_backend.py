@@ -29,15 +29,33 @@ from rpfast import _validation
 __all__ = ["call", "create", "prepare", "Buffers", "check_device", "num_threads", "build_info", "kernel_devices",
            "testing_hooks", "set_threads_policy", "threads_policy", "THREADS_POLICIES", "BACKENDS", "set_backend",
            "backend", "runs_kernels", "kernels_for", "kernels_enabled", "compiling", "cuda_kernels_enabled",
-           "cuda_build_info", "require_cuda"]
+           "cuda_build_info", "require_cuda", "all_testing_hooks", "AVX512_KERNELS", "SIMD_CHOICES"]
+
+
+def _cpu_capability() -> str:
+    """The CPU's vector capability as torch's own dispatch detects it (``"AVX512"``, ``"AVX2"``,
+    ``"DEFAULT"``, ...)."""
+    try:
+        return torch.backends.cpu.get_cpu_capability()
+    except (AttributeError, RuntimeError):  # pragma: no cover - older torch
+        return "DEFAULT"
 
 
 def _cpu_has_avx2() -> bool:
-    """Whether this CPU runs AVX2 + FMA code (torch's own dispatch detects it)."""
-    try:
-        return torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")
-    except (AttributeError, RuntimeError):  # pragma: no cover - older torch
-        return False
+    """Whether this CPU runs AVX2 + FMA code."""
+    return _cpu_capability() in ("AVX2", "AVX512")
+
+
+#: RPFAST_SIMD: "auto" takes the best build the CPU runs, "avx2" stops at AVX2 (no kernel from
+#: rpfast._C_avx512), "baseline" takes rpfast._C alone
+SIMD_CHOICES = ("auto", "avx2", "baseline")
+
+
+def _simd_choice() -> str:
+    choice = os.environ.get("RPFAST_SIMD", "auto")
+    if choice not in SIMD_CHOICES:
+        raise ImportError(f"RPFAST_SIMD must be one of {', '.join(SIMD_CHOICES)}, got {choice!r}")
+    return choice
 
 
 def _import_extension():
@@ -45,17 +63,17 @@ def _import_extension():
 
     x86-64 builds hold two modules of the same kernels: ``rpfast._C_avx2`` (AVX2 + FMA), used
     when the CPU has those instructions, and ``rpfast._C`` (any CPU). ``RPFAST_SIMD=baseline``
-    forces ``_C`` (for comparisons, or a CPU that misreports its features).
+    forces ``_C`` (for comparisons, or a CPU that misreports its features). A third module,
+    ``rpfast._C_avx512``, holds only the kernels an AVX-512 build speeds up
+    (:func:`_import_avx512`).
 
     Run from a source checkout without a build in it (e.g. after a non-editable
     ``pip install .``, Python started in the repository root imports this source tree, not
     the installed package), the import would otherwise fail with a confusing "partially
     initialized module ... circular import" message.
     """
-    choice = os.environ.get("RPFAST_SIMD", "auto")
-    if choice not in ("auto", "baseline"):
-        raise ImportError(f"RPFAST_SIMD must be 'auto' or 'baseline', got {choice!r}")
-    if choice == "auto" and _cpu_has_avx2():
+    choice = _simd_choice()
+    if choice != "baseline" and _cpu_has_avx2():
         try:
             from rpfast import _C_avx2
             return _C_avx2
@@ -78,6 +96,28 @@ def _import_extension():
 
 _C = _import_extension()
 
+
+def _import_avx512():
+    """``rpfast._C_avx512`` where the CPU runs AVX-512 and ``RPFAST_SIMD`` is ``auto``, else None.
+
+    It holds only the kernels whose AVX-512 build pays in a job users run (its ``kernels()``:
+    RootedRP's rounds, most of ``rpfast pairs``' time; benchmarks/README.md): :func:`call` takes
+    those from it and every other kernel from ``_C``. This is the one place that chooses."""
+    if _simd_choice() != "auto" or _cpu_capability() != "AVX512":
+        return None
+    try:
+        from rpfast import _C_avx512
+    except ImportError:  # a build without it (another platform, RPFAST_AVX512=OFF, an older compiler)
+        return None
+    return _C_avx512
+
+
+_C_AVX512 = _import_avx512()
+#: the kernels taken from rpfast._C_avx512 (none without it)
+AVX512_KERNELS = frozenset(_C_AVX512.kernels()) if _C_AVX512 is not None else frozenset()
+#: every CPU module loaded: each keeps its own thread policy, back-off and interrupt state
+_CPU_MODULES = (_C,) if _C_AVX512 is None else (_C, _C_AVX512)
+
 THREADS_POLICIES = ("adaptive", "fixed")
 
 
@@ -89,7 +129,8 @@ def set_threads_policy(policy: str) -> None:
     ``RPFAST_THREADS_POLICY`` sets it at import."""
     if policy not in THREADS_POLICIES:
         raise ValueError(f"the threads policy must be 'adaptive' or 'fixed', got {policy!r}")
-    _C.set_adaptive_threads(policy == "adaptive")
+    for module in _CPU_MODULES:
+        module.set_adaptive_threads(policy == "adaptive")
 
 
 def threads_policy() -> str:
@@ -296,7 +337,8 @@ _CPU_FUNCTIONS: Dict[str, tuple] = {}  # kernel name -> (its CPU function, takes
 
 
 def _cpu_function(kernel: str) -> tuple:
-    entry = (getattr(_C, kernel), kernel not in _SINGLE_THREADED)  # AttributeError: no such kernel
+    module = _C_AVX512 if kernel in AVX512_KERNELS else _C
+    entry = (getattr(module, kernel), kernel not in _SINGLE_THREADED)  # AttributeError: no such kernel
     _CPU_FUNCTIONS[kernel] = entry
     return entry
 
@@ -403,11 +445,20 @@ def create(name: str, *args) -> KernelObject:
 
 
 def build_info() -> dict:
-    """The extension's build settings (compiler, flags, OpenMP, CUDA)."""
-    return dict(_C.build_info())
+    """The extension's build settings (compiler, flags, OpenMP, CUDA; ``avx512_kernels``: the
+    kernels taken from ``rpfast._C_avx512``, sorted, empty without it)."""
+    info = dict(_C.build_info())
+    info["avx512_kernels"] = sorted(AVX512_KERNELS)
+    return info
 
 
 def testing_hooks():
     """The extension's ``_testing`` submodule (hooks for tests, benchmarks and diagnostics; use
     them through :mod:`rpfast._testing`)."""
     return _C._testing
+
+
+def all_testing_hooks() -> tuple:
+    """The ``_testing`` submodule of every CPU module loaded (``_C`` first): the hooks that set
+    kernel state (the serial threshold, the back-off, the interrupt countdown) reach them all."""
+    return tuple(module._testing for module in _CPU_MODULES)

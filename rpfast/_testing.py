@@ -17,18 +17,27 @@ def serial_work(threshold: int, adaptive: bool = True) -> int:
     replaces it (returns the previous one; 0 only reads it). ``adaptive`` sets whether lagging
     threads or a far round trip between them make kernels run mid-sized loops serially for a
     while. Resets what the back-off has seen."""
-    return _backend.testing_hooks().serial_work(threshold, adaptive=adaptive)
+    hooks = _backend.all_testing_hooks()
+    for other in hooks[1:]:  # every module's kernels (rpfast._C_avx512 keeps its own)
+        other.serial_work(threshold, adaptive=adaptive)
+    return hooks[0].serial_work(threshold, adaptive=adaptive)
 
 
 def record_region(lagging: bool) -> bool:
     """Record a parallel region whose other threads lagged (or kept up), as ``parallel_for``
     does; returns whether kernels now back off to serial loops."""
-    return _backend.testing_hooks().record_region(lagging=lagging)
+    hooks = _backend.all_testing_hooks()
+    for other in hooks[1:]:
+        other.record_region(lagging=lagging)
+    return hooks[0].record_region(lagging=lagging)
 
 
 def record_round_trip(ns: int) -> bool:
     """Record a round-trip probe of ``ns`` nanoseconds; returns whether kernels now back off."""
-    return _backend.testing_hooks().record_round_trip(ns)
+    hooks = _backend.all_testing_hooks()
+    for other in hooks[1:]:
+        other.record_round_trip(ns)
+    return hooks[0].record_round_trip(ns)
 
 
 def item_threads(n: int, threads: int, worker_delay_us: int) -> List[int]:
@@ -46,4 +55,5 @@ def thread_round_trip_ns() -> int:
 def set_interrupt_countdown(polls: int) -> None:
     """Raise the kernels' interrupt flag after ``polls`` further polls (<= 0: never), as a Ctrl-C
     would."""
-    _backend.testing_hooks().set_interrupt_countdown(polls)
+    for hooks in _backend.all_testing_hooks():
+        hooks.set_interrupt_countdown(polls)

@@ -25,7 +25,7 @@ if ! command -v nvcc >/dev/null 2>&1; then
 fi
 start=$(date +%s)
 BUILD=(--quiet --disable-pip-version-check --no-build-isolation -Cbuild-dir=build/cuda
-       -Ccmake.define.RPFAST_CUDA=ON -Ccmake.define.RPFAST_AVX2=OFF)
+       -Ccmake.define.RPFAST_CUDA=ON -Ccmake.define.RPFAST_AVX2=OFF -Ccmake.define.RPFAST_AVX512=OFF)
 source scripts/install_rpfast.sh
 install_rpfast "$VENV" "${RPFAST_TORCH:-torch==2.13.0}"
 echo "cuda_check.sh: build and install took $(( $(date +%s) - start )) s"

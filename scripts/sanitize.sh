@@ -29,7 +29,7 @@ start=$(date +%s)
 
 # --- 1. environment and sanitizer build ---------------------------------------------
 BUILD=(--quiet --disable-pip-version-check --no-build-isolation -Cbuild-dir="$BUILD_DIR"
-       -Ccmake.define.RPFAST_SANITIZE=ON -Ccmake.define.RPFAST_AVX2=OFF -Ccmake.build-type=RelWithDebInfo)
+       -Ccmake.define.RPFAST_SANITIZE=ON -Ccmake.define.RPFAST_AVX2=OFF -Ccmake.define.RPFAST_AVX512=OFF -Ccmake.build-type=RelWithDebInfo)
 source scripts/install_rpfast.sh
 install_rpfast "$VENV" torch==2.13.0
 echo "sanitize.sh: build and install took $(( $(date +%s) - start )) s"

@@ -5,7 +5,8 @@
 // loops over a T[16] array, the compiler either keeps the array in memory (every add then
 // waits on a store and a reload) or splits it into odd scalar and vector pieces. GCC/Clang
 // vector extensions say exactly what is meant: kBlock / kLanes vector registers (32-byte AVX
-// registers in the AVX2 build, 16-byte SSE registers in the baseline build).
+// registers in the AVX2 build, 64-byte ones in the AVX-512 build, 16-byte SSE registers in the
+// baseline build).
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -13,7 +14,9 @@
 namespace rpfast {
 
 constexpr int64_t kBlock = 16;
-#ifdef __AVX__
+#ifdef __AVX512F__
+constexpr int kVectorBytes = 64;  // rpfast._C_avx512 (x86-64-v4)
+#elif defined(__AVX__)
 constexpr int kVectorBytes = 32;
 #else
 constexpr int kVectorBytes = 16;

@@ -144,6 +144,10 @@ void rooted_pool_tile(const T* start, const T* marker, const T* own, const T* pa
   T* p_next = scratch.p_next.data();
   using Vec = typename Block<T>::Vec;
   constexpr int64_t kLanes = Block<T>::kLanes;
+  // one node's kD features as one vector (training's single root set; kD > 0 only)
+  typedef T Row __attribute__((vector_size((kD > 0 ? kD : 1) * sizeof(T))));
+  auto load_row = [](Row& x, const T* src) { std::memcpy(&x, src, sizeof x); };  // by reference: a
+  // vector wider than the build's registers returned by value changes the ABI (-Wpsabi)
 
   // out[c R + (0 .. kLanes)] = sum_k P[c, k] z[k] for the kD features of kLanes sets in
   // registers (kD > 0), P [kD, kD]
@@ -223,16 +227,20 @@ void rooted_pool_tile(const T* start, const T* marker, const T* own, const T* pa
         const T* Pt = last ? nullptr : passed_t + (g * L + l + 1) * D * D;
         for (; f0 < R; ++f0) {
           T z[kD];
-          if (R == 1 && kD % Block<T>::kLanes == 0) {
-            // training's single set: the node's kD states are contiguous, a few vector registers
-            // (this and the product below are written out: one helper for both, through a T[kD]
-            // array, made the ten-seed training benchmark's CFI case 1.7x slower)
-            constexpr int64_t kVecs = kD / kLanes;
-            Vec acc[kVecs > 0 ? kVecs : 1];
-            for (int64_t i = 0; i < kVecs; ++i) acc[i] = s * Block<T>::load(sums + i * kLanes) + Block<T>::load(bl + i * kLanes);
-            for (int64_t k = 0; k < kD; ++k)
-              for (int64_t i = 0; i < kVecs; ++i) acc[i] += hv[k] * Block<T>::load(Wt + k * kD + i * kLanes);
-            std::memcpy(z, acc, sizeof z);
+          if (R == 1) {
+            // training's single set: the node's kD states are contiguous, one vector of kD lanes
+            // (as many registers as that takes; this and the product below are written out: one
+            // helper for both, through a T[kD] array, made the ten-seed training benchmark's CFI
+            // case 1.7x slower)
+            Row acc, w;
+            load_row(acc, sums);
+            load_row(w, bl);
+            acc = s * acc + w;
+            for (int64_t k = 0; k < kD; ++k) {
+              load_row(w, Wt + k * kD);
+              acc += hv[k] * w;
+            }
+            std::memcpy(z, &acc, sizeof z);
           } else {
             for (int64_t c = 0; c < kD; ++c) z[c] = s * sums[c * R + f0] + bl[c];
             for (int64_t k = 0; k < kD; ++k)
@@ -241,13 +249,15 @@ void rooted_pool_tile(const T* start, const T* marker, const T* own, const T* pa
           for (int64_t c = 0; c < kD; ++c) z[c] = cosine(z[c]);
           for (int64_t c = 0; c < kD; ++c) fresh[c * R + f0] = z[c];
           if (last) continue;
-          if (R == 1 && kD % Block<T>::kLanes == 0) {
-            constexpr int64_t kVecs = kD / kLanes;
-            Vec acc[kVecs > 0 ? kVecs : 1];
-            for (int64_t i = 0; i < kVecs; ++i) acc[i] = z[0] * Block<T>::load(Pt + i * kLanes);
-            for (int64_t k = 1; k < kD; ++k)
-              for (int64_t i = 0; i < kVecs; ++i) acc[i] += z[k] * Block<T>::load(Pt + k * kD + i * kLanes);
-            std::memcpy(sums, acc, sizeof(T) * kD);
+          if (R == 1) {
+            Row acc, w;
+            load_row(w, Pt);
+            acc = z[0] * w;
+            for (int64_t k = 1; k < kD; ++k) {
+              load_row(w, Pt + k * kD);
+              acc += z[k] * w;
+            }
+            std::memcpy(sums, &acc, sizeof(T) * kD);
             continue;
           }
           T y[kD] = {};

@@ -118,24 +118,30 @@ def _pool_kernel(start: Tensor, marker: Tensor, own: Tensor, passed: Tensor, bia
     return out
 
 
+def _per_node(weights: Tensor, hashes) -> Tensor:
+    """Each node's weights from one hash's ``weights [H, ...]``: the only hash's ``[...]``, which
+    broadcasts over the nodes, when ``hashes`` is None, else each node's ``[N, ...]``."""
+    return weights[0] if hashes is None else weights[hashes]
+
+
 def _pool_composed(start: Tensor, marker: Tensor, own: Tensor, passed: Tensor, bias: Tensor, scale: Tensor,
                    roots: Tensor, graph_hash: Tensor, ptr: Tensor, rowptr: Tensor, col: Tensor, out_rowptr: Tensor,
                    out_col: Tensor) -> Tensor:
-    """The kernel's formula from torch ops, node-major ``[N, D, R]`` with each node's hash weights
-    gathered (``[N, D, D]`` per round, a batched product)."""
+    """The kernel's formula from torch ops, node-major ``[N, D, R]``. With one hash (``H = 1``:
+    a RootedRP alone) a round's weights broadcast over the nodes in one product; with several,
+    each node's weights of the round are gathered (``[N, D, D]``, a batched product), one round
+    at a time: the memory of one round's weights, not of all L."""
     (N, D), (R, B, _), L = start.shape, roots.shape, own.shape[1]
     batch = graph_of_rows(ptr, N)
     local = torch.arange(N, device=start.device) - ptr[batch]
     marked = (roots.transpose(0, 1)[batch] == local.view(N, 1, 1)).any(dim=-1)  # [N, R]
-    hashes = graph_hash[batch]
-    # each node's weights of every round, gathered once (3 gathers, not 3 per round: calls are
-    # launches on a GPU)
-    node_own, node_passed, node_bias = own[hashes], passed[hashes], bias[hashes].unsqueeze(-1)  # [N, L, ...]
-    h = torch.cos(start.unsqueeze(-1) + marker[hashes].unsqueeze(-1) * marked.to(start.dtype).unsqueeze(1))
+    hashes = None if own.shape[0] == 1 else graph_hash[batch]
+    h = torch.cos(start.unsqueeze(-1) + _per_node(marker.unsqueeze(-1), hashes) * marked.to(start.dtype).unsqueeze(1))
     for layer in range(L):
-        p = torch.bmm(node_passed[:, layer], h)  # [N, D, R]
+        p = torch.matmul(_per_node(passed[:, layer], hashes), h)  # [N, D, R]
         summed = gin_aggregate_op(p.reshape(N, D * R), rowptr, col, out_rowptr, out_col, p.new_zeros(()))
-        h = torch.cos(node_bias[:, layer] + torch.bmm(node_own[:, layer], h) + scale.view(N, 1, 1) * summed.view(N, D, R))
+        h = torch.cos(_per_node(bias[:, layer].unsqueeze(-1), hashes) + torch.matmul(_per_node(own[:, layer], hashes), h)
+                      + scale.view(N, 1, 1) * summed.view(N, D, R))
     pooled = segment_sum_op(h.permute(2, 0, 1).contiguous(), ptr)  # [R, B, D]
     sizes = ptr.diff().clamp(min=1).to(start.dtype)
     return pooled / sizes.view(1, B, 1)

@@ -135,13 +135,52 @@ def test_thread_round_trip_is_a_plausible_time():
 
 
 def test_rpfast_simd_selects_the_kernel_module():
-    code = "from rpfast import _backend; print(_backend.build_info()['simd'])"
+    code = "from rpfast import _backend; info = _backend.build_info(); print(info['simd'], info['avx512_kernels'])"
     env = {**os.environ, "RPFAST_SIMD": "baseline"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "baseline"
+    assert out.stdout.strip() == "baseline []"
+    env["RPFAST_SIMD"] = "avx2"  # no kernel from rpfast._C_avx512
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip().endswith(" []")
     env["RPFAST_SIMD"] = "fastest"
     bad = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert bad.returncode != 0 and "RPFAST_SIMD must be 'auto' or 'baseline'" in bad.stderr
+    assert bad.returncode != 0 and "RPFAST_SIMD must be one of auto, avx2, baseline, got 'fastest'" in bad.stderr
+
+
+@pytest.mark.skipif(not _backend.AVX512_KERNELS, reason="needs rpfast._C_avx512 and a CPU with AVX-512")
+def test_avx512_kernels_compute_what_the_module_of_every_kernel_computes():
+    """rpfast._C_avx512's rooted_pool (16-lane registers) against rpfast._C's (the module the
+    other kernels come from): the same operations per root set, so the same bits, on an eval
+    block with a remainder of sets (37) and on training's single set; the thread policy reaches
+    both modules."""
+    import networkx as nx
+    from rpfast.data import GraphBatch
+    from rpfast.datasets.pairs import networkx_edge_index
+    from rpfast.ops.gin import graph_csr
+
+    assert _backend.AVX512_KERNELS == {"rooted_pool", "rooted_round"}
+    graphs = [nx.random_regular_graph(3, 30, seed=0), nx.cycle_graph(9)]
+    batch = GraphBatch.from_edge_lists([(networkx_edge_index(g), g.number_of_nodes()) for g in graphs])
+    gen = torch.Generator().manual_seed(0)
+    N, D, L = batch.total_nodes, 8, 6
+    tensors = [torch.randn(*shape, generator=gen) for shape in ((N, D), (1, D), (1, L, D, D), (1, L, D, D),
+                                                                 (1, L, D))] + [torch.full((N,), 0.7)]
+    modules = {"all kernels": _backend._C, "avx512": _backend._C_AVX512}
+    for R in (37, 1):
+        roots = torch.randint(0, 9, (R, 2, 2), generator=gen)
+        outs = {}
+        for name, module in modules.items():
+            out = torch.empty(R, 2, D)
+            capsules = [torch.utils.dlpack.to_dlpack(t) for t in (*tensors, roots, torch.zeros(2, dtype=torch.int64),
+                                                                   batch.ptr, *graph_csr(batch)[:2], out)]
+            module.rooted_pool(*capsules, 2)
+            outs[name] = out
+        assert torch.equal(outs["all kernels"], outs["avx512"]), R
+    _backend.set_threads_policy("fixed")
+    try:
+        assert not _backend._C_AVX512.adaptive_threads() and not _backend._C.adaptive_threads()
+    finally:
+        _backend.set_threads_policy("adaptive")
 
 
 def test_prepare_converts_nested_lists_tuples_and_namedtuples():

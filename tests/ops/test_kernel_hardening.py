@@ -114,6 +114,18 @@ def test_closed_form_skips_match_enumeration():
 
 
 # ------------------------------------------------------------------ 5. Ctrl-C
+def _rooted_eval():
+    """RootedRP's eval average over every root pair of a 40-cycle: rooted_pool polls every round
+    of every tile, from the worker threads (the module it runs from: rpfast._C_avx512 where the
+    CPU has AVX-512)."""
+    from rpfast.nn import RootedRP
+    torch.manual_seed(0)
+    model = RootedRP(1, 8, 4, 2, roots=2, learn_rounds=False).eval()
+    graph = GraphBatch.from_networkx(nx.cycle_graph(40))
+    with torch.no_grad():
+        return model(torch.ones(40, 1), graph)
+
+
 @pytest.fixture
 def interrupt_after():
     yield _testing.set_interrupt_countdown
@@ -130,8 +142,9 @@ def interrupt_after():
     lambda: wl_order(path_graph(5000)),
     lambda: dfs_order(path_graph(300), start="all"),
     lambda: random_permutations(torch.full((300,), 300), 4),
+    lambda: _rooted_eval(),
 ], ids=["enumerate-esu", "enumerate-lex", "count", "stream", "sample-uniform", "sample-grown", "wl", "dfs",
-        "permutations"])
+        "permutations", "rooted-rounds"])
 def test_long_kernels_poll_for_interrupts(call, interrupt_after):
     interrupt_after(2)
     with pytest.raises(KeyboardInterrupt):

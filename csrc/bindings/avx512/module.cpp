@@ -1,0 +1,38 @@
+// rpfast._C_avx512: the kernels whose AVX-512 build pays for itself in a job users run, built
+// with -march=x86-64-v4 beside rpfast._C and rpfast._C_avx2 (which hold every kernel).
+//
+// Only RootedRP's fixed-hash rounds (rooted_pool, with rooted_round beside it in the same
+// bindings file) are here: they are most of `rpfast pairs`' time, and 16-lane registers and
+// 32 of them took an eval block 1.4x to 1.7x faster than the AVX2 build (benchmarks/README.md).
+// rpfast/_backend.py takes these kernels from this module where the CPU runs AVX-512, every other
+// kernel from the module it imports. The module keeps its own thread-policy and interrupt
+// state, so it binds the same setters and testing hooks, which _backend applies to every
+// module it loaded.
+#include <omp.h>
+
+#include "bindings/bindings.hpp"
+#include "cpu/parallel.hpp"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_C_avx512, m) {
+  m.doc() = "rpfast compiled kernels built for AVX-512 (the ones listed by kernels())";
+  m.def("build_info", [] {
+    py::dict info;
+    info["compiler"] = RPFAST_COMPILER;
+    info["cxx_flags"] = RPFAST_CXX_FLAGS;
+    info["openmp"] = RPFAST_OPENMP;
+    info["omp_max_threads"] = omp_get_max_threads();
+    info["cuda"] = false;
+    info["simd"] = RPFAST_SIMD;
+    return info;
+  });
+  m.def("kernels", [] { return py::make_tuple("rooted_pool", "rooted_round"); },
+        "The kernels this module holds.");
+  m.def("set_adaptive_threads", [](bool adaptive) { rpfast::schedule_state().adaptive.store(adaptive); },
+        py::arg("adaptive"), "As rpfast._C.set_adaptive_threads, for this module's kernels.");
+  m.def("adaptive_threads", [] { return rpfast::schedule_state().adaptive.load(); },
+        "Whether the adaptive thread policy is on for this module's kernels.");
+  rpfast_bindings::bind_rooted(m);
+  rpfast_bindings::bind_testing(m);
+}
