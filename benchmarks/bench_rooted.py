@@ -2,9 +2,11 @@
 one block of root sets as its eval average runs it: every round, cosine and the pooling in one
 `rooted_pool` call (what RootedRP runs where its rounds need no gradient) against the same
 rounds one at a time, each a product with the neighbour weight, the `rooted_round` kernel and
-a cosine (RootedRP's path before, and still the path of rounds that learn), and against the
-op's torch-composed form (what runs on a GPU without rpfast's CUDA build). All three compute
-the same pooled states (float64 to 1e-8, checked before timing); rounds alternate, one thread.
+a cosine (RootedRP's path before, and still the path of rounds that learn), against the
+op's torch-composed form (what runs on a GPU without rpfast's CUDA build), and, where the CPU
+runs AVX-512, against the same kernel from the AVX2 build (rpfast._C_avx2, what runs without
+rpfast._C_avx512). All compute the same pooled states (float64 to 1e-8, checked before
+timing); rounds alternate, one thread.
 
 Shapes: 32 relabelings of a pair's graph in one batch (an eval chunk of the command), 64 root
 sets per block, 16 rounds, widths 4 and 8 (the hash's width before and now): a sparse CFI
@@ -15,6 +17,7 @@ import pytest
 import torch
 
 from benchmarks.paired import paired
+from rpfast import _backend, _testing
 from rpfast.datasets.pair_families import family_pairs
 from rpfast.experiments.pairs.replicas import batch_of, relabeled
 from rpfast.nn.rp.rooted import RootedRP
@@ -52,14 +55,26 @@ def _composed(model: RootedRP, graph, roots):
                                    roots, one_hash, graph.ptr, *graph_csr(graph))
 
 
+def _avx2_build(model: RootedRP, graph, roots):
+    """rooted_pool with its kernel from the module of every kernel (the AVX2 build), not from
+    rpfast._C_avx512."""
+    with _testing.without_avx512():
+        return model.pooled(graph.x, graph)(roots)
+
+
+BASELINES = {"round by round": _per_round, "torch-composed": _composed, "AVX2 build": _avx2_build}
+
+
 @pytest.mark.parametrize("width", [4, 8])
 @pytest.mark.parametrize("case", sorted(CASES))
-@pytest.mark.parametrize("baseline", ["round by round", "torch-composed"])
+@pytest.mark.parametrize("baseline", sorted(BASELINES))
 def test_rooted_pool_against_its_rounds_one_at_a_time(benchmark, case, width, baseline):
+    if baseline == "AVX2 build" and "rooted_pool" not in _backend.AVX512_KERNELS:
+        pytest.skip("needs rpfast._C_avx512 and a CPU with AVX-512")
     torch.set_num_threads(1)
     model, graph, roots = _block(case, width)
     pool = model.pooled(graph.x, graph)
-    other = _per_round if baseline == "round by round" else _composed
+    other = BASELINES[baseline]
 
     def agree(ours, theirs):
         exact = _block(case, width, torch.float64)

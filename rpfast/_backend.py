@@ -29,7 +29,8 @@ from rpfast import _validation
 __all__ = ["call", "create", "prepare", "Buffers", "check_device", "num_threads", "build_info", "kernel_devices",
            "testing_hooks", "set_threads_policy", "threads_policy", "THREADS_POLICIES", "BACKENDS", "set_backend",
            "backend", "runs_kernels", "kernels_for", "kernels_enabled", "compiling", "cuda_kernels_enabled",
-           "cuda_build_info", "require_cuda", "all_testing_hooks", "AVX512_KERNELS", "SIMD_CHOICES"]
+           "cuda_build_info", "require_cuda", "all_testing_hooks", "AVX512_KERNELS", "SIMD_CHOICES",
+           "set_avx512_kernels"]
 
 
 def _cpu_capability() -> str:
@@ -117,6 +118,15 @@ _C_AVX512 = _import_avx512()
 AVX512_KERNELS = frozenset(_C_AVX512.kernels()) if _C_AVX512 is not None else frozenset()
 #: every CPU module loaded: each keeps its own thread policy, back-off and interrupt state
 _CPU_MODULES = (_C,) if _C_AVX512 is None else (_C, _C_AVX512)
+_avx512_enabled = True
+
+
+def set_avx512_kernels(enabled: bool) -> None:
+    """Whether :func:`call` takes ``AVX512_KERNELS`` from ``rpfast._C_avx512`` (True, the default)
+    or from the module of every kernel: for comparisons (``rpfast._testing.without_avx512``)."""
+    global _avx512_enabled
+    _avx512_enabled = bool(enabled)
+    _CPU_FUNCTIONS.clear()
 
 THREADS_POLICIES = ("adaptive", "fixed")
 
@@ -337,7 +347,7 @@ _CPU_FUNCTIONS: Dict[str, tuple] = {}  # kernel name -> (its CPU function, takes
 
 
 def _cpu_function(kernel: str) -> tuple:
-    module = _C_AVX512 if kernel in AVX512_KERNELS else _C
+    module = _C_AVX512 if _avx512_enabled and kernel in AVX512_KERNELS else _C
     entry = (getattr(module, kernel), kernel not in _SINGLE_THREADED)  # AttributeError: no such kernel
     _CPU_FUNCTIONS[kernel] = entry
     return entry

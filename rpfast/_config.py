@@ -47,7 +47,9 @@ def show_config() -> None:
         f"rpfast {rpfast.__version__}",
         f"  compiler       : {info['compiler']}",
         f"  C++ flags      : {' '.join(info['cxx_flags'].split())}",
-        f"  kernel module  : {info.get('simd', 'baseline')} (RPFAST_SIMD=baseline forces the baseline build)",
+        f"  kernel module  : {info.get('simd', 'baseline')} (RPFAST_SIMD=auto|avx2|baseline)",
+        f"  AVX-512 kernels: {', '.join(info.get('avx512_kernels', [])) or 'none'} (rpfast._C_avx512, where the "
+        f"CPU runs AVX-512)",
         f"  OpenMP         : {info['openmp']} (max threads {info['omp_max_threads']})",
         f"  kernel threads : {info['torch_threads']} (torch.get_num_threads())",
         f"  threads policy : {info['threads_policy']} (RPFAST_THREADS_POLICY=adaptive|fixed)",

@@ -4,12 +4,13 @@ They live in the extension's ``_testing`` submodule, off the production module's
 this facade is how tests and benchmarks reach them (only :mod:`rpfast._backend` imports the
 extension).
 """
-from typing import List
+import contextlib
+from typing import Iterator, List
 
 from rpfast import _backend
 
 __all__ = ["serial_work", "record_region", "record_round_trip", "item_threads", "thread_round_trip_ns",
-           "set_interrupt_countdown"]
+           "set_interrupt_countdown", "without_avx512"]
 
 
 def serial_work(threshold: int, adaptive: bool = True) -> int:
@@ -57,3 +58,14 @@ def set_interrupt_countdown(polls: int) -> None:
     would."""
     for hooks in _backend.all_testing_hooks():
         hooks.set_interrupt_countdown(polls)
+
+
+@contextlib.contextmanager
+def without_avx512() -> Iterator[None]:
+    """Within it, every kernel runs from the module of every kernel (``rpfast._C_avx2`` or
+    ``rpfast._C``), none from ``rpfast._C_avx512``: the AVX-512 build's baseline in benchmarks."""
+    _backend.set_avx512_kernels(False)
+    try:
+        yield
+    finally:
+        _backend.set_avx512_kernels(True)

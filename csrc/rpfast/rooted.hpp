@@ -101,13 +101,22 @@ inline Vec cosine_lanes(Vec x) {
 
 //: a tile's four buffers at most (the largest graph's), in bytes: within a core's L2 cache
 constexpr int64_t kTileBytes = int64_t(1) << 19;
+//: a tile's root sets at most: its p, which each node's neighbour sum reads deg + 1 times a round,
+//: then stays near the L1 cache on graphs of up to about 50 vertices at width 8. Measured with
+//: tiles of 16, 32, 48 and 64 sets (eval blocks of 32 relabelings, width 4 and 8, AVX-512): 32
+//: was the fastest or within the VM's noise on every block, and 64 sets took 1.6x as long on
+//: dense strongly regular graphs (degree 14 to 18), as fast on sparse CFI graphs.
+constexpr int64_t kTileSets = 32;
+static_assert(kTileSets % kBlock == 0, "tiles hold whole blocks of root sets");
 
 // Root sets per tile: a multiple of kBlock (and so of the vector lanes: the sets left to the
-// one-at-a-time paths are R's last ones, as they would be without tiles) whose four buffers for
-// n_max vertices fit kTileBytes, at least kBlock, at most R.
+// one-at-a-time paths are R's last ones, as they would be without tiles), at most kTileSets and
+// at most what keeps the four buffers for n_max vertices within kTileBytes, at least kBlock, at
+// most R.
 inline int64_t rooted_tile_sets(int64_t R, int64_t n_max, int64_t D, int64_t value_bytes) {
   const int64_t per_set = 4 * (n_max > 0 ? n_max : 1) * D * value_bytes;
   int64_t tile = kTileBytes / per_set / kBlock * kBlock;
+  if (tile > kTileSets) tile = kTileSets;
   if (tile < kBlock) tile = kBlock;
   return tile < R ? tile : R;
 }

@@ -248,8 +248,8 @@ def test_pool_op_checks_its_arguments():
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_pool_op_splits_many_root_sets_of_a_large_graph_into_tiles_that_give_the_formula(dtype):
     """A 400-vertex graph's scratch per root set is too large for one cache-sized tile of 40 sets:
-    the kernel takes them in tiles (16, 16 and 8 in float64), beside a small graph that takes all
-    40 in one; every set gives the composed form's value."""
+    the kernel takes each graph's sets in tiles (16, 16 and 8: the largest graph sizes them), the
+    7-cycle's too; every set gives the composed form's value."""
     graphs = [nx.random_regular_graph(3, 400, seed=2), nx.cycle_graph(7)]
     batch = _batch(*graphs, dtype=dtype)
     gen = torch.Generator().manual_seed(3)
