@@ -16,18 +16,23 @@ BACKEND_NEUTRAL = ("the test drives a command or process plumbing (options, outp
                    "groups) whose behaviour does not depend on the backend; every layer those commands build "
                    "runs on the composed path in tests/ops/test_devices.py and tests/nn/test_input_forms.py")
 
+PAPER_SCALE = ("the test runs one computation at the paper's scale (a minute on either path); the tests of the same "
+               "layer at small scale cover its composed path")
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", f"kernels: {KERNELS_ONLY}")
     config.addinivalue_line("markers", f"backend_neutral: {BACKEND_NEUTRAL}")
+    config.addinivalue_line("markers", f"paper_scale: {PAPER_SCALE}")
 
 
 def pytest_collection_modifyitems(config, items):
-    """With ``RPFAST_BACKEND=torch`` (CI's second run) the tests marked ``kernels`` or
-    ``backend_neutral`` are skipped: the first run covers them."""
+    """With ``RPFAST_BACKEND=torch`` (CI's second run) the tests marked ``kernels``,
+    ``backend_neutral`` or ``paper_scale`` are skipped: the first run covers them."""
     if rpfast.backend() != "torch":
         return
     for item in items:
-        for marker, reason in (("kernels", KERNELS_ONLY), ("backend_neutral", BACKEND_NEUTRAL)):
+        for marker, reason in (("kernels", KERNELS_ONLY), ("backend_neutral", BACKEND_NEUTRAL),
+                               ("paper_scale", PAPER_SCALE)):
             if marker in item.keywords:
                 item.add_marker(pytest.mark.skip(reason=reason))

@@ -90,8 +90,8 @@ inline Vec cosine_lanes(Vec x) {
 // of its own, node-major [n_b, D, tile]: a node's states for every feature and root set of the
 // tile are one run of D tile values, so the neighbour sum is GIN's aggregation of rows of D tile
 // (aggregate_row) and a node's whole state stays in cache for its D x D products. Four buffers:
-// h and p of this round and of the next. A tile's four buffers fit in kTileBytes, so its rounds
-// run in a core's own cache: with one batch-wide buffer per round (4 x N D R values: 16 MB for
+// h and p of this round and of the next. A tile holds at most kTileSets sets and its four buffers
+// fit in kTileBytes, so its rounds run in a core's own cache: with one batch-wide buffer per round (4 x N D R values: 16 MB for
 // 32 relabelings of a 64-vertex graph, 64 sets, width 8) every round streamed them from the
 // shared cache, and a barrier ended each round. A value's operations and their order depend on
 // neither the tiling nor the thread count.
@@ -126,7 +126,7 @@ struct RootedScratch {
   std::vector<T> h, h_next, p, p_next;
   void fit(size_t size) {
     for (auto* buffer : {&h, &h_next, &p, &p_next})
-      if (buffer->size() < size) buffer->resize(size);  // uninitialised use: every value is written before it is read
+      if (buffer->size() < size) buffer->resize(size);  // grown, never shrunk: a thread's tiles reuse it
   }
 };
 

@@ -464,6 +464,7 @@ def test_rdkit_orientation_does_not_depend_on_atom_numbering():
         Oriented("rdkit", 4, eval_samples=3)
 
 
+@pytest.mark.paper_scale  # 11! relabelings: the Exact tests above cover its composed path
 def test_exact_rp_separates_the_csl_graphs_of_figure_1_and_gin_does_not():
     """CSL(11, 2) and CSL(11, 3) are 4-regular on 11 vertices: 1-WL, and so GIN, cannot tell them
     apart; the exact average of a permutation-sensitive MLP on vec(A) over all 11! relabelings can."""

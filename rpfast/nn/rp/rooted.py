@@ -171,8 +171,8 @@ class RootedRP(NotScriptable, nn.Module):
         all of them run in one :func:`~rpfast.ops.rooted_pool` call, which keeps none and takes
         each graph through its own hash (a stack of ``rpfast pairs`` runs every seed's in one
         call). Measured (benchmarks/bench_rooted.py, one thread): a training forward of ten
-        seeds, one root set per graph, 5.5x to 7.3x faster than each seed's rounds one at a
-        time; an eval block of 64 root sets 1.4x to 2.2x (dense and sparse graphs)."""
+        seeds, one root set per graph, 4.0x to 4.6x faster than each seed's rounds one at a
+        time; an eval block of 64 root sets 2.0x to 4.4x (dense and sparse graphs)."""
         scale = self._neighbour_scale(graph, x.dtype)  # [N], shared by every block of roots
         if torch.is_grad_enabled() and self.learn_rounds:
             start = self.embed(x).t().contiguous().unsqueeze(-1)  # [d, N, 1]
