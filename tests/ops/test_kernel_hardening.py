@@ -142,7 +142,7 @@ def interrupt_after():
     lambda: wl_order(path_graph(5000)),
     lambda: dfs_order(path_graph(300), start="all"),
     lambda: random_permutations(torch.full((300,), 300), 4),
-    lambda: _rooted_eval(),
+    pytest.param(lambda: _rooted_eval(), marks=pytest.mark.kernels),  # the composed path runs no kernel to poll
 ], ids=["enumerate-esu", "enumerate-lex", "count", "stream", "sample-uniform", "sample-grown", "wl", "dfs",
         "permutations", "rooted-rounds"])
 def test_long_kernels_poll_for_interrupts(call, interrupt_after):

@@ -3,7 +3,7 @@
 //
 // Only RootedRP's fixed-hash rounds (rooted_pool, with rooted_round beside it in the same
 // bindings file) are here: they are most of `rpfast pairs`' time, and 16-lane registers and
-// 32 of them took an eval block 1.4x to 1.7x faster than the AVX2 build (benchmarks/README.md).
+// 32 of them took its eval blocks 1.2x to 1.6x faster than the AVX2 build (benchmarks/README.md).
 // rpfast/_backend.py takes these kernels from this module where the CPU runs AVX-512, every other
 // kernel from the module it imports. The module keeps its own thread-policy and interrupt
 // state, so it binds the same setters and testing hooks, which _backend applies to every
