@@ -168,7 +168,7 @@ def run_pair_baseline(pair, seed, model="oriented", epochs=20, eval_samples=64, 
         max_degree = int(torch.bincount(pair.g[0], minlength=n).max())  # pair files list both directions
         views_part = BfsViewRP(min(k, n), hidden, 16, train_samples, eval_samples, random.Random(seed), max_degree)
         # the width, rounds and root sets rpfast uses
-        rooted_part = PygRooted(ROOTED_HIDDEN, ROOTED_LAYERS, 2, generator, roots=rooted_roots(n))
+        rooted_part = PygRooted(ROOTED_HIDDEN, ROOTED_LAYERS, 2, generator, roots=rooted_roots(n, max_degree))
         net = nn.ModuleList([views_part, rooted_part])
 
         def embed(views, training):

@@ -14,5 +14,6 @@ void bind_orient(pybind11::module_& m);
 void bind_dense(pybind11::module_& m);
 void bind_csr(pybind11::module_& m);
 void bind_pool(pybind11::module_& m);
+void bind_module_info(pybind11::module_& m);  // build_info() and the thread-policy setter
 void bind_testing(pybind11::module_& m);  // the rpfast._C._testing submodule
 }  // namespace rpfast_bindings

@@ -51,13 +51,19 @@ def test_the_command_reports_seeds_per_pair(tmp_path, capsys):
     assert (out / "seeds.png").stat().st_size > 10_000
 
 
-def test_the_rooted_part_marks_as_many_roots_as_its_budget_affords():
-    from rpfast.experiments.pairs.models import ROOT_ROWS_BUDGET, rooted_roots
+def test_the_rooted_part_marks_as_many_roots_as_its_work_budget_affords():
+    from rpfast.experiments.pairs.models import ROOT_WORK_BUDGET, rooted_roots, rooted_sizes, rooted_work
 
-    assert [rooted_roots(n) for n in (2, 36, 37, 80, 81, 500)] == [3, 3, 2, 2, 1, 1]
+    assert [rooted_roots(n, 3) for n in (4, 36, 37, 80, 82, 83, 500)] == [3, 3, 2, 2, 2, 1, 1]
+    # a denser graph's rows cost more: the 36-vertex strongly regular graphs of degree 15 get two
+    assert rooted_roots(36, 15) == 2 and rooted_roots(28, 12) == 3 and rooted_roots(32, 10) == 3
+    assert rooted_sizes(15) == {3: 34, 2: 75}
+    assert rooted_work(36, 3, 5) <= ROOT_WORK_BUDGET < rooted_work(36, 3, 15)  # C(n, 3) * n * (degree + c)
+    assert rooted_work(80, 2, 5) <= ROOT_WORK_BUDGET < rooted_work(81, 2, 5)
     with pytest.raises(ValueError, match="positive number of vertices"):
-        rooted_roots(0)
-    assert 36 * 35 * 34 // 6 * 36 <= ROOT_ROWS_BUDGET < 37 * 36 * 35 // 6 * 37  # C(n, 3) * n rows
+        rooted_roots(0, 0)
+    with pytest.raises(ValueError, match="largest degree, an integer from 0 to n - 1 = 9"):
+        rooted_roots(10, 10)
 
 
 def test_three_roots_separate_the_incidence_graphs_of_the_biplanes_of_order_4():

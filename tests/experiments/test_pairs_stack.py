@@ -13,7 +13,7 @@ from torch import nn
 from rpfast.datasets.pair_families import family_pairs
 from rpfast.experiments.pairs import batched, protocol
 from rpfast.experiments.pairs.batched import MAX_REPLICAS, plan_stacks, replica_cost, run_stack, stack_key
-from rpfast.experiments.pairs.models import build_model, rooted_hash
+from rpfast.experiments.pairs.models import ROOT_BUDGET_DEGREE, ROW_COST_DEGREES, build_model, rooted_hash
 from rpfast.experiments.pairs.protocol import PairsSettings
 from rpfast.experiments.pairs.replicas import batch_of, pair_max_degree, relabeled
 from rpfast.experiments.pairs.stack import OrientedStack, shared_hash
@@ -96,6 +96,23 @@ def test_a_stack_computes_what_each_replicas_own_model_computes(seeds):
         OrientedStack([build_model(PairsSettings(model="rp-gin"), 10)])
 
 
+#: above this T2 a separation is deterministic (S has eigenvalues at float rounding, and T2 reads
+#: how the products rounded: 1e7 to 1e15, docs/experiments/pairs.md), so stacks and CPUs move it
+DETERMINISTIC_T2 = 1e6
+
+
+def _assert_same_t2(row, other, rel):
+    """Two runs of one replica decide alike, with T2 within ``rel`` where it is not deterministic,
+    else within a factor of 10 (7.5e14 against 1.2e15 seen on an AVX2 machine, where an AVX-512
+    one agreed to 1e-3)."""
+    assert (row["distinguished"], row["reliable"]) == (other["distinguished"], other["reliable"])
+    low, high = sorted((row["t2"], other["t2"]))
+    if low < DETERMINISTIC_T2:
+        assert row["t2"] == pytest.approx(other["t2"], rel=rel)
+    else:
+        assert high / low < 10
+
+
 def test_a_pair_gives_the_same_t2_alone_and_inside_a_stack_of_pairs_and_seeds():
     settings = PairsSettings(**SHORT)
     jobs = [(pair, seed) for seed in (0, 1) for pair in _one_shape(3)]
@@ -103,7 +120,7 @@ def test_a_pair_gives_the_same_t2_alone_and_inside_a_stack_of_pairs_and_seeds():
     for (pair, seed), row in zip(jobs, together):
         alone = run_stack([(pair, seed)], settings)[0]
         assert (row["index"], row["seed"], row["epochs"]) == (alone["index"], alone["seed"], alone["epochs"])
-        assert row["t2"] == pytest.approx(alone["t2"], rel=1e-3)
+        _assert_same_t2(row, alone, rel=1e-3)
         assert row["final_loss"] == pytest.approx(alone["final_loss"], abs=1e-6)
         np.testing.assert_allclose(row["differences"], alone["differences"], atol=1e-5)
     assert together[0]["t2"] != together[3]["t2"]  # another seed: other weights, views and hash
@@ -153,7 +170,7 @@ def test_a_replica_whose_loss_turns_nan_stops_alone_and_keeps_its_last_finite_we
     two_steps = run_stack(jobs[1:2], PairsSettings(**{**SHORT, "epochs": 2}))[0]
     assert rows[1]["final_loss"] == pytest.approx(two_steps["final_loss"], abs=1e-6)
     for i in (0, 2):
-        assert rows[i]["t2"] == pytest.approx(clean[i]["t2"], rel=1e-3)
+        _assert_same_t2(rows[i], clean[i], rel=1e-3)
         assert rows[i]["final_loss"] == pytest.approx(clean[i]["final_loss"], abs=1e-6)
 
     # embeddings that are not finite: not distinguished, no false claim, a warning
@@ -173,7 +190,7 @@ def test_chunked_forwards_give_the_embeddings_of_one_forward_and_a_replica_over_
     chunked = run_stack(jobs, settings)
     for one, other in zip(whole, chunked):
         np.testing.assert_allclose(one["differences"], other["differences"], atol=1e-5)
-        assert one["t2"] == pytest.approx(other["t2"], rel=1e-2)  # 1e7 and more: a rounding-level spread
+        _assert_same_t2(one, other, rel=1e-2)
     monkeypatch.setattr(batched, "VIEW_ELEMENTS", 1000)
     with pytest.raises(MemoryError, match="VIEW_ELEMENTS"):
         run_stack(jobs[:1], settings)
@@ -190,7 +207,10 @@ def test_stacks_start_with_the_costliest_and_hold_a_bounded_share_of_the_run():
     share = sum(replica_cost(pair) for pair, _ in todo) / (batched.STACKS_PER_WORKER * 2)
     for stack, cost in zip(stacks, costs):
         assert cost <= share or len(stack) == 1
-    assert replica_cost(large[0]) == (math.comb(80, 2) + batched.OTHER_COST_ROWS_PER_VERTEX) * 80
+    degree = pair_max_degree(large[0])  # rows of that degree, in rows of the reference degree
+    assert replica_cost(large[0]) == pytest.approx(
+        math.comb(80, 2) * 80 * (degree + ROW_COST_DEGREES) / (ROOT_BUDGET_DEGREE + ROW_COST_DEGREES)
+        + batched.OTHER_COST_ROWS_PER_VERTEX * 80)
 
 
 def test_stacks_group_pairs_of_one_shape_and_share_the_work_among_workers():

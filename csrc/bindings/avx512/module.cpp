@@ -6,33 +6,17 @@
 // 32 of them took its eval blocks 1.2x to 1.6x faster than the AVX2 build (benchmarks/README.md).
 // rpfast/_backend.py takes these kernels from this module where the CPU runs AVX-512, every other
 // kernel from the module it imports. The module keeps its own thread-policy and interrupt
-// state, so it binds the same setters and testing hooks, which _backend applies to every
+// state, so it binds the same module info (module_info.cpp) and testing hooks, which _backend applies to every
 // module it loaded.
-#include <omp.h>
-
 #include "bindings/bindings.hpp"
-#include "cpu/parallel.hpp"
 
 namespace py = pybind11;
 
 PYBIND11_MODULE(_C_avx512, m) {
   m.doc() = "rpfast compiled kernels built for AVX-512 (the ones listed by kernels())";
-  m.def("build_info", [] {
-    py::dict info;
-    info["compiler"] = RPFAST_COMPILER;
-    info["cxx_flags"] = RPFAST_CXX_FLAGS;
-    info["openmp"] = RPFAST_OPENMP;
-    info["omp_max_threads"] = omp_get_max_threads();
-    info["cuda"] = false;
-    info["simd"] = RPFAST_SIMD;
-    return info;
-  });
+  rpfast_bindings::bind_module_info(m);
   m.def("kernels", [] { return py::make_tuple("rooted_pool", "rooted_round"); },
         "The kernels this module holds.");
-  m.def("set_adaptive_threads", [](bool adaptive) { rpfast::schedule_state().adaptive.store(adaptive); },
-        py::arg("adaptive"), "As rpfast._C.set_adaptive_threads, for this module's kernels.");
-  m.def("adaptive_threads", [] { return rpfast::schedule_state().adaptive.load(); },
-        "Whether the adaptive thread policy is on for this module's kernels.");
   rpfast_bindings::bind_rooted(m);
   rpfast_bindings::bind_testing(m);
 }

@@ -29,7 +29,8 @@ from torch.nn import functional as F
 
 from rpfast.data import GraphBatch
 from rpfast.datasets.pairs import GraphPair
-from rpfast.experiments.pairs.models import STACKED_MODELS, build_model, rooted_hash, rooted_roots
+from rpfast.experiments.pairs.models import (ROOT_BUDGET_DEGREE, ROW_COST_DEGREES, STACKED_MODELS, build_model,
+                                             rooted_hash, rooted_roots, rooted_work)
 from rpfast.experiments.pairs.replicas import batch_of, pair_max_degree, pair_row, relabeled, replica_seed
 from rpfast.experiments.pairs.stack import OrientedStack, shared_hash
 from rpfast.experiments.training import improves
@@ -60,9 +61,10 @@ def stack_key(pair: GraphPair, max_degree: int) -> Tuple[int, int]:
     return pair.n, max_degree
 
 
-#: a replica's cost beside its rooted eval rows, in rows per vertex: its views, walk counts and
-#: training (measured here: about 40 us a row of the rooted eval average, all 128 embeddings and
-#: 16 rounds; 0.4 s for the rest of a 10-vertex pair, 1.2 to 1.8 s for one of 36 to 80 vertices)
+#: a replica's cost beside its rooted eval average, in rows at the reference degree per vertex:
+#: its views, walk counts and training (measured here: about 40 us a row of the rooted eval
+#: average, all 128 embeddings and 16 rounds; 0.4 s for the rest of a 10-vertex pair, 1.2 to
+#: 1.8 s for one of 36 to 80 vertices)
 OTHER_COST_ROWS_PER_VERTEX = 500
 #: a stack holds at most ``1 / (STACKS_PER_WORKER * workers)`` of a run's estimated cost, so the
 #: worker that takes the last stack ends at most about ``1 / STACKS_PER_WORKER`` of its share of
@@ -70,12 +72,15 @@ OTHER_COST_ROWS_PER_VERTEX = 500
 STACKS_PER_WORKER = 4
 
 
-def replica_cost(pair: GraphPair) -> int:
-    """A replica's relative cost (pairs of one run on one machine): the rows of the rooted part's
-    exact eval average, C(n, roots) * n (:func:`~rpfast.experiments.pairs.models.rooted_roots`),
-    which take most of the time of every pair above 30 vertices, plus
-    :data:`OTHER_COST_ROWS_PER_VERTEX` a vertex."""
-    return (math.comb(pair.n, rooted_roots(pair.n)) + OTHER_COST_ROWS_PER_VERTEX) * pair.n
+def replica_cost(pair: GraphPair) -> float:
+    """A replica's relative cost (pairs of one run on one machine), in rows at the reference
+    degree: the work of the rooted part's exact eval average
+    (:func:`~rpfast.experiments.pairs.models.rooted_work` with
+    :func:`~rpfast.experiments.pairs.models.rooted_roots`), which takes most of the time of every
+    pair above 30 vertices, plus :data:`OTHER_COST_ROWS_PER_VERTEX` a vertex."""
+    degree = pair_max_degree(pair)
+    rooted = rooted_work(pair.n, rooted_roots(pair.n, degree), degree) / (ROOT_BUDGET_DEGREE + ROW_COST_DEGREES)
+    return rooted + OTHER_COST_ROWS_PER_VERTEX * pair.n
 
 
 def plan_stacks(todo: Sequence[Tuple[GraphPair, int]], workers: int = 1) -> List[List[Tuple[GraphPair, int]]]:

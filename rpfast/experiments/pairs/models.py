@@ -32,8 +32,9 @@ second into a larger T^2.
   ``RelationalPooling(Concat(RootWalks, VecMLP), Oriented(method, k, "balanced", min_size=min_k))``.
   Beside it (:class:`~rpfast.nn.rp.Concat` of the two whole-graph models), the last quarter
   comes from :class:`~rpfast.nn.rp.RootedRP`: RP over the vertices at the first positions,
-  as many as the eval pass affords (:func:`rooted_roots`: C(n, roots) * n rows at most
-  ``ROOT_ROWS_BUDGET`` = 2^18: three roots up to 36 vertices, two up to 80, one above), averaged
+  as many as the eval pass affords (:func:`rooted_roots`: C(n, roots) * n rows, each costing
+  the largest degree + 36, within ``ROOT_WORK_BUDGET``, 2^18 rows of degree 5: three roots up
+  to 36 vertices, 34 at degree 15; two up to 80, 75 at degree 15; one above), averaged
   exactly over every set of that many vertices in eval mode: 16 rounds of message passing from
   the marked roots over the whole graph, width 8; one root set per graph and step in training,
   where only its read-out learns: the rounds are a fixed random hash, drawn once per seed for
@@ -91,7 +92,8 @@ from rpfast.nn import (GIN, RPGIN, Concat, Exact, KAry, Oriented, PiSGD, Relatio
                        VecMLP)
 
 __all__ = ["MODELS", "ORIENTATIONS", "DEFAULT_LAYERS", "DEFAULT_TRAIN_SAMPLES", "build_model", "check_model_settings",
-           "check_graph_sizes", "rooted_roots", "CAPTURABLE_MODELS", "STACKED_MODELS", "rooted_hash"]
+           "check_graph_sizes", "rooted_roots", "rooted_work", "rooted_sizes", "CAPTURABLE_MODELS", "STACKED_MODELS",
+           "rooted_hash"]
 
 MODELS = ("oriented", "rp-gin", "kary", "exact", "gin")
 ORIENTATIONS = ("bfs", "dfs")
@@ -120,22 +122,48 @@ WALK_CHANNELS = 2
 #: sets per graph in a training step, where only its read-out learns (its cost; eval mode
 #: averages over all of them)
 ROOTED_HIDDEN, ROOTED_LAYERS, ROOTED_TRAIN_ROOTS = 8, 16, 1
-#: the rows of the rooted part's eval pass, C(n, roots) * n per embedding, that fix how many
-#: roots it marks (:func:`rooted_roots`): 2^18 allows three roots up to 36 vertices, two up to
-#: 80, one above; an 80-vertex pair with two roots costs about what a 200-vertex pair with one
-#: does (7 to 10 s here), which bounds the time of a file of BREC's sizes
-ROOT_ROWS_BUDGET = 1 << 18
+#: the cost of a row of the rooted rounds beside its neighbour sum, in neighbours: a row's sum
+#: adds degree + 1 rows of p (D values each), its two D x D products and D cosines about 36 rows'
+#: worth at width 8 (counted: 2 * 64 multiply-adds and 8 cosines of 17 operations; measured with
+#: one thread on 40-vertex regular graphs of degree 3 to 27: 34 to 35)
+ROW_COST_DEGREES = 36
+#: the work of the rooted part's eval pass that fixes how many roots it marks
+#: (:func:`rooted_roots`, :func:`rooted_work`): 2^18 rows on graphs of degree ROOT_BUDGET_DEGREE,
+#: which allows three roots up to 36 vertices on sparse graphs (34 at degree 15), two up to 80 on
+#: those of degree 5 or less (75 at degree 15), one above. Counting rows alone (2^18 of them)
+#: gave three roots to every graph of up to 36 vertices: the strongly regular pairs of 36
+#: vertices (degree 15) then took 40 % of a BREC-shaped run, 25 s a pair, for a third root that
+#: the walk part's clique counts made unneeded there
+ROOT_BUDGET_DEGREE = 5
+ROOT_WORK_BUDGET = (1 << 18) * (ROOT_BUDGET_DEGREE + ROW_COST_DEGREES)
 #: the most roots the rooted part marks
 MAX_ROOTED_ROOTS = RootedRP.MAX_ROOTS
 
 
-def rooted_roots(n: int) -> int:
-    """The roots the oriented model's rooted part marks on graphs of ``n`` vertices: the most, up
-    to :data:`MAX_ROOTED_ROOTS`, whose exact eval average, C(n, roots) * n rows, fits
-    :data:`ROOT_ROWS_BUDGET`; at least one."""
+def rooted_work(n: int, roots: int, degree: int) -> int:
+    """The work of the rooted part's exact eval average on a graph of ``n`` vertices and largest
+    degree ``degree`` with ``roots`` marked vertices: C(n, roots) * n rows of
+    ``degree + ROW_COST_DEGREES`` each (:data:`ROOT_WORK_BUDGET`'s unit)."""
+    return math.comb(n, roots) * n * (degree + ROW_COST_DEGREES)
+
+
+def rooted_roots(n: int, degree: int) -> int:
+    """The roots the oriented model's rooted part marks on graphs of ``n`` vertices and largest
+    degree ``degree``: the most, up to :data:`MAX_ROOTED_ROOTS`, whose exact eval average
+    (:func:`rooted_work`) fits :data:`ROOT_WORK_BUDGET`; at least one."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be a positive number of vertices, got {n!r}")
-    return max([1] + [k for k in range(2, MAX_ROOTED_ROOTS + 1) if math.comb(n, k) * n <= ROOT_ROWS_BUDGET])
+    if isinstance(degree, bool) or not isinstance(degree, int) or not 0 <= degree < n:
+        raise ValueError(f"degree must be the graphs' largest degree, an integer from 0 to n - 1 = {n - 1}, "
+                         f"got {degree!r}")
+    return max([1] + [k for k in range(2, MAX_ROOTED_ROOTS + 1) if rooted_work(n, k, degree) <= ROOT_WORK_BUDGET])
+
+
+def rooted_sizes(degree: int) -> dict:
+    """``{roots: the largest n}``, for 3 and 2 roots: the largest graphs of largest degree
+    ``degree`` on which the rooted part marks that many (:func:`rooted_roots`)."""
+    return {k: max([n for n in range(max(k, degree + 1), 1000) if rooted_roots(n, degree) == k] or [0])
+            for k in (3, 2)}
 
 
 def rooted_hash(seed: int) -> RootedRP:
@@ -200,7 +228,8 @@ def build_model(settings, n: int, generator: Optional[torch.Generator] = None,
     global seed, relabelings from ``generator``). ``settings`` is a
     :class:`~rpfast.experiments.pairs.protocol.PairsSettings`; its output is ``[B, output_dim]``.
     ``max_degree``, the largest degree of the graphs, sizes the oriented model's walk window
-    (``1 + max_degree`` positions, at most k; None: ``WALK_WINDOW``)."""
+    (``1 + max_degree`` positions, at most k; None: ``WALK_WINDOW``) and its rooted part's roots
+    (:func:`rooted_roots`; None: as for the densest graph, degree n - 1)."""
     model, out = settings.model, settings.output_dim
     layers = settings.layers or DEFAULT_LAYERS[model]
     samples = dict(train_samples=settings.train_samples or DEFAULT_TRAIN_SAMPLES[model],
@@ -230,7 +259,7 @@ def build_model(settings, n: int, generator: Optional[torch.Generator] = None,
                 return views
             return Concat(views, RootedRP(1, ROOTED_HIDDEN, ROOTED_LAYERS, rooted, train_roots=ROOTED_TRAIN_ROOTS,
                                           generator=generator, learn_rounds=False,
-                                          roots=rooted_roots(n)))
+                                          roots=rooted_roots(n, n - 1 if max_degree is None else max_degree)))
     f = VecMLP(k, 1, 1, settings.hidden, out, layers)
     return RelationalPooling(f, strategy, generator=generator, use_edge_attr=False)
 

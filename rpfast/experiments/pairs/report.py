@@ -24,9 +24,10 @@ def changed_constants(config: Dict) -> str:
 def describe_model(config: Dict) -> str:
     """The model and the settings that shape it, e.g. ``"oriented (bfs views of 0.75 k..32
     vertices from balanced starts, walk counts + MLP 2 x 64; rooted 16 x 4 over all root triples up
-    to 36 vertices, pairs up to 80, all roots above, 8 train / 256 eval relabelings)"``."""
-    from rpfast.experiments.pairs.models import (DEFAULT_LAYERS, DEFAULT_TRAIN_SAMPLES, ROOTED_HIDDEN, ROOTED_LAYERS,
-                                                SHORTEST_VIEW, rooted_roots)
+    to 36 vertices (34 at degree 15), pairs up to 80 (75), all roots above, 8 train / 256 eval
+    relabelings)"``."""
+    from rpfast.experiments.pairs.models import (DEFAULT_LAYERS, DEFAULT_TRAIN_SAMPLES, ROOT_BUDGET_DEGREE,
+                                                ROOTED_HIDDEN, ROOTED_LAYERS, SHORTEST_VIEW, rooted_sizes)
 
     model = config["model"]
     layers = config.get("layers") or DEFAULT_LAYERS[model]
@@ -34,9 +35,9 @@ def describe_model(config: Dict) -> str:
     shortest = config.get("min_k") or f"{SHORTEST_VIEW:g} k"
     out = config.get("output_dim", 16)
     parts = "walk counts" + (f" + MLP {layers} x {config['hidden']}" if out >= 4 else "")
-    last = {k: max(n for n in range(1, 1000) if rooted_roots(n) == k) for k in (3, 2)}
-    parts += (f"; rooted {ROOTED_LAYERS} x {ROOTED_HIDDEN} over all root triples up to {last[3]} vertices, pairs up "
-              f"to {last[2]}, all roots above" if out >= 8 else "")
+    sparse, dense = rooted_sizes(ROOT_BUDGET_DEGREE), rooted_sizes(15)
+    parts += (f"; rooted {ROOTED_LAYERS} x {ROOTED_HIDDEN} over all root triples up to {sparse[3]} vertices ({dense[3]} "
+              f"at degree 15), pairs up to {sparse[2]} ({dense[2]}), all roots above" if out >= 8 else "")
     view = {"oriented": f"{config['orientation']} views of {shortest}..{config['k']} vertices from balanced starts, "
                         + parts,
             "kary": f"{config['k']}-subsets in random order, MLP {layers} x {config['hidden']}",

@@ -48,7 +48,8 @@ class PairsConfig:
                                    choices=FAMILIES)
     count: Optional[int] = option(None, "only the first COUNT pairs (with --family all: of every family)")
     model: str = option("oriented", "oriented (RP over random-start BFS/DFS views beside RP over marked roots, "
-                                    "three up to 36 vertices, two up to 80, one above: the best measured), "
+                                    "three up to 36 vertices (34 at degree 15), two up to 80 (75), one above: "
+                                    "the best measured), "
                                     "rp-gin, kary, exact (with --ridge) or gin (the negative control)",
                         choices=MODELS)
     seeds: int = option(1, "seeds per pair (the published protocol uses 10); a pair counts as distinguished "
