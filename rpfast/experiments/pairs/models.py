@@ -132,7 +132,7 @@ ROW_COST_DEGREES = 36
 #: which allows three roots up to 36 vertices on sparse graphs (34 at degree 15), two up to 80 on
 #: those of degree 5 or less (75 at degree 15), one above. Counting rows alone (2^18 of them)
 #: gave three roots to every graph of up to 36 vertices: the strongly regular pairs of 36
-#: vertices (degree 15) then took 40 % of a BREC-shaped run, 25 s a pair, for a third root that
+#: vertices (degree 15) then took about a third of a BREC-shaped run, 25 to 30 s a pair, for a third root that
 #: the walk part's clique counts made unneeded there
 ROOT_BUDGET_DEGREE = 5
 ROOT_WORK_BUDGET = (1 << 18) * (ROOT_BUDGET_DEGREE + ROW_COST_DEGREES)
