@@ -272,7 +272,9 @@ def test_the_walk_window_holds_the_start_and_its_neighbours():
         views = build_model(PairsSettings(), n, max_degree=max_degree).parts[0]  # beside the rooted part
         return views.f.parts[0].window
 
-    assert (window(30, 3), window(60, 40), window(30, None), window(12, 50)) == (4, 32, WALK_WINDOW, 12)
+    assert (window(30, 3), window(60, 40), window(30, None), window(12, 11)) == (4, 32, WALK_WINDOW, 12)
+    with pytest.raises(ValueError, match="largest degree"):  # no graph on 12 vertices has degree 50
+        window(12, 50)
     one_way = torch.tensor([[1, 2, 3, 0, 2], [0, 0, 0, 0, 1]])  # a star at 0, a self-loop, edge 1-2
     assert _max_degree(one_way, 5) == 3 and _max_degree(torch.cat([one_way, one_way.flip(0)], 1), 5) == 3
     assert _max_degree(torch.zeros(2, 0, dtype=torch.int64), 0) == 0
