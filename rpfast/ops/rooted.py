@@ -127,23 +127,20 @@ def _per_node(weights: Tensor, hashes) -> Tensor:
 def _pool_composed(start: Tensor, marker: Tensor, own: Tensor, passed: Tensor, bias: Tensor, scale: Tensor,
                    roots: Tensor, graph_hash: Tensor, ptr: Tensor, rowptr: Tensor, col: Tensor, out_rowptr: Tensor,
                    out_col: Tensor) -> Tensor:
-    """The kernel's formula from torch ops, node-major ``[N, D, R]``. A round's own and passed
-    weights are stacked into one ``[2D, D]`` matrix, so that a round is one product ``@ h`` for
-    ``own h`` and ``p = passed h`` at once. With one hash (``H = 1``: a RootedRP alone) the
-    weights broadcast over the nodes; with several, each node's are gathered (``[N, 2D, D]`` and
-    its bias ``[N, D, 1]``, one round at a time: the memory of one round's weights, not of all L)."""
+    """The kernel's formula from torch ops, node-major ``[N, D, R]``. With one hash (``H = 1``:
+    a RootedRP alone) a round's weights broadcast over the nodes in one product; with several,
+    each node's weights of the round are gathered (``[N, D, D]``, a batched product), one round
+    at a time: the memory of one round's weights, not of all L."""
     (N, D), (R, B, _), L = start.shape, roots.shape, own.shape[1]
     batch = graph_of_rows(ptr, N)
     local = torch.arange(N, device=start.device) - ptr[batch]
     marked = (roots.transpose(0, 1)[batch] == local.view(N, 1, 1)).any(dim=-1)  # [N, R]
     hashes = None if own.shape[0] == 1 else graph_hash[batch]
-    products = torch.cat([own, passed], dim=2)  # [H, L, 2D, D]: own, then passed
     h = torch.cos(start.unsqueeze(-1) + _per_node(marker.unsqueeze(-1), hashes) * marked.to(start.dtype).unsqueeze(1))
     for layer in range(L):
-        both = torch.matmul(_per_node(products[:, layer], hashes), h)  # [N, 2D, R]: own h, then p = passed h
-        summed = gin_aggregate_op(both[:, D:].reshape(N, D * R).contiguous(), rowptr, col, out_rowptr, out_col,
-                                  both.new_zeros(()))
-        h = torch.cos(_per_node(bias[:, layer].unsqueeze(-1), hashes) + both[:, :D]
+        p = torch.matmul(_per_node(passed[:, layer], hashes), h)  # [N, D, R]
+        summed = gin_aggregate_op(p.reshape(N, D * R), rowptr, col, out_rowptr, out_col, p.new_zeros(()))
+        h = torch.cos(_per_node(bias[:, layer].unsqueeze(-1), hashes) + torch.matmul(_per_node(own[:, layer], hashes), h)
                       + scale.view(N, 1, 1) * summed.view(N, D, R))
     pooled = segment_sum_op(h.permute(2, 0, 1).contiguous(), ptr)  # [R, B, D]
     sizes = ptr.diff().clamp(min=1).to(start.dtype)
