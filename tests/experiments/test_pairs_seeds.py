@@ -64,6 +64,11 @@ def test_the_rooted_part_marks_as_many_roots_as_its_work_budget_affords():
         rooted_roots(0, 0)
     with pytest.raises(ValueError, match="largest degree, an integer from 0 to n - 1 = 9"):
         rooted_roots(10, 10)
+    with pytest.raises(ValueError, match="roots must be an integer of at least 1"):
+        rooted_work(10, 0, 3)
+    with pytest.raises(ValueError, match="largest degree at most n - 1, got 10"):
+        rooted_work(10, 2, 10)
+    assert rooted_work(2, 3, 1) == 0 and rooted_roots(2, 1) == 3  # no triple of 2 vertices: all of them
 
 
 def test_three_roots_separate_the_incidence_graphs_of_the_biplanes_of_order_4():

@@ -144,6 +144,11 @@ def rooted_work(n: int, roots: int, degree: int) -> int:
     """The work of the rooted part's exact eval average on a graph of ``n`` vertices and largest
     degree ``degree`` with ``roots`` marked vertices: C(n, roots) * n rows of
     ``degree + ROW_COST_DEGREES`` each (:data:`ROOT_WORK_BUDGET`'s unit)."""
+    for name, value, least in (("n", n, 1), ("roots", roots, 1), ("degree", degree, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} must be an integer of at least {least}, got {value!r}")
+    if degree >= n:  # more roots than vertices is allowed: C(n, roots) = 0 sets, no work
+        raise ValueError(f"a graph on n = {n} vertices has largest degree at most n - 1, got {degree}")
     return math.comb(n, roots) * n * (degree + ROW_COST_DEGREES)
 
 
