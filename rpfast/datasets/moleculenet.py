@@ -6,6 +6,7 @@ the copy of Tox21 shipped in ``rpfast/data/datasets``; ``featurize_dataset`` fea
 dataset once and caches the result on disk; ``random_split`` and ``scaffold_split`` make the
 train / validation / test splits. RDKit work is delegated to ``rpfast.datasets.molecules``.
 """
+import array
 import contextlib
 import csv
 import hashlib
@@ -26,8 +27,9 @@ import torch
 
 from rpfast._io import atomic_path, read_text
 from rpfast._validation import check_count
-from rpfast.datasets.molecules import (_DEGREES, ATOM_FEATURES, BOND_FEATURES, ELEMENTS, FEATURIZER_VERSION, MoleculeGraphs,
-                                   atom_count_bounds, featurize_smiles, featurizer_settings, scaffold_groups)
+from rpfast.datasets.molecule_graphs import ATOM_CODES, BOND_CODES, CODE_DTYPE
+from rpfast.datasets.molecules import (ELEMENTS, FEATURIZER_VERSION, MoleculeGraphs, atom_count_bounds, featurize_smiles,
+                                   featurizer_settings, scaffold_groups)
 
 __all__ = ["MoleculeDataset", "read_moleculenet_csv", "load_tox21", "TOX21_TASKS", "featurize_dataset",
            "random_split", "scaffold_split", "balanced_scaffold_split"]
@@ -60,19 +62,24 @@ class MoleculeDataset:
         return len(self.smiles)
 
 
-def _label_column(rows, at: int) -> bool:
-    """True unless column ``at`` of the ``(first line, last line, row)`` triples holds text and no
-    number at all (an id or name column). A label column with a bad cell stays a label column, so
-    the cell is reported with its line."""
-    text = False
+def _label_columns(rows, columns: Sequence[int]) -> List[int]:
+    """The ``columns`` that hold a number in some row of ``rows`` (``(first line, last line, row)``
+    triples), or hold no text at all: a column of text and no number (an id or a name) is left
+    out. A label column with a bad cell stays a label column, so the cell is reported with its
+    line."""
+    undecided, text = set(columns), set()
     for *_, row in rows:
-        if len(row) > at and row[at].strip():
-            try:
-                float(row[at])
-                return True
-            except ValueError:
-                text = True
-    return not text
+        for at in list(undecided):
+            if len(row) > at and row[at].strip():
+                try:
+                    float(row[at])
+                except ValueError:
+                    text.add(at)
+                else:
+                    undecided.discard(at)  # a number: a label column
+        if not undecided:
+            break
+    return [at for at in columns if at not in undecided or at not in text]
 
 
 def _shown(cell: str) -> str:
@@ -142,19 +149,30 @@ def parse_moleculenet_csv(text: str, path: Path, smiles_column: str = "smiles",
     module's field size limit is lifted for the read); a quoted field that runs on over several
     lines in the SMILES column, or whose row ends up with the wrong number of fields, is reported
     with the lines it spans as a likely unclosed quote."""
+    def records():
+        """The rows after the header as ``(first line, last line, fields)`` (a quoted field may
+        span lines), read from the text again at each call (rows are not held in memory)."""
+        reader = csv.reader(io.StringIO(text, newline=""))
+        with _csv_fields_up_to(len(text)):
+            try:
+                for _ in range(header_records):
+                    next(reader)
+                last = header_line
+                for row in reader:
+                    yield last + 1, reader.line_num, row
+                    last = reader.line_num
+            except csv.Error as error:
+                raise ValueError(f"{path}:{reader.line_num}: not valid CSV ({error})") from None
+
     reader = csv.reader(io.StringIO(text, newline=""))
     with _csv_fields_up_to(len(text)):
         try:
-            header = next(reader, None)
+            header, header_records = next(reader, None), 1
             while header is not None and not header:  # leading blank lines
-                header = next(reader, None)
-            header_line = reader.line_num
-            rows, last = [], header_line
-            for row in reader:  # (first line, last line, fields): a quoted field may span lines
-                rows.append((last + 1, reader.line_num, row))
-                last = reader.line_num
+                header, header_records = next(reader, None), header_records + 1
         except csv.Error as error:
             raise ValueError(f"{path}:{reader.line_num}: not valid CSV ({error})") from None
+    header_line = reader.line_num
     if header is None:
         raise ValueError(f"{path}: the file is empty; expected a CSV header with a {smiles_column!r} column")
     header = [name.strip() for name in header]
@@ -170,18 +188,19 @@ def parse_moleculenet_csv(text: str, path: Path, smiles_column: str = "smiles",
                              f"the header has {header}")
         smiles_column = matches[0]
     if tasks is None:
-        tasks = [name for at, name in enumerate(header) if name != smiles_column and _label_column(rows, at)]
+        candidates = [at for at, name in enumerate(header) if name != smiles_column]
+        tasks = [header[at] for at in _label_columns(records(), candidates)]
     for name in tasks:
         if name not in column_of:
             raise ValueError(f"{path}:{header_line}: no column for task {name!r}; the header has {header}")
     smiles_at = column_of[smiles_column]
     task_at = [column_of[name] for name in tasks]
-    smiles, labels = [], []
-    for line, last, row in rows:
+    smiles, labels = [], array.array("f")  # 4 bytes a label: a million molecules' rows are not kept as lists
+    for line, last, row in records():
         if not row:
             if keep_blank:
                 smiles.append("")
-                labels.append([math.nan] * len(tasks))
+                labels.extend([math.nan] * len(tasks))
             continue
         spans = "" if last == line else f" (a quoted field runs on to line {last}: an unclosed quote?)"
         if len(row) != len(header):
@@ -205,9 +224,9 @@ def parse_moleculenet_csv(text: str, path: Path, smiles_column: str = "smiles",
                 raise ValueError(f"{path}:{line}: column {name!r}: label {_shown(cell)} is not a finite number")
             values.append(value)
         smiles.append(molecule)
-        labels.append(values)
-    return MoleculeDataset(smiles, torch.tensor(labels, dtype=torch.float32).reshape(len(smiles), len(tasks)),
-                           list(tasks))
+        labels.extend(values)
+    values = torch.from_numpy(np.frombuffer(labels, dtype=np.float32).copy()) if labels else torch.zeros(0, dtype=torch.float32)
+    return MoleculeDataset(smiles, values.reshape(len(smiles), len(tasks)), list(tasks))
 
 
 def load_tox21() -> MoleculeDataset:
@@ -228,10 +247,14 @@ def default_cache_dir() -> Path:
 
 
 #: The cache file's layout; a file of another layout (older rpfast) is featurised again.
-CACHE_FORMAT = "rpfast-featurised-molecules/2"
-_TENSORS = {"x": (torch.float32, 2), "element": (torch.int64, 1), "edge_index": (torch.int64, 2),
-            "edge_attr": (torch.float32, 2), "atom_ptr": (torch.int64, 1), "edge_ptr": (torch.int64, 1),
-            "rows": (torch.int64, 1), "atom_counts": (torch.int64, 1)}
+CACHE_FORMAT = "rpfast-featurised-molecules/3"
+#: the stored tensors (MoleculeGraphs' codes; its SMILES are the data set's at its rows): dtype, shape
+#: with N atoms, B bonds, M molecules
+_TENSORS = {"atoms": (CODE_DTYPE, ("N", len(ATOM_CODES))), "bonds": (CODE_DTYPE, ("B", len(BOND_CODES))),
+            "pairs": (torch.int32, ("B", 2)), "atom_ptr": (torch.int64, ("M+1",)), "bond_ptr": (torch.int64, ("M+1",)),
+            "rows": (torch.int64, ("M",)), "atom_counts": (torch.int64, ("M",))}
+#: what the cache stores of a MoleculeGraphs (its smiles are the data set's at its rows)
+_STORED = tuple(k for k in MoleculeGraphs.STATE if k != "smiles")
 
 
 def _smiles_digest(smiles: Sequence[str]) -> str:
@@ -262,7 +285,8 @@ def _content_digest(record: dict) -> str:
 
 
 def _cache_record(graphs: MoleculeGraphs, smiles: Sequence[str], settings: dict) -> dict:
-    record = dict(graphs.state(), format=CACHE_FORMAT, featurizer=settings, smiles_sha256=_smiles_digest(smiles),
+    stored = {k: v for k, v in graphs.state().items() if k in _STORED}
+    record = dict(stored, format=CACHE_FORMAT, featurizer=settings, smiles_sha256=_smiles_digest(smiles),
                   num_smiles=len(smiles), atom_counts=graphs.atom_ptr.diff())
     record["content_sha256"] = _content_digest(record)
     return record
@@ -289,58 +313,53 @@ def _cache_problem(record, smiles: Sequence[str], settings: dict) -> Optional[st
     if record.get("num_smiles") != len(smiles) or record.get("smiles_sha256") != _smiles_digest(smiles):
         return (f"it holds the features of other SMILES ({record.get('num_smiles')!r} molecules with another "
                 f"hash, this data set {len(smiles)}: another data set's cache under this name?)")
-    for name, (dtype, dim) in _TENSORS.items():
+    for name, (dtype, shape) in _TENSORS.items():
         value = record.get(name)
-        if not (isinstance(value, torch.Tensor) and value.dtype == dtype and value.dim() == dim
+        if not (isinstance(value, torch.Tensor) and value.dtype == dtype and value.dim() == len(shape)
                 and value.layout == torch.strided):
             shown = (f"{value.dtype} of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor)
                      else type(value).__name__)
-            return f"its {name} is {shown}, not a {dim}-D {dtype} tensor"
-    invalid, kept = record.get("invalid"), record.get("smiles")
-    if not (isinstance(invalid, list) and all(type(i) is int for i in invalid)
-            and isinstance(kept, list) and all(isinstance(k, str) for k in kept)):
-        return "its invalid or smiles entry is not a list of ints / strings"
+            return f"its {name} is {shown}, not a {len(shape)}-D {dtype} tensor"
+    invalid = record.get("invalid")
+    if not (isinstance(invalid, list) and all(type(i) is int for i in invalid)):
+        return "its invalid entry is not a list of ints"
     if record.get("content_sha256") != _content_digest(record):
         return "its content hash does not match what it holds (damaged: bit flips or edited values)"
-    problem = _structure_problem(record, smiles, invalid, kept)
+    problem = _structure_problem(record, smiles, invalid)
     if problem is not None:
         return problem
     return _feature_problem(record, smiles)
 
 
-def _structure_problem(record: dict, smiles: Sequence[str], invalid: list, kept: list) -> Optional[str]:
-    x, element, edge_index, edge_attr = (record[k] for k in ("x", "element", "edge_index", "edge_attr"))
-    atom_ptr, edge_ptr, rows, atom_counts = (record[k] for k in ("atom_ptr", "edge_ptr", "rows", "atom_counts"))
-    N, E, M = x.shape[0], edge_index.shape[1], rows.numel()
-    shapes = {"x": (x.shape, (N, ATOM_FEATURES)), "element": (element.shape, (N,)),
-              "edge_index": (edge_index.shape, (2, E)), "edge_attr": (edge_attr.shape, (E, BOND_FEATURES)),
-              "atom_ptr": (atom_ptr.shape, (M + 1,)), "edge_ptr": (edge_ptr.shape, (M + 1,)),
-              "atom_counts": (atom_counts.shape, (M,)), "smiles": ((len(kept),), (M,))}
-    for name, (shape, expected) in shapes.items():
-        if tuple(shape) != expected:
-            return f"its {name} has shape {tuple(shape)}, expected {expected}"
-    for name, ptr, total in (("atom_ptr", atom_ptr, N), ("edge_ptr", edge_ptr, E)):
+def _structure_problem(record: dict, smiles: Sequence[str], invalid: list) -> Optional[str]:
+    atom_ptr, bond_ptr, rows, counts = (record[k] for k in ("atom_ptr", "bond_ptr", "rows", "atom_counts"))
+    sizes = {"N": record["atoms"].shape[0], "B": record["bonds"].shape[0], "M": rows.numel()}
+    sizes["M+1"] = sizes["M"] + 1
+    for name, (_, shape) in _TENSORS.items():
+        expected = tuple(sizes[d] if isinstance(d, str) else d for d in shape)
+        if tuple(record[name].shape) != expected:
+            return f"its {name} has shape {tuple(record[name].shape)}, expected {expected}"
+    for name, ptr, total in (("atom_ptr", atom_ptr, sizes["N"]), ("bond_ptr", bond_ptr, sizes["B"])):
         if int(ptr[0]) != 0 or int(ptr[-1]) != total or bool((ptr.diff() < 0).any()):
             return f"its {name} does not run from 0 up to {total}"
-    if not torch.equal(atom_counts, atom_ptr.diff()) or bool((edge_ptr.diff() % 2).any()):
-        return "its atom counts or bond offsets disagree with its offsets"
+    if not torch.equal(counts, atom_ptr.diff()):
+        return "its atom counts disagree with its offsets"
     if sorted(rows.tolist() + invalid) != list(range(len(smiles))) or bool((rows.diff() <= 0).any()) \
             or invalid != sorted(invalid):
         return "its rows and invalid rows do not split the data set's rows"
-    if kept != [smiles[i] for i in rows.tolist()]:
-        return "its SMILES are not the data set's SMILES at its rows"
-    if E:
-        molecule = torch.searchsorted(edge_ptr, torch.arange(E, dtype=torch.int64), right=True) - 1
-        if bool(((edge_index < atom_ptr[molecule]) | (edge_index >= atom_ptr[molecule + 1])).any()):
-            return "its edge_index joins atoms of different molecules"
+    pairs = record["pairs"]
+    if pairs.numel():
+        per_bond = counts.repeat_interleave(bond_ptr.diff())  # each bond's molecule's atom count
+        if bool(((pairs < 0) | (pairs >= per_bond.unsqueeze(1))).any()):
+            return "its pairs name atoms outside their molecules"
     return None
 
 
 def _feature_problem(record: dict, smiles: Sequence[str]) -> Optional[str]:
-    """The stored atoms against what this call computes without featurising: atom counts within
-    RDKit's unsanitised parse of the SMILES, element one-hot = ``element``, degree one-hot = bonds."""
-    x, element, edge_index, rows, counts = (record[k] for k in ("x", "element", "edge_index", "rows",
-                                                                "atom_counts"))
+    """The stored codes against what this call computes without featurising: atom counts within
+    RDKit's unsanitised parse of the SMILES, element codes in range, degree codes = bonds."""
+    atoms, pairs, rows, counts, atom_ptr, bond_ptr = (record[k] for k in ("atoms", "pairs", "rows", "atom_counts",
+                                                                          "atom_ptr", "bond_ptr"))
     if rows.numel():
         low, high = atom_count_bounds([smiles[i] for i in rows.tolist()])
         outside = (counts < torch.from_numpy(low)) | (counts > torch.from_numpy(high))
@@ -348,18 +367,15 @@ def _feature_problem(record: dict, smiles: Sequence[str]) -> Optional[str]:
             m = int(torch.nonzero(outside)[0, 0])
             return (f"molecule at row {int(rows[m])} has {int(counts[m])} atoms, but its SMILES has "
                     f"{int(low[m])}..{int(high[m])}")
-    N, width = x.shape[0], len(ELEMENTS)
+    N = atoms.shape[0]
     if N:
-        if int(element.min()) < 0 or int(element.max()) >= width:
-            return f"its element holds an index outside 0..{width - 1}"
-        degree = torch.bincount(edge_index[0], minlength=N)
-        expected = torch.zeros(N, width + _DEGREES, dtype=x.dtype)
-        at = torch.arange(N, dtype=torch.int64)
-        expected[at, element] = 1
-        low_degree = degree < _DEGREES
-        expected[at[low_degree], width + degree[low_degree]] = 1
-        if not torch.equal(x[:, :width + _DEGREES], expected):
-            return "its element or degree one-hot columns disagree with its element and bonds"
+        element = atoms[:, ATOM_CODES.index("element")]
+        if int(element.min()) < 0 or int(element.max()) >= len(ELEMENTS):
+            return f"its element codes hold an index outside 0..{len(ELEMENTS) - 1}"
+        ends = pairs.long() + atom_ptr[:-1].repeat_interleave(bond_ptr.diff()).unsqueeze(1)  # global atom ids
+        degree = torch.bincount(ends.flatten(), minlength=N)
+        if not torch.equal(atoms[:, ATOM_CODES.index("degree")].long(), degree):
+            return "its degree codes disagree with its bonds"
     return None
 
 
@@ -386,7 +402,7 @@ def featurize_dataset(dataset: MoleculeDataset, cache_dir=None, progress: bool =
         settings = featurizer_settings()
         if path.is_file():
             try:
-                record = torch.load(path, weights_only=True)
+                record = torch.load(path, weights_only=True, mmap=True)  # pages in as it is read
             except Exception as error:  # noqa: BLE001 - a damaged cache is recomputed, never fatal
                 # torch's unpickling message suggests weights_only=False: never for a file found on disk
                 first = "" if isinstance(error, pickle.UnpicklingError) else (str(error).splitlines() or [""])[0]
@@ -394,7 +410,8 @@ def featurize_dataset(dataset: MoleculeDataset, cache_dir=None, progress: bool =
             else:
                 problem = _cache_problem(record, dataset.smiles, settings)
                 if problem is None:
-                    return MoleculeGraphs(**{k: record[k] for k in MoleculeGraphs.STATE})
+                    return MoleculeGraphs(**{k: record[k] for k in _STORED},
+                                          smiles=[dataset.smiles[i] for i in record["rows"].tolist()])
             warnings.warn(f"featurisation cache {path} is not used: {problem}; featurising the molecules "
                           f"again and rewriting it", RuntimeWarning, stacklevel=2)
     graphs = featurize_smiles(dataset.smiles, progress=progress)

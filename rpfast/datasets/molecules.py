@@ -14,7 +14,8 @@ import torch
 from torch import Tensor
 
 from rpfast.data.batch import GraphBatch
-from rpfast.data.segments import offsets, ranges
+from rpfast.datasets.molecule_graphs import (_DEGREES, _HCOUNTS, _HYBRIDS, _VALENCES, ATOM_FEATURES, BOND_FEATURES,
+                                             CODE_NUMPY_DTYPE, ELEMENTS, FEATURE_DTYPE, MoleculeGraphs)
 
 __all__ = ["graph_from_smiles", "batch_from_smiles", "parse_smiles_quietly", "canonical_order_from_mol", "featurize_smiles", "MoleculeGraphs",
            "scaffold_groups", "featurizer_settings", "atom_count_bounds", "ELEMENTS", "ATOM_FEATURES",
@@ -187,21 +188,11 @@ def canonical_order_from_mol(mols: Union[str, object, Sequence]) -> Tensor:
 
 
 # ------------------------------------------------------------------------------ featurisation
-#: DeepChem ConvMol's element list (the paper's atom features); the last entry catches the rest.
-ELEMENTS = ("C", "N", "O", "S", "F", "Si", "P", "Cl", "Br", "Mg", "Na", "Ca", "Fe", "As", "Al", "I", "B", "V",
-            "K", "Tl", "Yb", "Sb", "Sn", "Ag", "Pd", "Co", "Se", "Ti", "Zn", "H", "Li", "Ge", "Cu", "Au", "Ni",
-            "Cd", "In", "Mn", "Zr", "Cr", "Pt", "Hg", "Pb", "Unknown")
-#: Widths of the one-hot blocks of the 75 atom features, in order (``ATOM_FEATURES`` names them).
-_DEGREES, _VALENCES, _HYBRIDS, _HCOUNTS = 11, 7, 5, 5
-#: The width of the atom features (DeepChem's ConvMol: element, degree, valence, charge, ...).
-ATOM_FEATURES = 75
-#: bond type (single, double, triple, aromatic), conjugated, in ring, stereo (none, any, Z, E)
-BOND_FEATURES = 10
 FEATURIZER_VERSION = "convmol-75/bond-10/v1"
-#: The dtype of the atom and bond features, whatever ``torch.get_default_dtype()`` is: the
-#: featurisation cache stores them so and the kernels read float32; cast with ``.to()`` to train
-#: in another precision.
-FEATURE_DTYPE = torch.float32
+#: Molecules one featurisation task reads (in a worker process, or in this one): what RDKit's
+#: properties of a task's molecules take as Python tuples before they become codes stays small
+#: (about 2 MB for 4,096 molecules of Tox21's size).
+CHUNK_MOLECULES = 4096
 
 
 def featurizer_settings() -> dict:
@@ -217,62 +208,11 @@ def featurizer_settings() -> dict:
             "dtype": str(FEATURE_DTYPE), "rdkit": str(rdkit.__version__)}
 
 
-class MoleculeGraphs:
-    """Featurised molecules, concatenated: what every epoch reads instead of re-running RDKit.
-
-    Atom features ``x [N, 75]`` (DeepChem ConvMol, as the paper): element one-hot (44, last =
-    other), degree one-hot (0..10), implicit valence one-hot (0..6), formal charge, radical
-    electrons, hybridisation one-hot (SP, SP2, SP3, SP3D, SP3D2), aromatic, total H count
-    one-hot (0..4). Bond features ``edge_attr [E, 10]`` (each bond twice, both directions):
-    bond type one-hot (single, double, triple, aromatic), conjugated, in ring, stereo one-hot
-    (none, any, Z, E) - DeepChem's bond features with stereo. The paper counts 14 edge
-    features without listing them; these 10 are the ones DeepChem defines. ``x`` and ``edge_attr``
-    are float32 (:data:`FEATURE_DTYPE`) whatever ``torch.get_default_dtype()`` is; the index
-    tensors are int64.
-
-    ``element [N]`` is each atom's index in :data:`ELEMENTS`; ``atom_ptr [M+1]`` and
-    ``edge_ptr [M+1]`` delimit molecule ``m``; ``rows [M]`` are the molecules' rows in the
-    input and ``invalid`` the rows RDKit could not parse.
-    """
-
-    def __init__(self, x: Tensor, element: Tensor, edge_index: Tensor, edge_attr: Tensor, atom_ptr: Tensor,
-                 edge_ptr: Tensor, rows: Tensor, invalid: Sequence[int], smiles: Sequence[str]):
-        self.x, self.element, self.edge_index, self.edge_attr = x, element, edge_index, edge_attr
-        self.atom_ptr, self.edge_ptr, self.rows, self.invalid = atom_ptr, edge_ptr, rows, list(invalid)
-        self.smiles = list(smiles)
-
-    def __len__(self) -> int:
-        return self.rows.numel()
-
-    #: The constructor's arguments, the entries of :meth:`state`.
-    STATE = ("x", "element", "edge_index", "edge_attr", "atom_ptr", "edge_ptr", "rows", "invalid", "smiles")
-
-    def state(self) -> dict:
-        """The constructor's arguments by name (what the featurisation cache stores)."""
-        return {k: getattr(self, k) for k in self.STATE}
-
-    def batch(self, molecules) -> GraphBatch:
-        """A :class:`GraphBatch` of molecules ``molecules`` (positions in this set, not input
-        rows) with ``x``, ``edge_attr`` and ``element`` / ``smiles`` extras."""
-        index = torch.as_tensor(molecules, dtype=torch.int64).reshape(-1)
-        if index.numel() and (int(index.min()) < 0 or int(index.max()) >= len(self)):
-            raise IndexError(f"molecule positions must lie in [0, {len(self)}), got {int(index.min())}..{int(index.max())}")
-        atoms = self.atom_ptr[index + 1] - self.atom_ptr[index]
-        bonds = self.edge_ptr[index + 1] - self.edge_ptr[index]
-        atom_rows = ranges(self.atom_ptr[index], atoms)
-        edge_rows = ranges(self.edge_ptr[index], bonds)
-        new_start = offsets(atoms)
-        shift = (new_start[:-1] - self.atom_ptr[index]).repeat_interleave(bonds)
-        graph = GraphBatch(self.edge_index[:, edge_rows] + shift, x=self.x[atom_rows], edge_attr=self.edge_attr[edge_rows],
-                           ptr=new_start)
-        graph.extras["element"] = self.element[atom_rows]
-        graph.extras["smiles"] = [self.smiles[i] for i in index.tolist()]
-        return graph
-
-
 def _read_molecules(smiles_list: Sequence[str], first_row: int = 0) -> dict:
-    """RDKit's per-atom and per-bond properties of ``smiles_list`` as small integers (the part of
-    featurisation that needs RDKit; runs in worker processes for large inputs)."""
+    """RDKit's per-atom and per-bond properties of ``smiles_list`` as codes
+    (:class:`~rpfast.datasets.molecule_graphs.MoleculeGraphs`' ``atoms``, ``bonds``, ``pairs``),
+    the molecules' atom and bond counts and rows (from ``first_row``), and the rows that do not
+    parse: the part of featurisation that needs RDKit (run in worker processes for large inputs)."""
     Chem = _chem("featurising molecules")
     from rdkit import RDLogger
 
@@ -283,7 +223,7 @@ def _read_molecules(smiles_list: Sequence[str], first_row: int = 0) -> dict:
                    Chem.BondStereo.STEREOE: 3, Chem.BondStereo.STEREOCIS: 2, Chem.BondStereo.STEREOTRANS: 3}
     element_code = {symbol: i for i, symbol in enumerate(ELEMENTS[:-1])}
     other = len(ELEMENTS) - 1
-    atom_props, bond_props, bond_pairs, atom_counts, bond_counts, rows, invalid, kept = [], [], [], [], [], [], [], []
+    atom_props, bond_props, bond_pairs, atom_counts, bond_counts, rows, invalid = [], [], [], [], [], [], []
     RDLogger.DisableLog("rdApp.*")
     try:
         for i, smiles in enumerate(smiles_list, start=first_row):
@@ -303,13 +243,14 @@ def _read_molecules(smiles_list: Sequence[str], first_row: int = 0) -> dict:
             atom_counts.append(mol.GetNumAtoms())
             bond_counts.append(mol.GetNumBonds())
             rows.append(i)
-            kept.append(smiles)
     finally:
         RDLogger.EnableLog("rdApp.*")
-    return {"atoms": np.array(atom_props, dtype=np.int64).reshape(-1, 8),
-            "bonds": np.array(bond_props, dtype=np.int64).reshape(-1, 4),
-            "pairs": np.array(bond_pairs, dtype=np.int64).reshape(-1, 2), "atom_counts": atom_counts,
-            "bond_counts": bond_counts, "rows": rows, "invalid": invalid, "kept": kept}
+    codes = CODE_NUMPY_DTYPE
+    return {"atoms": np.array(atom_props, dtype=codes).reshape(-1, 8),
+            "bonds": np.array(bond_props, dtype=codes).reshape(-1, 4),
+            "pairs": np.array(bond_pairs, dtype=np.int32).reshape(-1, 2),
+            "atom_counts": np.array(atom_counts, dtype=np.int64), "bond_counts": np.array(bond_counts, dtype=np.int64),
+            "rows": np.array(rows, dtype=np.int64), "invalid": invalid}
 
 
 def atom_count_bounds(smiles_list: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
@@ -336,13 +277,12 @@ def atom_count_bounds(smiles_list: Sequence[str]) -> Tuple[np.ndarray, np.ndarra
 
 
 def _read_in_chunks(smiles_list: List[str], workers: int, progress: bool) -> dict:
-    """:func:`_read_molecules` over chunks (in ``workers`` forked processes when > 1), merged in
-    order, with a progress bar per chunk."""
-    import contextlib
+    """:func:`_read_molecules` over chunks of at most :data:`CHUNK_MOLECULES` (in ``workers``
+    forked processes when > 1), merged in order, with a progress bar per chunk."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    size = max(256, -(-len(smiles_list) // (8 * workers)))
+    size = max(1, min(CHUNK_MOLECULES, -(-len(smiles_list) // (8 * workers))))
     starts = list(range(0, len(smiles_list), size))
     parts = []
     bar = None
@@ -359,18 +299,21 @@ def _read_in_chunks(smiles_list: List[str], workers: int, progress: bool) -> dic
                 bar.update(min(size, len(smiles_list) - start))
     if bar is not None:
         bar.close()
-    merged = {key: np.concatenate([p[key] for p in parts]) for key in ("atoms", "bonds", "pairs")}
-    for key in ("atom_counts", "bond_counts", "rows", "invalid", "kept"):
-        merged[key] = [v for p in parts for v in p[key]]
+    if not parts:
+        return _read_molecules([])
+    merged = {key: np.concatenate([p[key] for p in parts])
+              for key in ("atoms", "bonds", "pairs", "atom_counts", "bond_counts", "rows")}
+    merged["invalid"] = [i for p in parts for i in p["invalid"]]
     return merged
 
 
 def featurize_smiles(smiles_list: Sequence[str], progress: bool = False, workers: Optional[int] = None
                      ) -> MoleculeGraphs:
     """Featurise SMILES strings (see :class:`MoleculeGraphs`); unparsable ones are skipped and
-    listed in ``invalid`` by position. The per-atom RDKit properties are read as small integers
-    (in ``workers`` forked processes for 4,096 molecules or more: RDKit's calls are the whole
-    cost; default: one per core) and one-hot encoded for all atoms at once."""
+    listed in ``invalid`` by position. RDKit's per-atom and per-bond properties are read as codes
+    in chunks of :data:`CHUNK_MOLECULES` (in ``workers`` forked processes for 4,096 molecules or
+    more: RDKit's calls are the whole cost; default: one per core); batches expand them to
+    features."""
     smiles_list = list(smiles_list)
     for i, smiles in enumerate(smiles_list):
         _check_smiles(smiles, f"smiles_list[{i}]")
@@ -383,51 +326,16 @@ def featurize_smiles(smiles_list: Sequence[str], progress: bool = False, workers
 
     if len(smiles_list) < 4096 or "fork" not in multiprocessing.get_all_start_methods():
         workers = 1
-    read = _read_in_chunks(smiles_list, workers, progress) if progress or workers > 1 else _read_molecules(smiles_list)
-    atoms, bonds = read["atoms"], read["bonds"]
-    atom_counts, bond_counts, rows, invalid, kept = (read[k] for k in ("atom_counts", "bond_counts", "rows",
-                                                                         "invalid", "kept"))
-    x = np.zeros((len(atoms), ATOM_FEATURES), dtype=np.float32)  # FEATURE_DTYPE
-    column, at = 0, np.arange(len(atoms), dtype=np.int64)
-    for width, values in ((len(ELEMENTS), atoms[:, 0]), (_DEGREES, atoms[:, 1]), (_VALENCES, atoms[:, 2])):
-        inside = (values >= 0) & (values < width)
-        x[at[inside], column + values[inside]] = 1.0
-        column += width
-    x[:, column], x[:, column + 1] = atoms[:, 3], atoms[:, 4]
-    column += 2
-    inside = atoms[:, 5] >= 0
-    x[at[inside], column + atoms[inside, 5]] = 1.0
-    column += _HYBRIDS
-    x[:, column] = atoms[:, 6]
-    column += 1
-    inside = atoms[:, 7] < _HCOUNTS
-    x[at[inside], column + atoms[inside, 7]] = 1.0
-    assert column + _HCOUNTS == ATOM_FEATURES
+    read = _read_in_chunks(smiles_list, workers, progress)
+    rows = torch.from_numpy(read["rows"])
+    return MoleculeGraphs(torch.from_numpy(read["atoms"]), torch.from_numpy(read["bonds"]),
+                          torch.from_numpy(read["pairs"]), _offsets(read["atom_counts"]), _offsets(read["bond_counts"]),
+                          rows, read["invalid"], [smiles_list[i] for i in rows.tolist()])
 
-    attr = np.zeros((len(bonds), BOND_FEATURES), dtype=np.float32)  # FEATURE_DTYPE
-    b_at = np.arange(len(bonds), dtype=np.int64)
-    typed = bonds[:, 0] >= 0
-    attr[b_at[typed], bonds[typed, 0]] = 1.0
-    attr[:, 4], attr[:, 5] = bonds[:, 1], bonds[:, 2]
-    attr[b_at, 6 + bonds[:, 3]] = 1.0
 
-    atom_counts_t = torch.tensor(atom_counts, dtype=torch.int64)
-    bond_counts_t = torch.tensor(bond_counts, dtype=torch.int64)
-    atom_ptr = torch.cat([torch.zeros(1, dtype=torch.int64), atom_counts_t.cumsum(0)])
-    pairs = torch.from_numpy(read["pairs"])
-    pairs = pairs + atom_ptr[:-1].repeat_interleave(bond_counts_t).unsqueeze(1)  # global atom ids
-    # each bond in both directions, grouped by molecule: [bonds of m forward, the same bonds backward]
-    bond_ptr = torch.cat([torch.zeros(1, dtype=torch.int64), bond_counts_t.cumsum(0)])
-    edge_index = torch.empty(2, 2 * len(pairs), dtype=torch.int64)
-    edge_attr = torch.empty(2 * len(pairs), BOND_FEATURES, dtype=FEATURE_DTYPE)  # not the default dtype
-    slot = torch.arange(len(pairs), dtype=torch.int64) + bond_ptr[:-1].repeat_interleave(bond_counts_t)  # forward: 2 start_m + j
-    edge_index[:, slot] = pairs.t()
-    edge_index[:, slot + bond_counts_t.repeat_interleave(bond_counts_t)] = pairs.t().flip(0)
-    attr_t = torch.from_numpy(attr)
-    edge_attr[slot] = attr_t
-    edge_attr[slot + bond_counts_t.repeat_interleave(bond_counts_t)] = attr_t
-    return MoleculeGraphs(torch.from_numpy(x), torch.from_numpy(atoms[:, 0].copy()), edge_index, edge_attr, atom_ptr,
-                          2 * bond_ptr, torch.tensor(rows, dtype=torch.int64), invalid, kept)
+def _offsets(counts: np.ndarray) -> Tensor:
+    """``[len + 1]`` int64 exclusive prefix sums of ``counts``."""
+    return torch.from_numpy(np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(counts, dtype=np.int64)]))
 
 
 def scaffold_groups(smiles_list: Sequence[str]) -> List[str]:

@@ -149,7 +149,8 @@ def dataset(smiles):
 
 
 def assert_same_graphs(got, want):
-    for name in ("x", "element", "edge_index", "edge_attr", "atom_ptr", "edge_ptr", "rows"):
+    for name in ("atoms", "bonds", "pairs", "atom_ptr", "bond_ptr", "x", "element", "edge_index", "edge_attr",
+                 "edge_ptr", "rows"):
         a, b = getattr(got, name), getattr(want, name)
         assert a.dtype == b.dtype and torch.equal(a, b), name
     assert got.invalid == want.invalid and got.smiles == want.smiles
@@ -203,11 +204,11 @@ def test_another_data_sets_cache_under_the_key_is_not_used(cached, tmp_path):
     reloads_fresh(data, tmp_path, "holds the features of other SMILES")
 
 
-def test_a_bit_flipped_in_the_stored_x_is_detected(cached, tmp_path):
-    """Repro 2: one bit of x flipped in the file's bytes (the zip entry holding x's storage)."""
+def test_a_bit_flipped_in_the_stored_atoms_is_detected(cached, tmp_path):
+    """Repro 2: one bit of the atom codes flipped in the file's bytes (the zip entry holding them)."""
     data, path, graphs = cached
     raw = bytearray(path.read_bytes())
-    x_bytes = graphs.x.numpy().tobytes()
+    x_bytes = graphs.atoms.numpy().tobytes()
     at = raw.find(x_bytes)
     assert at >= 0 and raw.find(x_bytes, at + 1) < 0
     raw[at + len(x_bytes) // 2] ^= 0x10
@@ -220,15 +221,15 @@ def test_a_well_formed_file_with_altered_features_is_detected(cached, tmp_path):
     charge changed and two molecules' bond features swapped."""
     data, path, _ = cached
     record = torch.load(path, weights_only=True)
-    record["x"][0, 62] = 1.0  # ethanol's first carbon now carries a +1 charge
-    record["edge_attr"][[0, 4]] = record["edge_attr"][[4, 0]]
+    record["atoms"][0, 3] = 1  # ethanol's first carbon now carries a +1 charge
+    record["bonds"][[0, 2]] = record["bonds"][[2, 0]]  # an ethanol bond swapped with a benzene one
     torch.save(record, path)
     reloads_fresh(data, tmp_path, "content hash does not match")
 
 
 def test_forged_files_with_a_recomputed_hash_are_caught_by_the_cheap_checks(cached, tmp_path):
     """A consistent content hash is not enough: atom counts are checked against RDKit's parse of the
-    SMILES, and the element and degree columns against ``element`` and the bonds."""
+    SMILES, element codes against the element list and degree codes against the bonds."""
     from rpfast.datasets.moleculenet import _cache_record, _content_digest
     from rpfast.datasets.molecules import featurize_smiles, featurizer_settings
 
@@ -241,18 +242,24 @@ def test_forged_files_with_a_recomputed_hash_are_caught_by_the_cheap_checks(cach
     reloads_fresh(data, tmp_path, r"molecule at row 0 has 4 atoms, but its SMILES has 3\.\.3")
 
     record = torch.load(path, weights_only=True)
-    record["x"][0, :44] = 0
-    record["x"][0, 1] = 1  # ethanol's first atom a nitrogen, element still says carbon
+    record["atoms"][0, 1] = 2  # ethanol's first carbon has one bond, its degree now says two
     record["content_sha256"] = _content_digest(record)
     torch.save(record, path)
-    reloads_fresh(data, tmp_path, "element or degree one-hot columns disagree")
+    reloads_fresh(data, tmp_path, "degree codes disagree with its bonds")
+
+    record["atoms"][0, 1] = 1
+    record["atoms"][0, 0] = 44  # one past the element list
+    record["content_sha256"] = _content_digest(record)
+    torch.save(record, path)
+    reloads_fresh(data, tmp_path, r"element codes hold an index outside 0\.\.43")
 
 
 @pytest.mark.parametrize("change, match", [
-    (lambda r: {k: r[k] for k in MoleculeGraphs.STATE}, r"format None, not 'rpfast-featurised-molecules/2'"),
+    (lambda r: {k: r[k] for k in MoleculeGraphs.STATE if k != "smiles"},
+     r"format None, not 'rpfast-featurised-molecules/3'"),
     (lambda r: dict(r, featurizer=dict(r["featurizer"], rdkit="2019.03.1")), "featurised with"),
     (lambda r: dict(r, rows=r["rows"].to(torch.int32)), "its rows is torch.int32"),
-    (lambda r: dict(r, invalid=["2"]), "invalid or smiles entry"),
+    (lambda r: dict(r, invalid=["2"]), "invalid entry"),
     (lambda r: b"damaged", "cannot be read"),
 ], ids=["old-format", "other-rdkit", "rows-dtype", "invalid-entry", "unreadable"])
 def test_other_damage_is_explained_and_recomputed(cached, tmp_path, change, match):
@@ -275,11 +282,10 @@ def corruptions(draw):
     if kind == "truncate":
         return kind, draw(st.floats(0, 1, exclude_max=True))
     if kind == "tensor":
-        name = draw(st.sampled_from(["x", "element", "edge_index", "edge_attr", "atom_ptr", "edge_ptr", "rows",
-                                     "atom_counts"]))
+        name = draw(st.sampled_from(["atoms", "bonds", "pairs", "atom_ptr", "bond_ptr", "rows", "atom_counts"]))
         return kind, (name, draw(st.floats(0, 1, exclude_max=True)), draw(st.integers(0, 31)))
     if kind == "list":
-        return kind, (draw(st.sampled_from(["invalid", "smiles"])), draw(st.sampled_from(["drop", "add", "reverse"])))
+        return kind, ("invalid", draw(st.sampled_from(["drop", "add", "reverse"])))
     if kind == "swap":
         return kind, draw(st.lists(st.sampled_from(POOL), max_size=5))
     return kind, None
@@ -303,7 +309,7 @@ def corrupt(path, kind, how):
         if tensor.numel() == 0:
             return False
         words = tensor.view(torch.int32) if tensor.dtype == torch.float32 else tensor
-        words.view(-1)[int(spot * tensor.numel())] ^= 1 << bit
+        words.view(-1)[int(spot * tensor.numel())] ^= 1 << (bit % (8 * tensor.element_size()))  # a bit it has
         torch.save(record, path)
         return True
     if kind == "list":

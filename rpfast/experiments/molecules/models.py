@@ -7,6 +7,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from rpfast.data.segments import ranges, repeat
 from rpfast.datasets.molecules import ATOM_FEATURES, BOND_FEATURES, ELEMENTS, MoleculeGraphs
 from rpfast.nn import AdjCNN, Duvenaud, Oriented, PiSGD, RelationalPooling, RPDuvenaud, SubgraphRP, VecRNN
 
@@ -57,12 +58,23 @@ def build_model(arch: Architecture, generator: torch.Generator) -> nn.Module:
 
 def max_same_element(graphs: MoleculeGraphs, molecules: torch.Tensor) -> int:
     """The most atoms of one element in one molecule among ``molecules``: the ID width that makes
-    every atom of an element unique (RP-Duvenaud)."""
-    batch = graphs.batch(molecules)
-    if batch.total_nodes == 0:
-        return 1
-    counts = torch.bincount(batch.batch * len(ELEMENTS) + batch.element)
-    return max(1, int(counts.max()))
+    every atom of an element unique (RP-Duvenaud). Read from the stored element codes,
+    :data:`COUNT_CHUNK` molecules at a time (no features are expanded)."""
+    molecules = torch.as_tensor(molecules, dtype=torch.int64).reshape(-1)
+    most = 1
+    for chunk in molecules.split(COUNT_CHUNK):
+        atoms = graphs.atom_ptr[chunk + 1] - graphs.atom_ptr[chunk]
+        total = int(atoms.sum())
+        if not total:
+            continue
+        element = graphs.atoms[ranges(graphs.atom_ptr[chunk], atoms), 0].long()
+        molecule = repeat(torch.arange(chunk.numel()), atoms, total)
+        most = max(most, int(torch.bincount(molecule * len(ELEMENTS) + element).max()))
+    return most
+
+
+#: molecules :func:`max_same_element` reads at a time (a few MB of indices)
+COUNT_CHUNK = 1 << 16
 
 
 @torch.no_grad()

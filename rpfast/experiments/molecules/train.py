@@ -248,13 +248,18 @@ def train_model(name: str, k: int, config: MoleculesConfig, graphs: MoleculeGrap
         graph, batch_labels = batch
         return device_targets.loss(module(graph), batch_labels)
 
+    valid_seconds = []
+
     def valid_score(module: nn.Module) -> Optional[float]:
         # None (no task with the metric defined in the validation set): the last epoch is kept
         if not len(valid):
             return None
+        start = time.perf_counter()
         # no re-seeding here: the generator's stream carries on into the next epoch's relabelings
         predictions = targets.predictions(model_outputs(module, graphs, valid, PREDICT_BATCH))
-        return mean_defined(task_scores(metric, predictions, labels[valid].numpy()))
+        score = mean_defined(task_scores(metric, predictions, labels[valid].numpy()))
+        valid_seconds.append(time.perf_counter() - start)
+        return score
 
     def show(epoch: Epoch) -> None:
         bar.set_postfix(model=name, k=k, epoch=epoch.index, loss=f"{epoch.loss:.3f}",
@@ -278,7 +283,9 @@ def train_model(name: str, k: int, config: MoleculesConfig, graphs: MoleculeGrap
                                     fitted.diverged_epoch, fitted.divergence, fitted.best_epoch, epochs),
                    file=sys.stderr)
     trained.model = fitted.model.cpu()
+    start = time.perf_counter()
     predictions = trained.predict_graphs(graphs, test)
+    test_seconds = time.perf_counter() - start
     test_labels = labels[test].numpy()
     scores = {m: task_scores(m, predictions, test_labels) for m in metrics_of(task_type)}
     trained.info = {"data": config.data, "split_seed": split_seed, "best_epoch": fitted.best_epoch,
@@ -290,6 +297,8 @@ def train_model(name: str, k: int, config: MoleculesConfig, graphs: MoleculeGrap
               "task_scores": scores[metric],
               "test_metrics": {m: {"mean": mean_defined(v), "tasks": v} for m, v in scores.items()},
               "seconds_per_epoch": float(np.mean(fitted.seconds)),
+              "seconds": {"train": float(np.sum(fitted.seconds)), "validate": float(np.sum(valid_seconds)),
+                          "test": test_seconds},
               "history": {"train_loss": [_finite(v) for v in fitted.losses], "valid_score": list(fitted.metrics)}}
     return {"record": record, "checkpoint": checkpoint_record(trained), "test": test, "predictions": predictions}
 
@@ -307,10 +316,13 @@ def run_molecules(config: MoleculesConfig, progress: bool = True) -> Dict:
     main = distributed.current().main
     progress = progress and main
     warn = (lambda line: print(line, file=sys.stderr)) if main else (lambda line: None)
+    start = time.perf_counter()
     dataset = load_dataset(config, warn)
     task_type, metric = resolve_task(config, dataset.labels)
     check_usable_tasks(metric, dataset.labels, dataset.tasks, config.data)  # before featurising
+    read_seconds = time.perf_counter() - start
     graphs = featurize_dataset(dataset, progress=progress)
+    featurise_seconds = time.perf_counter() - start - read_seconds
     if graphs.invalid and main:
         shown = ", ".join(str(r) for r in graphs.invalid[:5]) + (" ..." if len(graphs.invalid) > 5 else "")
         print(f"skipped {len(graphs.invalid)} of {len(dataset)} SMILES that RDKit could not parse "
@@ -348,10 +360,28 @@ def run_molecules(config: MoleculesConfig, progress: bool = True) -> Dict:
             "tasks": list(dataset.tasks),
             "molecules": len(graphs), "invalid_rows": graphs.invalid, "runs": runs, "skipped_tasks": sorted(skipped),
             "summary": summarise(runs), "seconds": time.perf_counter() - start,
+            "timing": timing(read_seconds, featurise_seconds, runs),
             "splits": splits_record(splits, graphs, "file" if config.splits_file else config.split, config.seed),
             # written as files, not into results.json
             "files": {"checkpoints": checkpoints, "predictions": predictions, "smiles": graphs.smiles,
                       "rows": graphs.rows.tolist(), "labels": labels.numpy()}}
+
+
+def timing(read: float, featurise: float, runs: List[Dict]) -> Dict[str, float]:
+    """Where a run's seconds went: reading the file, featurising (or reading the cache), and,
+    summed over every model and split, the training epochs, the validation metric after each
+    epoch and the test predictions."""
+    total = {"read": read, "featurise": featurise}
+    for part in ("train", "validate", "test"):
+        total[part] = float(sum(r["seconds"][part] for r in runs))
+    return total
+
+
+def format_timing(seconds: Dict[str, float]) -> str:
+    """One line of :func:`timing`'s seconds."""
+    evaluate = seconds["validate"] + seconds["test"]
+    return (f"time: read {seconds['read']:.1f} s, featurise {seconds['featurise']:.1f} s, train {seconds['train']:.1f} s, "
+            f"evaluate {evaluate:.1f} s (validation {seconds['validate']:.1f} s, test {seconds['test']:.1f} s)")
 
 
 def summarise(runs: List[Dict]) -> List[Dict]:
@@ -387,6 +417,7 @@ def report(results: Dict, config: MoleculesConfig) -> None:
     how = f"the {count} split(s) of {Path(config.splits_file).name}" if config.splits_file else \
         f"{count} {config.split} split(s)"
     print(format_table(results, f"{name}: test {results['metric']} (mean over tasks), {how}"))
+    print(format_timing(results["timing"]))
     if results["skipped_tasks"]:
         print(f"tasks left out of a mean ({results['metric']} undefined in a split's test set; null in "
               "results.json): " + ", ".join(results["skipped_tasks"]))
