@@ -18,6 +18,7 @@ import pickle
 import sys
 import threading
 import warnings
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence
@@ -401,17 +402,9 @@ def featurize_dataset(dataset: MoleculeDataset, cache_dir=None, progress: bool =
         path = Path(default_cache_dir() if cache_dir is None else cache_dir) / f"molecules-{key}.pt"
         settings = featurizer_settings()
         if path.is_file():
-            try:
-                record = torch.load(path, weights_only=True, mmap=True)  # pages in as it is read
-            except Exception as error:  # noqa: BLE001 - a damaged cache is recomputed, never fatal
-                # torch's unpickling message suggests weights_only=False: never for a file found on disk
-                first = "" if isinstance(error, pickle.UnpicklingError) else (str(error).splitlines() or [""])[0]
-                problem = f"it cannot be read as a cache file ({type(error).__name__}{': ' * bool(first)}{first[:200]})"
-            else:
-                problem = _cache_problem(record, dataset.smiles, settings)
-                if problem is None:
-                    return MoleculeGraphs(**{k: record[k] for k in _STORED},
-                                          smiles=[dataset.smiles[i] for i in record["rows"].tolist()])
+            problem = _read_cache(path, dataset.smiles, settings)
+            if isinstance(problem, MoleculeGraphs):
+                return problem
             warnings.warn(f"featurisation cache {path} is not used: {problem}; featurising the molecules "
                           f"again and rewriting it", RuntimeWarning, stacklevel=2)
     graphs = featurize_smiles(dataset.smiles, progress=progress)
@@ -423,6 +416,23 @@ def featurize_dataset(dataset: MoleculeDataset, cache_dir=None, progress: bool =
         except OSError:  # a read-only or full disk costs the cache, not the run
             pass
     return graphs
+
+
+def _read_cache(path: Path, smiles: List[str], settings: dict):
+    """The :class:`MoleculeGraphs` the cache file at ``path`` holds for ``smiles``, or why it cannot
+    be used (a string)."""
+    if not zipfile.is_zipfile(path):  # torch's own message would speak of torch.save's options
+        return "it cannot be read as a cache file (not a zip archive, the format torch.save writes)"
+    try:
+        record = torch.load(path, weights_only=True, mmap=True)  # pages in as it is read
+    except Exception as error:  # noqa: BLE001 - a damaged cache is recomputed, never fatal
+        # torch's unpickling message suggests weights_only=False: never for a file found on disk
+        first = "" if isinstance(error, pickle.UnpicklingError) else (str(error).splitlines() or [""])[0]
+        return f"it cannot be read as a cache file ({type(error).__name__}{': ' * bool(first)}{first[:200]})"
+    problem = _cache_problem(record, smiles, settings)
+    if problem is not None:
+        return problem
+    return MoleculeGraphs(**{k: record[k] for k in _STORED}, smiles=[smiles[i] for i in record["rows"].tolist()])
 
 
 def _check_fractions(fractions) -> tuple:

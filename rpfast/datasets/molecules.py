@@ -17,9 +17,10 @@ from rpfast.data.batch import GraphBatch
 from rpfast.datasets.molecule_graphs import (_DEGREES, _HCOUNTS, _HYBRIDS, _VALENCES, ATOM_FEATURES, BOND_FEATURES,
                                              CODE_NUMPY_DTYPE, ELEMENTS, FEATURE_DTYPE, MoleculeGraphs)
 
-__all__ = ["graph_from_smiles", "batch_from_smiles", "parse_smiles_quietly", "canonical_order_from_mol", "featurize_smiles", "MoleculeGraphs",
-           "scaffold_groups", "featurizer_settings", "atom_count_bounds", "ELEMENTS", "ATOM_FEATURES",
-           "BOND_FEATURES", "FEATURE_DTYPE"]
+# MoleculeGraphs and the feature layout (ELEMENTS, ATOM_FEATURES, ...) are imported from molecule_graphs,
+# which documents them; they stay importable from here.
+__all__ = ["graph_from_smiles", "batch_from_smiles", "parse_smiles_quietly", "canonical_order_from_mol",
+           "featurize_smiles", "scaffold_groups", "featurizer_settings", "atom_count_bounds", "CHUNK_MOLECULES"]
 
 
 def _chem(what: str = "reading SMILES"):

@@ -198,10 +198,18 @@ def test_metric_choice_selects_and_is_reported(tiny_csv, tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["molecules", "--data", str(tiny_csv), "--model", "duvenaud", "--epochs", "2", "--metric", "prc-auc",
                  "--out", str(out), "--no-progress", "--threads", "1"]) == 0
-    assert "test prc-auc" in capsys.readouterr().out
-    run = _strict_json(out / "results.json")["runs"][0]
+    printed = capsys.readouterr().out
+    assert "test prc-auc" in printed
+    results = _strict_json(out / "results.json")
+    run = results["runs"][0]
     assert run["metric"] == "prc-auc" and run["test_score"] == run["test_metrics"]["prc-auc"]["mean"]
     assert run["valid_score"] == max(v for v in run["history"]["valid_score"] if v is not None)
+    # where the time went: every phase measured, the training part the epochs' sum, printed in one line
+    timing = results["timing"]
+    assert set(timing) == {"read", "featurise", "train", "validate", "test"}
+    assert all(value > 0 for value in timing.values())
+    assert math.isclose(timing["train"], 2 * run["seconds_per_epoch"], rel_tol=1e-9)
+    assert f"featurise {timing['featurise']:.1f} s, train {timing['train']:.1f} s" in printed
 
 
 def test_metrics_agree_with_sklearn_and_skip_undefined_tasks():
