@@ -302,10 +302,25 @@ def _read_in_chunks(smiles_list: List[str], workers: int, progress: bool) -> dic
         bar.close()
     if not parts:
         return _read_molecules([])
-    merged = {key: np.concatenate([p[key] for p in parts])
-              for key in ("atoms", "bonds", "pairs", "atom_counts", "bond_counts", "rows")}
-    merged["invalid"] = [i for p in parts for i in p["invalid"]]
+    merged = {"invalid": [i for p in parts for i in p["invalid"]]}
+    for key in ("atoms", "bonds", "pairs", "atom_counts", "bond_counts", "rows"):
+        merged[key] = _concatenate_freeing([p.pop(key) for p in parts])
     return merged
+
+
+def _concatenate_freeing(arrays: List[np.ndarray]) -> np.ndarray:
+    """``np.concatenate(arrays)``, emptying ``arrays`` as it copies: the result's pages are
+    touched only as each part is copied in and that part is then freed, so the peak is about one
+    copy of the data, not two (a million molecules' codes are about 0.6 GB)."""
+    out = np.empty((sum(len(a) for a in arrays), *arrays[0].shape[1:]), dtype=arrays[0].dtype)
+    start = 0
+    arrays.reverse()  # pop from the end: the parts go in order
+    while arrays:
+        part = arrays.pop()
+        out[start:start + len(part)] = part
+        start += len(part)
+        del part
+    return out
 
 
 def featurize_smiles(smiles_list: Sequence[str], progress: bool = False, workers: Optional[int] = None
