@@ -310,8 +310,9 @@ def _read_in_chunks(smiles_list: List[str], workers: int, progress: bool) -> dic
 
 def _concatenate_freeing(arrays: List[np.ndarray]) -> np.ndarray:
     """``np.concatenate(arrays)``, emptying ``arrays`` as it copies: the result's pages are
-    touched only as each part is copied in and that part is then freed, so the peak is about one
-    copy of the data, not two (a million molecules' codes are about 0.6 GB)."""
+    touched only as each part is copied in and that part is then freed, so the peak stays near one
+    copy of the data, not two, as far as the allocator returns the freed parts (glibc keeps some
+    in its heap: benchmarks/README.md). A million molecules' codes are about 0.6 GB."""
     out = np.empty((sum(len(a) for a in arrays), *arrays[0].shape[1:]), dtype=arrays[0].dtype)
     start = 0
     arrays.reverse()  # pop from the end: the parts go in order
