@@ -1,6 +1,7 @@
 """Data sets as graphs: the CSL graphs (:mod:`rpfast.datasets.csl`), molecules from SMILES with
 RDKit (:mod:`rpfast.datasets.molecules`, the one module that imports RDKit), MoleculeNet CSVs,
-Tox21 (shipped) and their splits (:mod:`rpfast.datasets.moleculenet`), SMILES files
+Tox21 (shipped) and their splits (:mod:`rpfast.datasets.moleculenet`), the featurisation cache
+(:mod:`rpfast.datasets.molecule_cache`), SMILES files
 (:mod:`rpfast.datasets.molecule_files`), and graph pairs: pair files and the generated families
 of ``rpfast pairs`` (:mod:`rpfast.datasets.pairs`, :mod:`rpfast.datasets.pair_families`).
 Graph containers and conversions are :mod:`rpfast.data`'s."""

@@ -76,7 +76,8 @@ def test_features_are_float32_whatever_the_default_dtype(float64_default, tmp_pa
     bit-identical to a float32-default run; batches, the cache and the readers work too."""
     from rpfast.datasets import batch_from_smiles, canonical_order_from_mol, graph_from_smiles
     from rpfast.datasets.molecule_files import read_smiles_file
-    from rpfast.datasets.moleculenet import featurize_dataset, read_moleculenet_csv
+    from rpfast.datasets.molecule_cache import featurize_dataset
+    from rpfast.datasets.moleculenet import read_moleculenet_csv
     from rpfast.datasets.molecules import FEATURE_DTYPE
 
     assert torch.get_default_dtype() == torch.float64 and FEATURE_DTYPE == torch.float32

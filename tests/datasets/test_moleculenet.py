@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rpfast.datasets import MoleculeDataset, load_tox21, read_moleculenet_csv
-from rpfast.datasets.moleculenet import CACHE_FORMAT, DATASETS, TOX21_TASKS, featurize_dataset
+from rpfast.datasets.molecule_cache import CACHE_FORMAT, featurize_dataset
+from rpfast.datasets.moleculenet import DATASETS, TOX21_TASKS
 from rpfast.datasets.molecules import MoleculeGraphs
 
 
@@ -230,7 +231,7 @@ def test_a_well_formed_file_with_altered_features_is_detected(cached, tmp_path):
 def test_forged_files_with_a_recomputed_hash_are_caught_by_the_cheap_checks(cached, tmp_path):
     """A consistent content hash is not enough: atom counts are checked against RDKit's parse of the
     SMILES, element codes against the element list and degree codes against the bonds."""
-    from rpfast.datasets.moleculenet import _cache_record, _content_digest
+    from rpfast.datasets.molecule_cache import _cache_record, _content_digest
     from rpfast.datasets.molecules import featurize_smiles, featurizer_settings
 
     data, path, graphs = cached

@@ -4,7 +4,8 @@ import torch
 
 pytest.importorskip("rdkit")
 
-from rpfast.datasets.moleculenet import featurize_dataset, load_tox21, random_split, scaffold_split  # noqa: E402
+from rpfast.datasets.molecule_cache import featurize_dataset  # noqa: E402
+from rpfast.datasets.moleculenet import load_tox21, random_split, scaffold_split  # noqa: E402
 from rpfast.datasets.molecules import featurize_smiles, scaffold_groups  # noqa: E402
 from rpfast.experiments.molecules.models import MODELS, SUBGRAPH_MODELS, Architecture, build_model  # noqa: E402
 from rpfast.experiments.molecules.tasks import Targets  # noqa: E402

@@ -12,7 +12,7 @@ from tests.helpers.paths import ROOT
 
 #: The public modules: every name in their ``__all__`` is documented.
 PUBLIC_MODULES = ["rpfast", "rpfast.data", "rpfast.datasets", "rpfast.datasets.molecules", "rpfast.datasets.molecule_graphs",
-                  "rpfast.datasets.moleculenet", "rpfast.datasets.pairs",
+                  "rpfast.datasets.moleculenet", "rpfast.datasets.molecule_cache", "rpfast.datasets.pairs",
                   "rpfast.datasets.pair_families", "rpfast.ops", "rpfast.nn", "rpfast.nn.rp", "rpfast.experiments.training",
                   "rpfast.experiments.molecules.checkpoints"]
 NOT_DOCUMENTED = {"__version__", "data", "datasets", "ops", "nn"}  # the version string and the subpackages themselves

@@ -21,9 +21,11 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from rpfast._memory import release_free_memory
 from rpfast._options import option
 from rpfast.experiments.devices import cuda_graphs_option, device_option, resolve_device, uses_cuda_graphs
-from rpfast.datasets.moleculenet import MoleculeDataset, featurize_dataset, load_tox21, read_moleculenet_csv
+from rpfast.datasets.molecule_cache import featurize_dataset
+from rpfast.datasets.moleculenet import MoleculeDataset, load_tox21, read_moleculenet_csv
 from rpfast.datasets.molecules import MoleculeGraphs
 from rpfast.experiments import distributed
 from rpfast.experiments.shape import Experiment
@@ -258,6 +260,7 @@ def train_model(name: str, k: int, config: MoleculesConfig, graphs: MoleculeGrap
         # no re-seeding here: the generator's stream carries on into the next epoch's relabelings
         predictions = targets.predictions(model_outputs(module, graphs, valid, PREDICT_BATCH))
         score = mean_defined(task_scores(metric, predictions, labels[valid].numpy()))
+        release_free_memory()  # the pass's replica batches stay in glibc's heap otherwise
         valid_seconds.append(time.perf_counter() - start)
         return score
 
