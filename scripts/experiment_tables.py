@@ -19,13 +19,14 @@ import sys
 from pathlib import Path
 from typing import Dict, List
 
+from rpfast.experiments.molecules.paper import extra_metrics, paper_scores
+from rpfast.experiments.molecules.report import paper_cell
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ROOT / "docs" / "experiments"
 RESULTS = PAGES / "results"
 TABLE = re.compile(r"(<!-- table: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- end table -->)", re.S)
 
-# The paper's Table 2 (Murphy et al. 2019), Tox21 test ROC-AUC.
-PAPER_TOX21 = {"duvenaud": 0.794, "rp-duvenaud": 0.799, "kary": 0.755, "cnn-dfs": 0.597, "rnn-dfs": 0.748}
 # The paper's Table 1: RP-GIN on CSL, mean validation accuracy (%).
 PAPER_CSL = {"RP-GIN": 37.6}
 
@@ -62,15 +63,20 @@ def csl_table(record: Dict) -> List[str]:
 def molecules_table(record: Dict) -> List[str]:
     config, metric = record["config"], record["metric"]
     data = "Tox21" if config["data"] == "tox21" else Path(config["data"]).name
-    paper = PAPER_TOX21 if config["data"] == "tox21" and metric == "roc-auc" else {}
-    lines = [f"| model | test {metric} (sd) | validation | s / epoch | splits |" + (" paper (Table 2) |" * bool(paper)),
-             "|---|---:|---:|---:|---:|" + ("---:|" * bool(paper))]
+    paper = paper_scores(record["tasks"], metric)
+    extras = extra_metrics(record["tasks"], metric)
+    lines = [f"| model | test {metric} (sd) |" + "".join(f" test {m} (sd) |" for m in extras)
+             + " validation | s / epoch | splits |" + (" paper (Table 2) |" * bool(paper)),
+             "|---|---:|" + "---:|" * len(extras) + "---:|---:|---:|" + ("---:|" * bool(paper))]
     for row in record["summary"]:
-        sd = "" if row["test_sd"] is None else f" ({row['test_sd']:.3f})"
-        cells = [row["model"], _number(row["test_score"], 3) + sd, _number(row["valid_score"], 3),
-                 _number(row["seconds_per_epoch"], 2), str(row["splits"])]
+        def shown(mean, sd):
+            return _number(mean, 3) + ("" if sd is None else f" ({sd:.3f})")
+
+        cells = [row["model"], shown(row["test_score"], row["test_sd"])]
+        cells += [shown(row["test_metrics"][m]["mean"], row["test_metrics"][m]["sd"]) for m in extras]
+        cells += [_number(row["valid_score"], 3), _number(row["seconds_per_epoch"], 2), str(row["splits"])]
         if paper:
-            cells.append(str(paper.get(row["name"], "-")) if row["k"] in (None, config["k"]) else "-")
+            cells.append(paper_cell(paper, row))
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines.append(_made(record, f"`rpfast molecules` on {data} ({record['molecules']:,} molecules, "

@@ -5,9 +5,9 @@ import argparse
 
 from rpfast._options import add_dataclass_options, config_from_args
 from rpfast.experiments.molecules import predict as molecules_predict, train as molecules
+from rpfast.experiments.molecules.paper import PAPER_PROTOCOL
 
 HELP = "train Duvenaud, RP-Duvenaud, k-ary and DFS models on MoleculeNet data (paper Table 2); predict with them"
-PAPER = {"splits": 3, "epochs": 50}
 #: The subcommands; ``rpfast molecules [options]`` without one runs ``train``.
 ACTIONS = ("train", "predict")
 DEFAULT_ACTION = "train"
@@ -25,7 +25,9 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
                                        "and split the best checkpoint and its test predictions.")
     add_dataclass_options(train, molecules.MoleculesConfig)
     train.add_argument("--paper", action="store_true",
-                       help=f"the paper's protocol: {PAPER['splits']} random splits, {PAPER['epochs']} epochs")
+                       help=f"the paper's Table 2 protocol (it sets these options): {PAPER_PROTOCOL['splits']} random "
+                            f"splits, every model and the k sweep, up to {PAPER_PROTOCOL['epochs']} epochs with early "
+                            f"stopping after {PAPER_PROTOCOL['patience']} epochs without a better validation metric")
     train.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     predict = sub.add_parser("predict", help="score molecules with trained checkpoints (an ensemble averages them)",
                              description="Score the molecules of a CSV or .smi file with checkpoints of 'rpfast molecules "
@@ -42,6 +44,6 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "predict":
         molecules_predict.main(config_from_args(molecules_predict.PredictConfig, args), progress=not args.no_progress)
     else:
-        config = config_from_args(molecules.MoleculesConfig, args, **(PAPER if args.paper else {}))
+        config = config_from_args(molecules.MoleculesConfig, args, **(PAPER_PROTOCOL if args.paper else {}))
         molecules.main(config, progress=not args.no_progress)
     return 0

@@ -8,6 +8,7 @@ import numpy as np
 
 from rpfast._io import atomic_directory
 from rpfast.experiments.molecules.checkpoints import write_checkpoint
+from rpfast.experiments.molecules.paper import PAPER_K, extra_metrics, paper_scores
 from rpfast.experiments.report import provenance
 
 COLUMNS = ("model", "metric", "test_score", "test_sd", "valid_score", "seconds_per_epoch", "splits")
@@ -15,14 +16,29 @@ COLUMNS = ("model", "metric", "test_score", "test_sd", "valid_score", "seconds_p
 
 def format_table(results: Dict, title: str) -> str:
     """The paper's Table 2 layout: model, the selected test metric's mean (sd over splits; n/a
-    with one split), the validation metric, s/epoch, splits counted."""
-    metric = results["metric"]
-    header = f"{'model':<22}{'test ' + metric:>14}{'sd':>8}{'valid ' + metric:>15}{'s/epoch':>9}{'splits':>8}"
+    with one split), the validation metric, s/epoch, splits counted; then, for MUV, its
+    PRC-AUC (:func:`~rpfast.experiments.molecules.paper.extra_metrics`), and, for a data set of
+    the paper with ROC-AUC selected, Table 2's number for the model ("-" where it has none)."""
+    metric, tasks = results["metric"], results.get("tasks", ())
+    extras = extra_metrics(tasks, metric)
+    paper = paper_scores(tasks, metric)
+    header = (f"{'model':<22}{'test ' + metric:>14}{'sd':>8}" + "".join(f"{'test ' + m:>14}{'sd':>8}" for m in extras)
+              + f"{'valid ' + metric:>15}{'s/epoch':>9}{'splits':>8}" + (f"{'paper':>8}" if paper else ""))
     lines = [title, header, "-" * len(header)]
     for row in results["summary"]:
-        lines.append(f"{row['model']:<22}{_cell(row['test_score'], 14)}{_cell(row['test_sd'], 8)}"
-                     f"{_cell(row['valid_score'], 15)}{row['seconds_per_epoch']:>9.2f}{row['splits']:>8}")
+        cells = "".join(_cell(row["test_metrics"][m]["mean"], 14) + _cell(row["test_metrics"][m]["sd"], 8)
+                        for m in extras)
+        lines.append(f"{row['model']:<22}{_cell(row['test_score'], 14)}{_cell(row['test_sd'], 8)}{cells}"
+                     f"{_cell(row['valid_score'], 15)}{row['seconds_per_epoch']:>9.2f}{row['splits']:>8}"
+                     + (f"{paper_cell(paper, row):>8}" if paper else ""))
     return "\n".join(lines)
+
+
+def paper_cell(paper: Dict[str, float], row: Dict) -> str:
+    """Table 2's number for a summary row: its model's, for the full-graph models and the k-ary
+    rows at the paper's k; "-" otherwise."""
+    value = paper.get(row["name"]) if row["k"] in (None, PAPER_K) else None
+    return "-" if value is None else f"{value:.3f}"
 
 
 def _cell(value, width: int) -> str:

@@ -69,6 +69,9 @@ class MoleculesConfig:
     epochs: Optional[int] = option(None, "training epochs per model and split (default: 10 for classification, "
                                          "the quick Tox21 run; 60 for regression, which needs more steps on small "
                                          "data sets)")
+    patience: Optional[int] = option(None, "early stopping: stop a model after this many epochs in a row without a "
+                                           "better validation metric (default: train every epoch); the best epoch "
+                                           "is kept either way")
     batch_size: int = option(128, "molecules per step")
     lr: float = option(1e-3, "Adam learning rate")
     eval_samples: int = option(20, "relabelings / subgraphs averaged at evaluation")
@@ -98,9 +101,9 @@ class MoleculesConfig:
         return list(dict.fromkeys(names))
 
     def validate(self) -> None:
-        for name in ("k", "splits", "epochs", "batch_size", "eval_samples"):
+        for name in ("k", "splits", "epochs", "patience", "batch_size", "eval_samples"):
             value = getattr(self, name)
-            if value is None and name == "epochs":
+            if value is None and name in ("epochs", "patience"):
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -275,12 +278,13 @@ def train_model(name: str, k: int, config: MoleculesConfig, graphs: MoleculeGrap
         fitted = fit(model, batches, loss, epochs=epochs,
                      optimizer=lambda parameters: torch.optim.Adam(parameters, lr=lr, capturable=captured),
                      metric=valid_score, maximize=METRICS[metric].higher_is_better, context=context,
+                     patience=config.patience,
                      sync_bn=config.sync_bn, find_unused_parameters=True,  # a shard may miss an element's weights
                      on_epoch=show, cuda_graphs=captured)
     except TrainingDiverged as error:
         raise TrainingDiverged(f"{_job_name(name, arch.k)}, split {split_seed - config.seed}: {error} (--lr, now "
                                f"{config.lr:g})", error.epoch) from None
-    bar.update(epochs - len(fitted.losses))  # the epochs a divergence skipped
+    bar.update(epochs - len(fitted.losses))  # the epochs a divergence or early stopping skipped
     if fitted.diverged_epoch is not None and context.main:
         tqdm.write(diverged_warning(f"{_job_name(name, arch.k)}, split {split_seed - config.seed}",
                                     fitted.diverged_epoch, fitted.divergence, fitted.best_epoch, epochs),
@@ -296,6 +300,7 @@ def train_model(name: str, k: int, config: MoleculesConfig, graphs: MoleculeGrap
                     "threads": torch.get_num_threads()}  # what reproduces the test predictions bit for bit
     record = {"model": name, "k": arch.k, "metric": metric, "valid_score": fitted.best_metric,
               "best_epoch": fitted.best_epoch, "diverged_epoch": fitted.diverged_epoch, "divergence": fitted.divergence,
+              "stopped_early": fitted.stopped_early,
               "test_score": mean_defined(scores[metric]),
               "task_scores": scores[metric],
               "test_metrics": {m: {"mean": mean_defined(v), "tasks": v} for m, v in scores.items()},
@@ -387,20 +392,31 @@ def format_timing(seconds: Dict[str, float]) -> str:
             f"evaluate {evaluate:.1f} s (validation {seconds['validate']:.1f} s, test {seconds['test']:.1f} s)")
 
 
+def _mean_sd(values: Sequence[Optional[float]]) -> tuple:
+    """Mean and sample sd of the defined values (None where undefined; the sd needs two)."""
+    defined = [v for v in values if v is not None]
+    return mean_defined(defined), (float(np.std(defined, ddof=1)) if len(defined) > 1 else None), len(defined)
+
+
 def summarise(runs: List[Dict]) -> List[Dict]:
     """Per (model, k): mean and sd (over splits; None with one split) of the selected test
-    metric over the splits where it is defined, the validation metric, seconds/epoch, and the
-    splits counted."""
+    metric over the splits where it is defined, the same of every test metric
+    (``test_metrics``), the validation metric, seconds/epoch, epochs trained, and the splits
+    counted."""
     rows = []
     for key in dict.fromkeys((r["model"], r["k"]) for r in runs):
         group = [r for r in runs if (r["model"], r["k"]) == key]
-        tests = [r["test_score"] for r in group if r["test_score"] is not None]
+        mean, sd, count = _mean_sd([r["test_score"] for r in group])
+        others = {}
+        for name in group[0].get("test_metrics", {}):
+            other_mean, other_sd, _ = _mean_sd([r["test_metrics"][name]["mean"] for r in group])
+            others[name] = {"mean": other_mean, "sd": other_sd}
         rows.append({"model": _job_name(*key), "name": key[0], "k": key[1], "metric": group[0]["metric"],
-                     "test_score": mean_defined(tests),
-                     "test_sd": float(np.std(tests, ddof=1)) if len(tests) > 1 else None,
+                     "test_score": mean, "test_sd": sd, "test_metrics": others,
                      "valid_score": mean_defined([r["valid_score"] for r in group]),
                      "seconds_per_epoch": float(np.mean([r["seconds_per_epoch"] for r in group])),
-                     "splits": len(tests)})
+                     "epochs": mean_defined([len(r["history"]["train_loss"]) for r in group if "history" in r]),
+                     "splits": count})
     return rows
 
 
