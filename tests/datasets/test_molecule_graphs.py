@@ -30,6 +30,20 @@ def test_a_batch_is_the_whole_sets_features_of_its_molecules(graphs):
         assert torch.equal(batch.edge_index, expected)
 
 
+def test_singles_are_one_molecule_batches_bit_for_bit(graphs):
+    molecules = [len(graphs) - 1, 7, 0, 7, *range(100, 140)]  # repeats, the last molecule, chunks of 5
+    singles = list(graphs.singles(molecules, chunk=5))
+    assert len(singles) == len(molecules)
+    for m, one in zip(molecules, singles):
+        ref = graphs.batch([m])
+        for name in ("x", "edge_index", "edge_attr", "ptr"):
+            assert torch.equal(getattr(one, name), getattr(ref, name)), (m, name)
+        assert torch.equal(one.element, ref.element) and one.extras["smiles"] == ref.extras["smiles"]
+    assert list(graphs.singles([])) == []
+    with pytest.raises(ValueError, match="chunk must be a positive int"):
+        next(graphs.singles([0], chunk=0))
+
+
 def test_codes_expand_to_one_hot_blocks_and_out_of_range_counts_set_no_bit():
     codes = torch.tensor([[0, 11, 6, -1, 0, -1, 1, 5], [43, 0, 0, 2, 1, 4, 0, 0]], dtype=torch.int16)
     x = atom_features(codes)
