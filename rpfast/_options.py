@@ -104,8 +104,17 @@ def add_dataclass_options(parser: argparse.ArgumentParser, config_cls: Type) -> 
             parser.add_argument(alias, dest=field.name, help=argparse.SUPPRESS, default=argparse.SUPPRESS, **hidden)
 
 
-def config_from_args(config_cls: Type, args: argparse.Namespace, **overrides):
-    """Build ``config_cls`` from parsed ``args`` (its fields only), then apply ``overrides``."""
-    values = {f.name: getattr(args, f.name) for f in _cli_fields(config_cls) if hasattr(args, f.name)}
+def config_from_args(config_cls: Type, args: argparse.Namespace, preset=None, **overrides):
+    """Build ``config_cls`` from parsed ``args`` (its fields only), then apply ``overrides``.
+    ``preset`` (a ``--paper``-style protocol, field name -> value) sets the fields the command
+    line left at their defaults: an option given beside the preset wins over it."""
+    fields = _cli_fields(config_cls)
+    values = {f.name: getattr(args, f.name) for f in fields if hasattr(args, f.name)}
+    defaults = {f.name: f.default for f in fields}
+    for name, value in (preset or {}).items():
+        if name not in defaults:
+            raise TypeError(f"{config_cls.__name__} has no option {name!r} to preset")
+        if values.get(name, defaults[name]) == defaults[name]:
+            values[name] = value
     values.update(overrides)
     return config_cls(**values)

@@ -13,12 +13,12 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
                           "and write a table, CSV/JSON and a figure.")
     add_dataclass_options(parser, CSLConfig)
     parser.add_argument("--paper", action="store_true",
-                        help=f"the paper's full protocol: {PAPER_EPOCHS} epochs, {PAPER_SEEDS} initialisations per fold, "
+                        help=f"the paper's full protocol (options given beside it win): {PAPER_EPOCHS} epochs, {PAPER_SEEDS} initialisations per fold, "
                              "full-batch training (one step per epoch on the whole training fold)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
 def run(args: argparse.Namespace) -> int:
-    paper = {"epochs": PAPER_EPOCHS, "seeds": PAPER_SEEDS, "batch_size": PAPER_BATCH} if args.paper else {}
-    main(config_from_args(CSLConfig, args, **paper), progress=not args.no_progress)
+    paper = {"epochs": PAPER_EPOCHS, "seeds": PAPER_SEEDS, "batch_size": PAPER_BATCH} if args.paper else None
+    main(config_from_args(CSLConfig, args, preset=paper), progress=not args.no_progress)
     return 0

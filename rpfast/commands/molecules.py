@@ -25,9 +25,10 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
                                        "and split the best checkpoint and its test predictions.")
     add_dataclass_options(train, molecules.MoleculesConfig)
     train.add_argument("--paper", action="store_true",
-                       help=f"the paper's Table 2 protocol (it sets these options): {PAPER_PROTOCOL['splits']} random "
-                            f"splits, every model and the k sweep, up to {PAPER_PROTOCOL['epochs']} epochs with early "
-                            f"stopping after {PAPER_PROTOCOL['patience']} epochs without a better validation metric")
+                       help=f"the paper's Table 2 protocol (options given beside it win): "
+                            f"{PAPER_PROTOCOL['splits']} random splits of --model {PAPER_PROTOCOL['models']} and the "
+                            f"k sweep, up to {PAPER_PROTOCOL['epochs']} epochs, stopping early after "
+                            f"{PAPER_PROTOCOL['patience']} epochs without a better validation metric")
     train.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     predict = sub.add_parser("predict", help="score molecules with trained checkpoints (an ensemble averages them)",
                              description="Score the molecules of a CSV or .smi file with checkpoints of 'rpfast molecules "
@@ -44,6 +45,6 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "predict":
         molecules_predict.main(config_from_args(molecules_predict.PredictConfig, args), progress=not args.no_progress)
     else:
-        config = config_from_args(molecules.MoleculesConfig, args, **(PAPER_PROTOCOL if args.paper else {}))
+        config = config_from_args(molecules.MoleculesConfig, args, preset=PAPER_PROTOCOL if args.paper else None)
         molecules.main(config, progress=not args.no_progress)
     return 0

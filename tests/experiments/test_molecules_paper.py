@@ -60,14 +60,18 @@ def test_the_table_shows_muvs_prc_auc_and_the_papers_numbers():
 def test_paper_sets_the_protocol(monkeypatch):
     from rpfast.commands import molecules as command
 
-    captured = {}
-    monkeypatch.setattr(command.molecules, "main", lambda config, progress: captured.setdefault("config", config))
+    captured = []
+    monkeypatch.setattr(command.molecules, "main", lambda config, progress: captured.append(config))
     parser = argparse.ArgumentParser()
     command.add_parser(parser)
     command.run(parser.parse_args(["train", "--paper"]))
-    config = captured["config"]
-    assert (config.splits, config.epochs, config.patience, config.sweep_k) == (
-        PAPER_PROTOCOL["splits"], PAPER_PROTOCOL["epochs"], PAPER_PROTOCOL["patience"], True)
+    config = captured[-1]
+    assert (config.splits, config.models, config.epochs, config.patience, config.sweep_k) == (
+        PAPER_PROTOCOL["splits"], PAPER_PROTOCOL["models"], PAPER_PROTOCOL["epochs"], PAPER_PROTOCOL["patience"], True)
+    command.run(parser.parse_args(["train", "--paper", "--splits", "5", "--model", "cnn-dfs", "--patience", "2"]))
+    config = captured[-1]  # the options given beside --paper win over it
+    assert (config.splits, config.models, config.patience, config.epochs) == (5, "cnn-dfs", 2,
+                                                                              PAPER_PROTOCOL["epochs"])
 
 
 def test_early_stopping_stops_after_patience_epochs_without_a_better_validation_metric(tmp_path, monkeypatch):
