@@ -24,7 +24,7 @@ from rpfast.datasets.molecule_graphs import ATOM_CODES, BOND_CODES, CODE_DTYPE
 from rpfast.datasets.molecules import (ELEMENTS, FEATURIZER_VERSION, MoleculeGraphs, atom_count_bounds, featurize_smiles,
                                        featurizer_settings)
 
-__all__ = ["featurize_dataset", "default_cache_dir", "CACHE_FORMAT"]
+__all__ = ["featurize_dataset", "cached_graphs", "store_graphs", "cache_path", "default_cache_dir", "CACHE_FORMAT"]
 
 
 def default_cache_dir() -> Path:
@@ -171,7 +171,8 @@ def _feature_problem(record: dict, smiles: Sequence[str]) -> Optional[str]:
 def featurize_dataset(dataset: MoleculeDataset, cache_dir=None, progress: bool = False) -> MoleculeGraphs:
     """Featurise every molecule of ``dataset`` (:func:`rpfast.datasets.molecules.featurize_smiles`),
     reading the result from ``cache_dir`` when the same SMILES were featurised before by the same
-    featuriser (its settings and the RDKit release, :func:`rpfast.datasets.molecules.featurizer_settings`).
+    featuriser (its settings and the RDKit release, :func:`rpfast.datasets.molecules.featurizer_settings`)
+    and writing it there otherwise (:func:`cached_graphs`, :func:`store_graphs`).
     ``cache_dir=False`` disables the cache.
 
     The file's name is a SHA-256 of the featuriser version and the SMILES; the file also holds the
@@ -182,28 +183,52 @@ def featurize_dataset(dataset: MoleculeDataset, cache_dir=None, progress: bool =
     ``RuntimeWarning`` says why and the molecules are featurised again and the file rewritten.
     The checks catch accidents, not a forger who recomputes the hashes. A cache file is written
     atomically; a read-only or full disk costs the cache, not the run."""
+    graphs = cached_graphs(dataset, cache_dir)
+    if graphs is not None:
+        return graphs
+    graphs = featurize_smiles(dataset.smiles, progress=progress)
+    store_graphs(graphs, dataset, cache_dir)
+    return graphs
+
+
+def cache_path(dataset: MoleculeDataset, cache_dir=None) -> Optional[Path]:
+    """The cache file of ``dataset`` under ``cache_dir`` (default :func:`default_cache_dir`;
+    None for ``cache_dir=False``): named by a SHA-256 of the featuriser version and the SMILES."""
     if not isinstance(dataset, MoleculeDataset):
         raise TypeError(f"dataset must be a MoleculeDataset, got {type(dataset).__name__}")
+    if cache_dir is False:
+        return None
     key = hashlib.sha256("\n".join([FEATURIZER_VERSION, *dataset.smiles]).encode()).hexdigest()[:32]
-    path = None
-    if cache_dir is not False:
-        path = Path(default_cache_dir() if cache_dir is None else cache_dir) / f"molecules-{key}.pt"
-        settings = featurizer_settings()
-        if path.is_file():
-            problem = _read_cache(path, dataset.smiles, settings)
-            if isinstance(problem, MoleculeGraphs):
-                return problem
-            warnings.warn(f"featurisation cache {path} is not used: {problem}; featurising the molecules "
-                          f"again and rewriting it", RuntimeWarning, stacklevel=2)
-    graphs = featurize_smiles(dataset.smiles, progress=progress)
-    if path is not None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_path(path) as tmp:
-                torch.save(_cache_record(graphs, dataset.smiles, settings), tmp)
-        except OSError:  # a read-only or full disk costs the cache, not the run
-            pass
-    return graphs
+    return Path(default_cache_dir() if cache_dir is None else cache_dir) / f"molecules-{key}.pt"
+
+
+def cached_graphs(dataset: MoleculeDataset, cache_dir=None) -> Optional[MoleculeGraphs]:
+    """``dataset``'s featurisation read from its cache file (memory-mapped) when the file passes
+    every check; None when there is none, or, with a ``RuntimeWarning`` saying why, when it fails
+    one (see :func:`featurize_dataset`)."""
+    path = cache_path(dataset, cache_dir)
+    if path is None or not path.is_file():
+        return None
+    found = _read_cache(path, dataset.smiles, featurizer_settings())
+    if isinstance(found, MoleculeGraphs):
+        return found
+    warnings.warn(f"featurisation cache {path} is not used: {found}; featurising the molecules again and "
+                  f"rewriting it", RuntimeWarning, stacklevel=3)
+    return None
+
+
+def store_graphs(graphs: MoleculeGraphs, dataset: MoleculeDataset, cache_dir=None) -> None:
+    """Write ``graphs`` (``dataset``'s featurisation) as its cache file, atomically; a read-only or
+    full disk costs the cache, not the run (nothing is raised)."""
+    path = cache_path(dataset, cache_dir)
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp:
+            torch.save(_cache_record(graphs, dataset.smiles, featurizer_settings()), tmp)
+    except OSError:
+        pass
 
 
 def _read_cache(path: Path, smiles: List[str], settings: dict):

@@ -52,9 +52,33 @@ class Context:
             dist.all_reduce(total, op=dist.ReduceOp.SUM)
         return total
 
+    def all_gather_rows(self, rows: torch.Tensor) -> torch.Tensor:
+        """Every process's ``rows [n_rank, ...]`` (CPU, same dtype and trailing shape, any
+        ``n_rank``) concatenated along dim 0 in rank order; ``rows`` itself in one process. Each
+        piece travels padded to the longest, so the peak is ``world_size`` times the longest."""
+        if not self.distributed:
+            return rows
+        rows = rows.contiguous()
+        if rows.dtype not in _GATHERED_DTYPES:  # gloo has no int16: the bytes travel, the dtype stays
+            return self.all_gather_rows(rows.view(torch.uint8)).view(rows.dtype)
+        counts = torch.zeros(self.world_size, dtype=torch.int64)
+        counts[self.rank] = rows.shape[0]
+        dist.all_reduce(counts, op=dist.ReduceOp.SUM)
+        longest = int(counts.max())
+        padded = rows.new_zeros((longest, *rows.shape[1:]))
+        padded[:rows.shape[0]] = rows
+        pieces = [torch.empty_like(padded) for _ in range(self.world_size)]
+        dist.all_gather(pieces, padded)
+        del padded
+        return torch.cat([piece[:int(n)] for piece, n in zip(pieces, counts)])
+
     def mean(self, value: float) -> float:
         """The mean of a number over all processes."""
         return float(self.all_reduce_sum(torch.tensor([value], dtype=torch.float64))[0]) / self.world_size
+
+
+#: dtypes every backend (gloo included) gathers as they are
+_GATHERED_DTYPES = (torch.uint8, torch.int8, torch.int32, torch.int64, torch.float32, torch.float64)
 
 
 def current() -> Context:

@@ -258,3 +258,41 @@ def test_process_group_backend_follows_the_model_device_not_the_machine(monkeypa
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert distributed._backend() == "gloo"
     assert distributed._backend(torch.device("cpu")) == "gloo"
+
+
+def _featurise_in_group(smiles):
+    """Runs in every process: the group featurisation of ``smiles``; rank 0 returns its state and
+    how many molecules each process read with RDKit."""
+    from rpfast.datasets.moleculenet import MoleculeDataset
+    from rpfast.experiments.molecules import featurise
+
+    context = distributed.current()
+    dataset = MoleculeDataset(list(smiles), torch.zeros(len(smiles), 1), ("A",))
+    calls = []
+    featurise_smiles = featurise.featurize_smiles
+    featurise.featurize_smiles = lambda part, **kw: calls.append(len(part)) or featurise_smiles(part, **kw)
+    graphs = featurise.featurize_for_group(dataset, context)
+    everyone = [None] * context.world_size
+    torch.distributed.all_gather_object(everyone, calls)
+    return {"state": {k: v for k, v in graphs.state().items()}, "calls": everyone}
+
+
+def test_a_group_featurises_each_share_once_and_gathers_the_one_process_result(tmp_path, monkeypatch):
+    pytest.importorskip("rdkit")
+    from rpfast.datasets import load_tox21
+    from rpfast.datasets.molecules import featurize_smiles
+    from rpfast.experiments.molecules.featurise import share
+
+    assert [list(share(5, r, 2)) for r in range(2)] == [[0, 1], [2, 3, 4]]
+    assert [len(share(7, r, 3)) for r in range(3)] == [2, 2, 3]
+    monkeypatch.setenv("RPFAST_CACHE", str(tmp_path / "cache"))
+    smiles = load_tox21().smiles[:61] + ["not a smiles", "C"]
+    first = distributed.launch(_featurise_in_group, WORLD, smiles, threads=1)
+    assert first["calls"] == [[31], [32]]  # each process read its share, no more
+    expected = featurize_smiles(smiles).state()
+    for name, value in expected.items():
+        got = first["state"][name]
+        assert (torch.equal(got, value) if isinstance(value, torch.Tensor) else got == value), name
+    again = distributed.launch(_featurise_in_group, WORLD, smiles, threads=1)
+    assert again["calls"] == [[], []]  # rank 0 wrote the cache; the group reads it
+    assert torch.equal(again["state"]["atoms"], expected["atoms"])

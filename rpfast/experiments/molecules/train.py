@@ -24,11 +24,11 @@ from tqdm.auto import tqdm
 from rpfast._memory import release_free_memory
 from rpfast._options import option
 from rpfast.experiments.devices import cuda_graphs_option, device_option, resolve_device, uses_cuda_graphs
-from rpfast.datasets.molecule_cache import featurize_dataset
 from rpfast.datasets.moleculenet import MoleculeDataset, load_tox21, read_moleculenet_csv
 from rpfast.datasets.molecules import MoleculeGraphs
 from rpfast.experiments import distributed
 from rpfast.experiments.shape import Experiment
+from rpfast.experiments.molecules.featurise import featurize_for_group
 from rpfast.experiments.molecules.checkpoints import PREDICT_BATCH, MoleculeModel, checkpoint_record
 from rpfast.experiments.molecules.models import (MODELS, SUBGRAPH_MODELS, Architecture, build_model, max_same_element,
                                                model_outputs)
@@ -329,7 +329,7 @@ def run_molecules(config: MoleculesConfig, progress: bool = True) -> Dict:
     task_type, metric = resolve_task(config, dataset.labels)
     check_usable_tasks(metric, dataset.labels, dataset.tasks, config.data)  # before featurising
     read_seconds = time.perf_counter() - start
-    graphs = featurize_dataset(dataset, progress=progress)
+    graphs = featurize_for_group(dataset, distributed.current(), progress=progress)
     featurise_seconds = time.perf_counter() - start - read_seconds
     if graphs.invalid and main:
         shown = ", ".join(str(r) for r in graphs.invalid[:5]) + (" ..." if len(graphs.invalid) > 5 else "")
