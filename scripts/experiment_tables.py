@@ -63,8 +63,8 @@ def csl_table(record: Dict) -> List[str]:
 def molecules_table(record: Dict) -> List[str]:
     config, metric = record["config"], record["metric"]
     data = "Tox21" if config["data"] == "tox21" else Path(config["data"]).name
-    paper = paper_scores(record["tasks"], metric)
-    extras = extra_metrics(record["tasks"], metric)
+    paper = paper_scores(record["tasks"], metric, record["molecules"])
+    extras = extra_metrics(record["tasks"], metric, record["molecules"])
     lines = [f"| model | test {metric} (sd) |" + "".join(f" test {m} (sd) |" for m in extras)
              + " validation | s / epoch | splits |" + (" paper (Table 2) |" * bool(paper)),
              "|---|---:|" + "---:|" * len(extras) + "---:|---:|---:|" + ("---:|" * bool(paper))]

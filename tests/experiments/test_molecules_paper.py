@@ -28,6 +28,8 @@ def test_the_papers_data_sets_are_recognised_by_their_label_columns():
     assert paper_dataset(MUV_TASKS) == "MUV"
     assert paper_dataset(MUV_TASKS[:16]) is None  # a subset of MUV's assays is another data set
     assert paper_dataset(["HIV_active", "other"]) is None and paper_dataset(["A"]) is None
+    assert paper_dataset(["HIV_active"], 41000) == "HIV" and paper_dataset(TOX21_TASKS, 7823) == "Tox21"
+    assert paper_dataset(TOX21_TASKS, 1_000_000) is None  # a library of Tox21's rows is not Tox21
     assert paper_scores(["HIV_active"], "roc-auc")["rp-duvenaud"] == 0.832
     assert paper_scores(["HIV_active"], "prc-auc") == {}  # Table 2 is ROC-AUC
     assert extra_metrics(MUV_TASKS, "roc-auc") == ("prc-auc",)

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from rpfast._memory import release_free_memory
 from rpfast.data.segments import ranges, repeat
 from rpfast.datasets.molecules import ATOM_FEATURES, BOND_FEATURES, ELEMENTS, MoleculeGraphs
 from rpfast.nn import AdjCNN, Duvenaud, Oriented, PiSGD, RelationalPooling, RPDuvenaud, SubgraphRP, VecRNN
@@ -70,6 +71,7 @@ def max_same_element(graphs: MoleculeGraphs, molecules: torch.Tensor) -> int:
         element = graphs.atoms[ranges(graphs.atom_ptr[chunk], atoms), 0].long()
         molecule = repeat(torch.arange(chunk.numel()), atoms, total)
         most = max(most, int(torch.bincount(molecule * len(ELEMENTS) + element).max()))
+    release_free_memory()  # the chunks' indices (80 MB at 300,000 molecules) stay in glibc's heap otherwise
     return most
 
 

@@ -1,14 +1,15 @@
 """The paper's Table 2 (Murphy et al. 2019): its protocol as ``rpfast molecules train --paper``
 and its numbers beside the table, for the data sets it reports (Tox21, HIV, MUV).
 
-A data set is recognised by its label columns, not its file name: Tox21's twelve tasks, HIV's
-one ``HIV_active`` column, MUV's seventeen ``MUV-<assay>`` columns (MoleculeNet's files).
+A data set is recognised by its label columns and size, not its file name: Tox21's twelve tasks,
+HIV's one ``HIV_active`` column, MUV's seventeen ``MUV-<assay>`` columns (MoleculeNet's files),
+with the paper's number of molecules within 5% (a library built from Tox21's rows is not Tox21).
 """
 from typing import Dict, Optional, Sequence
 
 from rpfast.datasets.moleculenet import TOX21_TASKS
 
-__all__ = ["PAPER_PROTOCOL", "PAPER_TABLE_2", "paper_dataset", "paper_scores", "extra_metrics"]
+__all__ = ["PAPER_PROTOCOL", "PAPER_TABLE_2", "PAPER_SIZES", "PAPER_K", "paper_dataset", "paper_scores", "extra_metrics"]
 
 #: ``--paper``: three random 80/10/10 splits; the models of Table 2 with HIV and MUV numbers and
 #: the k-ary sweep (``sweep_k``: k = 10..50); each model trains until its validation ROC-AUC has
@@ -33,26 +34,33 @@ PAPER_K = 20
 _EXTRA_METRICS = {"MUV": ("prc-auc",)}
 
 
-def paper_dataset(tasks: Sequence[str]) -> Optional[str]:
+#: The molecules of each data set in MoleculeNet's file.
+PAPER_SIZES = {"Tox21": 7831, "HIV": 41127, "MUV": 93087}
+
+
+def paper_dataset(tasks: Sequence[str], molecules: Optional[int] = None) -> Optional[str]:
     """``"Tox21"``, ``"HIV"`` or ``"MUV"`` when ``tasks`` (the label columns read) are that
-    MoleculeNet data set's, else None."""
+    MoleculeNet data set's and ``molecules`` (when given) is within 5% of its size, else None."""
     tasks = tuple(tasks)
+    name = None
     if tasks == TOX21_TASKS:
-        return "Tox21"
-    if tasks == ("HIV_active",):
-        return "HIV"
-    if len(tasks) == 17 and all(t.startswith("MUV-") for t in tasks):
-        return "MUV"
-    return None
+        name = "Tox21"
+    elif tasks == ("HIV_active",):
+        name = "HIV"
+    elif len(tasks) == 17 and all(t.startswith("MUV-") for t in tasks):
+        name = "MUV"
+    if name is not None and molecules is not None and abs(molecules - PAPER_SIZES[name]) > 0.05 * PAPER_SIZES[name]:
+        return None
+    return name
 
 
-def paper_scores(tasks: Sequence[str], metric: str) -> Dict[str, float]:
-    """Table 2's test ROC-AUC per model name for the data set ``tasks`` name (empty when it is
-    none of the paper's or ``metric`` is not ROC-AUC)."""
-    name = paper_dataset(tasks)
+def paper_scores(tasks: Sequence[str], metric: str, molecules: Optional[int] = None) -> Dict[str, float]:
+    """Table 2's test ROC-AUC per model name for the data set ``tasks`` and ``molecules`` name
+    (:func:`paper_dataset`; empty when it is none of the paper's or ``metric`` is not ROC-AUC)."""
+    name = paper_dataset(tasks, molecules)
     return dict(PAPER_TABLE_2.get(name, {})) if name is not None and metric == "roc-auc" else {}
 
 
-def extra_metrics(tasks: Sequence[str], metric: str) -> tuple:
+def extra_metrics(tasks: Sequence[str], metric: str, molecules: Optional[int] = None) -> tuple:
     """The test metrics reported beside ``metric`` for this data set (PRC-AUC for MUV)."""
-    return tuple(m for m in _EXTRA_METRICS.get(paper_dataset(tasks), ()) if m != metric)
+    return tuple(m for m in _EXTRA_METRICS.get(paper_dataset(tasks, molecules), ()) if m != metric)

@@ -19,9 +19,9 @@ def format_table(results: Dict, title: str) -> str:
     with one split), the validation metric, s/epoch, splits counted; then, for MUV, its
     PRC-AUC (:func:`~rpfast.experiments.molecules.paper.extra_metrics`), and, for a data set of
     the paper with ROC-AUC selected, Table 2's number for the model ("-" where it has none)."""
-    metric, tasks = results["metric"], results.get("tasks", ())
-    extras = extra_metrics(tasks, metric)
-    paper = paper_scores(tasks, metric)
+    metric, tasks, molecules = results["metric"], results.get("tasks", ()), results.get("molecules")
+    extras = extra_metrics(tasks, metric, molecules)
+    paper = paper_scores(tasks, metric, molecules)
     header = (f"{'model':<22}{'test ' + metric:>14}{'sd':>8}" + "".join(f"{'test ' + m:>14}{'sd':>8}" for m in extras)
               + f"{'valid ' + metric:>15}{'s/epoch':>9}{'splits':>8}" + (f"{'paper':>8}" if paper else ""))
     lines = [title, header, "-" * len(header)]
