@@ -107,7 +107,8 @@ def add_dataclass_options(parser: argparse.ArgumentParser, config_cls: Type) -> 
 def config_from_args(config_cls: Type, args: argparse.Namespace, preset=None, **overrides):
     """Build ``config_cls`` from parsed ``args`` (its fields only), then apply ``overrides``.
     ``preset`` (a ``--paper``-style protocol, field name -> value) sets the fields the command
-    line left at their defaults: an option given beside the preset wins over it."""
+    line left at their defaults: an option given beside the preset with another value wins over
+    it (one given with its default value cannot be told from one not given)."""
     fields = _cli_fields(config_cls)
     values = {f.name: getattr(args, f.name) for f in fields if hasattr(args, f.name)}
     defaults = {f.name: f.default for f in fields}

@@ -25,7 +25,7 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
                                        "and split the best checkpoint and its test predictions.")
     add_dataclass_options(train, molecules.MoleculesConfig)
     train.add_argument("--paper", action="store_true",
-                       help=f"the paper's Table 2 protocol (options given beside it win): "
+                       help=f"the paper's Table 2 protocol (an option given beside it with a non-default value wins): "
                             f"{PAPER_PROTOCOL['splits']} random splits of --model {PAPER_PROTOCOL['models']} and the "
                             f"k sweep, up to {PAPER_PROTOCOL['epochs']} epochs, stopping early after "
                             f"{PAPER_PROTOCOL['patience']} epochs without a better validation metric")

@@ -9,6 +9,7 @@ the data set's order, so the result is the one-process featurisation bit for bit
 writes the cache. The group decides together whether to use the cache: a file one process cannot
 use (another node's cache folder, a damaged copy) makes every process featurise.
 """
+import warnings
 from typing import List
 
 import torch
@@ -33,8 +34,6 @@ def featurize_for_group(dataset: MoleculeDataset, context: Context, progress: bo
     featurising its :func:`share` (see the module docstring); a progress bar on rank 0 only."""
     if not context.distributed:
         return featurize_dataset(dataset, progress=progress)
-    import warnings
-
     with warnings.catch_warnings():
         if not context.main:  # one warning about a bad cache file, not one per process
             warnings.simplefilter("ignore")
