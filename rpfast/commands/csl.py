@@ -13,7 +13,8 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
                           "and write a table, CSV/JSON and a figure.")
     add_dataclass_options(parser, CSLConfig)
     parser.add_argument("--paper", action="store_true",
-                        help=f"the paper's full protocol (an option given beside it with a non-default value wins): {PAPER_EPOCHS} epochs, {PAPER_SEEDS} initialisations per fold, "
+                        help=f"the paper's full protocol (an option given beside it with a non-default value wins): "
+                             f"{PAPER_EPOCHS} epochs, {PAPER_SEEDS} initialisations per fold, "
                              "full-batch training (one step per epoch on the whole training fold)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 

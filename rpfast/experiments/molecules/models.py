@@ -97,7 +97,7 @@ class _Outputs:
     """A pass's outputs ``[n, tasks]`` written into one tensor allocated at the first batch. (A list
     of per-batch outputs to concatenate at the end keeps thousands of small blocks alive between
     the batches' large freed ones, so glibc cannot reuse or return that memory: at 1,000,000
-    molecules RP-Duvenaud's validation pass grew the heap by 1.3 GB.)"""
+    molecules RP-Duvenaud's epoch and validation pass peaked 1.3 GB above its start.)"""
 
     def __init__(self, rows: int):
         self.rows, self.out = rows, None
