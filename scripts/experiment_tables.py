@@ -19,8 +19,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List
 
-from rpfast.experiments.molecules.paper import extra_metrics, paper_scores
-from rpfast.experiments.molecules.report import paper_cell
+from rpfast.experiments.molecules.paper import extra_metrics, paper_cell, paper_scores
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ROOT / "docs" / "experiments"

@@ -220,6 +220,8 @@ def cached_graphs(dataset: MoleculeDataset, cache_dir=None) -> Optional[Molecule
 def store_graphs(graphs: MoleculeGraphs, dataset: MoleculeDataset, cache_dir=None) -> None:
     """Write ``graphs`` (``dataset``'s featurisation) as its cache file, atomically; a read-only or
     full disk costs the cache, not the run (nothing is raised)."""
+    if not isinstance(graphs, MoleculeGraphs):
+        raise TypeError(f"graphs must be a MoleculeGraphs, got {type(graphs).__name__}")
     path = cache_path(dataset, cache_dir)
     if path is None:
         return

@@ -196,6 +196,19 @@ def test_cache_is_reused_without_a_warning(cached, tmp_path):
     assert not list(tmp_path.glob(".*tmp*"))
 
 
+def test_the_cache_pieces_name_read_and_refuse(cached, tmp_path):
+    from rpfast.datasets.molecule_cache import cache_path, cached_graphs, store_graphs
+
+    data, path, graphs = cached
+    assert cache_path(data, tmp_path) == path and cache_path(data, False) is None
+    assert_same_graphs(cached_graphs(data, tmp_path), graphs)
+    assert cached_graphs(data, tmp_path / "empty") is None  # no file: nothing to warn about
+    with pytest.raises(TypeError, match="dataset must be a MoleculeDataset"):
+        cache_path(["CCO"], tmp_path)
+    with pytest.raises(TypeError, match="graphs must be a MoleculeGraphs"):
+        store_graphs({"atoms": None}, data, tmp_path)
+
+
 def test_another_data_sets_cache_under_the_key_is_not_used(cached, tmp_path):
     """Repro 1: the cache of other molecules copied under this data set's name."""
     data, path, _ = cached

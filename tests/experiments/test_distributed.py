@@ -285,6 +285,10 @@ def test_a_group_featurises_each_share_once_and_gathers_the_one_process_result(t
 
     assert [list(share(5, r, 2)) for r in range(2)] == [[0, 1], [2, 3, 4]]
     assert [len(share(7, r, 3)) for r in range(3)] == [2, 2, 3]
+    with pytest.raises(ValueError, match="rank must lie in"):
+        share(5, 2, 2)
+    with pytest.raises(ValueError, match="count must be a non-negative int"):
+        share(-1, 0, 1)
     monkeypatch.setenv("RPFAST_CACHE", str(tmp_path / "cache"))
     smiles = load_tox21().smiles[:61] + ["not a smiles", "C"]
     first = distributed.launch(_featurise_in_group, WORLD, smiles, threads=1)

@@ -26,6 +26,11 @@ __all__ = ["featurize_for_group", "share"]
 def share(count: int, rank: int, world_size: int) -> range:
     """Rank ``rank``'s contiguous share of ``range(count)`` among ``world_size`` processes (the
     shares differ by at most one and cover the range in rank order)."""
+    for name, value in (("count", count), ("rank", rank), ("world_size", world_size)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank must lie in [0, world_size={world_size}), got {rank}")
     return range(rank * count // world_size, (rank + 1) * count // world_size)
 
 

@@ -9,7 +9,8 @@ from typing import Dict, Optional, Sequence
 
 from rpfast.datasets.moleculenet import TOX21_TASKS
 
-__all__ = ["PAPER_PROTOCOL", "PAPER_TABLE_2", "PAPER_SIZES", "PAPER_K", "paper_dataset", "paper_scores", "extra_metrics"]
+__all__ = ["PAPER_PROTOCOL", "PAPER_TABLE_2", "PAPER_SIZES", "PAPER_K", "paper_dataset", "paper_scores", "paper_cell",
+           "extra_metrics"]
 
 #: ``--paper``: three random 80/10/10 splits; the models of Table 2 with HIV and MUV numbers and
 #: the k-ary sweep (``sweep_k``: k = 10..50); each model trains until its validation ROC-AUC has
@@ -64,3 +65,10 @@ def paper_scores(tasks: Sequence[str], metric: str, molecules: Optional[int] = N
 def extra_metrics(tasks: Sequence[str], metric: str, molecules: Optional[int] = None) -> tuple:
     """The test metrics reported beside ``metric`` for this data set (PRC-AUC for MUV)."""
     return tuple(m for m in _EXTRA_METRICS.get(paper_dataset(tasks, molecules), ()) if m != metric)
+
+
+def paper_cell(paper: Dict[str, float], row: Dict) -> str:
+    """Table 2's number (from :func:`paper_scores`) for a summary row: its model's, for the
+    full-graph models and the k-ary rows at the paper's k (:data:`PAPER_K`); "-" otherwise."""
+    value = paper.get(row["name"]) if row["k"] in (None, PAPER_K) else None
+    return "-" if value is None else f"{value:.3f}"

@@ -8,7 +8,7 @@ import numpy as np
 
 from rpfast._io import atomic_directory
 from rpfast.experiments.molecules.checkpoints import write_checkpoint
-from rpfast.experiments.molecules.paper import PAPER_K, extra_metrics, paper_scores
+from rpfast.experiments.molecules.paper import extra_metrics, paper_cell, paper_scores
 from rpfast.experiments.report import provenance
 
 COLUMNS = ("model", "metric", "test_score", "test_sd", "valid_score", "seconds_per_epoch", "splits")
@@ -32,13 +32,6 @@ def format_table(results: Dict, title: str) -> str:
                      f"{_cell(row['valid_score'], 15)}{row['seconds_per_epoch']:>9.2f}{row['splits']:>8}"
                      + (f"{paper_cell(paper, row):>8}" if paper else ""))
     return "\n".join(lines)
-
-
-def paper_cell(paper: Dict[str, float], row: Dict) -> str:
-    """Table 2's number for a summary row: its model's, for the full-graph models and the k-ary
-    rows at the paper's k; "-" otherwise."""
-    value = paper.get(row["name"]) if row["k"] in (None, PAPER_K) else None
-    return "-" if value is None else f"{value:.3f}"
 
 
 def _cell(value, width: int) -> str:
