@@ -81,8 +81,15 @@ def molecules_table(record: Dict) -> List[str]:
     lines.append(_made(record, f"`rpfast molecules` on {data} ({record['molecules']:,} molecules, "
                                f"{record['task_type']}): {len(record['splits']['splits'])} {config['split']} "
                                f"split(s), {record['epochs']} epochs, batches of {config['batch_size']}, "
-                               f"{config['eval_samples']} eval relabelings; {record['seconds']:.0f} s"))
+                               f"{config['eval_samples']} eval relabelings{_validation(config)}; "
+                               f"{record['seconds']:.0f} s"))
     return lines
+
+
+def _validation(config: Dict) -> str:
+    """The validation metric's relabelings when they are not the test's (``--valid-samples``)."""
+    samples = config.get("valid_samples")
+    return "" if samples is None or samples == config["eval_samples"] else f" ({samples} for validation)"
 
 
 def pairs_table(record: Dict) -> List[str]:

@@ -27,8 +27,9 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     train.add_argument("--paper", action="store_true",
                        help=f"the paper's Table 2 protocol (an option given beside it with a non-default value wins): "
                             f"{PAPER_PROTOCOL['splits']} random splits of --model {PAPER_PROTOCOL['models']} and the "
-                            f"k sweep, up to {PAPER_PROTOCOL['epochs']} epochs, stopping early after "
-                            f"{PAPER_PROTOCOL['patience']} epochs without a better validation metric")
+                            f"k sweep (on {PAPER_PROTOCOL['sweep_splits']} split), up to {PAPER_PROTOCOL['epochs']} epochs, stopping "
+                            f"early after {PAPER_PROTOCOL['patience']} epochs without a better validation metric "
+                            f"(of {PAPER_PROTOCOL['valid_samples']} relabelings)")
     train.add_argument("--no-progress", action="store_true", help="hide the progress bars")
     predict = sub.add_parser("predict", help="score molecules with trained checkpoints (an ensemble averages them)",
                              description="Score the molecules of a CSV or .smi file with checkpoints of 'rpfast molecules "

@@ -12,7 +12,8 @@ from rpfast.datasets.moleculenet import TOX21_TASKS  # noqa: E402
 from rpfast.experiments.molecules.paper import (PAPER_PROTOCOL, extra_metrics, paper_dataset,  # noqa: E402
                                                 paper_scores)
 from rpfast.experiments.molecules.report import format_table  # noqa: E402
-from rpfast.experiments.molecules.train import summarise  # noqa: E402
+from rpfast.experiments.molecules.models import Architecture, averaging, build_model  # noqa: E402
+from rpfast.experiments.molecules.train import MoleculesConfig, jobs_of, summarise  # noqa: E402
 from tests.helpers.assertions import cli_fails  # noqa: E402
 from tests.helpers.tox21_files import write_tox21_subset  # noqa: E402
 
@@ -70,6 +71,7 @@ def test_paper_sets_the_protocol(monkeypatch):
     config = captured[-1]
     assert (config.splits, config.models, config.epochs, config.patience, config.sweep_k) == (
         PAPER_PROTOCOL["splits"], PAPER_PROTOCOL["models"], PAPER_PROTOCOL["epochs"], PAPER_PROTOCOL["patience"], True)
+    assert (config.sweep_splits, config.valid_samples) == (1, 5) and config.eval_samples == 20  # the test keeps 20
     command.run(parser.parse_args(["train", "--paper", "--splits", "5", "--model", "cnn-dfs", "--patience", "2"]))
     config = captured[-1]  # the options given beside --paper win over it
     assert (config.splits, config.models, config.patience, config.epochs) == (5, "cnn-dfs", 2,
@@ -90,3 +92,69 @@ def test_early_stopping_stops_after_patience_epochs_without_a_better_validation_
 def test_patience_must_be_a_positive_integer(tmp_path, capsys):
     assert "patience must be a positive integer" in cli_fails(["molecules", "--patience", "0", "--out",
                                                                 str(tmp_path / "o")], capsys)
+
+
+def test_the_sweep_runs_on_the_first_sweep_splits_splits():
+    config = MoleculesConfig(models="rp-duvenaud,kary", sweep_k=True, sweep_splits=1)
+    first, second, third = jobs_of(config, 3)
+    assert first == [("duvenaud", 20), ("rp-duvenaud", 20), ("kary", 20), ("kary", 10), ("kary", 30), ("kary", 40),
+                     ("kary", 50)]
+    assert second == third == first[:3]  # Duvenaud stays: the speed-up's baseline on every split
+    assert jobs_of(MoleculesConfig(models="kary", sweep_k=True), 2)[1] == jobs_of(
+        MoleculesConfig(models="kary", sweep_k=True), 2)[0]  # default: every split
+    assert jobs_of(MoleculesConfig(models="duvenaud"), 2) == [[("duvenaud", 20)]] * 2
+
+
+@pytest.mark.parametrize("name", ["valid_samples", "sweep_splits"])
+def test_valid_samples_and_sweep_splits_must_be_positive_integers(name):
+    with pytest.raises(ValueError, match=f"{name} must be a positive integer, got 0"):
+        MoleculesConfig(**{name: 0}).validate()
+
+
+def test_averaging_sets_the_eval_samples_of_every_strategy_and_restores_them():
+    import torch
+
+    arch = Architecture("kary", 1, 6, 1, eval_samples=20)
+    model = build_model(arch, torch.Generator().manual_seed(0))
+    with averaging(model, 5) as inside:
+        assert inside.strategy.eval_samples == 5
+        assert inside.strategy.samples(False) == 5 and inside.strategy.samples(True) == 1
+    assert model.strategy.eval_samples == 20
+    with pytest.raises(RuntimeError):
+        with averaging(model, 3):
+            raise RuntimeError("a failing pass")
+    assert model.strategy.eval_samples == 20  # restored after an error too
+    with averaging(model, None):
+        assert model.strategy.eval_samples == 20
+    plain = build_model(Architecture("duvenaud", 1), torch.Generator())
+    with averaging(plain, 5):  # nothing to set in a model without relabelings
+        pass
+
+
+def test_the_validation_pass_averages_valid_samples_relabelings(tmp_path, monkeypatch):
+    """--valid-samples reaches the validation pass; the checkpoint and the test keep --eval-samples."""
+    from rpfast.experiments.molecules import models as molecule_models
+    from rpfast.experiments.molecules import train as molecule_train
+
+    monkeypatch.setenv("RPFAST_CACHE", str(tmp_path / "cache"))
+    seen = []
+    real = molecule_models.model_outputs
+
+    def recording(model, *args, **kwargs):
+        seen.append(model.strategy.eval_samples)
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(molecule_train, "model_outputs", recording)
+    data = write_tox21_subset(tmp_path / "tiny.csv", 200, {"A": 2, "B": 11})
+    out = tmp_path / "out"
+    assert main(["molecules", "--data", str(data), "--model", "rp-duvenaud", "--epochs", "2", "--valid-samples", "3",
+                 "--eval-samples", "7", "--no-progress", "--threads", "1", "--out", str(out)]) == 0
+    assert seen == [3, 3]
+    checkpoint = next((out / "runs").rglob("*.pt"))
+    assert torch_load(checkpoint)["architecture"]["eval_samples"] == 7
+
+
+def torch_load(path):
+    import torch
+
+    return torch.load(path, weights_only=False)

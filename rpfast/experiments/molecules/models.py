@@ -1,7 +1,8 @@
 """The models of `rpfast molecules` (paper Table 2 and the k-ary figure), built from a name and
 the few numbers a checkpoint keeps to rebuild them."""
+import contextlib
 from dataclasses import asdict, dataclass
-from typing import Optional
+from typing import Iterator, Optional
 
 import torch
 from torch import nn
@@ -77,6 +78,25 @@ def max_same_element(graphs: MoleculeGraphs, molecules: torch.Tensor) -> int:
 
 #: molecules :func:`max_same_element` reads at a time (a few MB of indices)
 COUNT_CHUNK = 1 << 16
+
+
+@contextlib.contextmanager
+def averaging(model: nn.Module, samples: Optional[int]) -> Iterator[nn.Module]:
+    """``model`` with every RP strategy in it averaging ``samples`` relabelings / subgraphs in
+    eval mode (its ``eval_samples``), restored on leaving; unchanged when ``samples`` is None.
+    The validation metric's cheaper pass (``--valid-samples``): checkpoints and test predictions
+    keep the architecture's count."""
+    strategies = [m.strategy for m in model.modules()
+                  if getattr(getattr(m, "strategy", None), "eval_samples", None) is not None]
+    saved = [s.eval_samples for s in strategies]
+    try:
+        if samples is not None:
+            for strategy in strategies:
+                strategy.eval_samples = samples
+        yield model
+    finally:
+        for strategy, count in zip(strategies, saved):
+            strategy.eval_samples = count
 
 
 @torch.no_grad()

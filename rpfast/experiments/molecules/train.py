@@ -30,8 +30,8 @@ from rpfast.experiments import distributed
 from rpfast.experiments.shape import Experiment
 from rpfast.experiments.molecules.featurise import featurize_for_group
 from rpfast.experiments.molecules.checkpoints import PREDICT_BATCH, MoleculeModel, checkpoint_record
-from rpfast.experiments.molecules.models import (MODELS, SUBGRAPH_MODELS, Architecture, build_model, max_same_element,
-                                               model_outputs)
+from rpfast.experiments.molecules.models import (MODELS, SUBGRAPH_MODELS, Architecture, averaging, build_model,
+                                               max_same_element, model_outputs)
 from rpfast.experiments.molecules.splits import SPLITS, make_splits, read_splits_file, splits_record
 from rpfast.experiments.molecules.tasks import (DEFAULT_METRIC, METRICS, TASK_TYPES, Targets, check_metric, infer_task_type,
                                                mean_defined, metrics_of, task_scores, usable_tasks)
@@ -75,8 +75,13 @@ class MoleculesConfig:
     batch_size: int = option(128, "molecules per step")
     lr: float = option(1e-3, "Adam learning rate")
     eval_samples: int = option(20, "relabelings / subgraphs averaged at evaluation")
+    valid_samples: Optional[int] = option(None, "relabelings / subgraphs averaged by the validation metric after "
+                                                "each epoch (default: --eval-samples; fewer make every epoch of the "
+                                                "RP models cheaper, the test keeps --eval-samples)")
     sweep_k: bool = option(False, "also train kary for k = 10..50 and plot the metric and speed-up against k",
                            flag="--sweep-k")
+    sweep_splits: Optional[int] = option(None, "the k sweep's models run on the first this many splits (default: "
+                                               "every split)")
     smiles_column: str = option("smiles", "SMILES column of a CSV")
     tasks: Optional[str] = option(None, "comma-separated label columns (default: every numeric column)")
     seed: int = option(0, "seed of the splits, initialisations and relabelings")
@@ -101,9 +106,10 @@ class MoleculesConfig:
         return list(dict.fromkeys(names))
 
     def validate(self) -> None:
-        for name in ("k", "splits", "epochs", "patience", "batch_size", "eval_samples"):
+        for name in ("k", "splits", "epochs", "patience", "batch_size", "eval_samples", "valid_samples",
+                     "sweep_splits"):
             value = getattr(self, name)
-            if value is None and name in ("epochs", "patience"):
+            if value is None and name in ("epochs", "patience", "valid_samples", "sweep_splits"):
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -261,7 +267,8 @@ def train_model(name: str, k: int, config: MoleculesConfig, graphs: MoleculeGrap
             return None
         start = time.perf_counter()
         # no re-seeding here: the generator's stream carries on into the next epoch's relabelings
-        predictions = targets.predictions(model_outputs(module, graphs, valid, PREDICT_BATCH))
+        with averaging(module, config.valid_samples):
+            predictions = targets.predictions(model_outputs(module, graphs, valid, PREDICT_BATCH))
         score = mean_defined(task_scores(metric, predictions, labels[valid].numpy()))
         release_free_memory()  # the pass's replica batches stay in glibc's heap otherwise
         valid_seconds.append(time.perf_counter() - start)
@@ -344,16 +351,12 @@ def run_molecules(config: MoleculesConfig, progress: bool = True) -> Dict:
     else:
         splits = make_splits(config.split, graphs, config.splits, config.seed)
     check_splits(splits, labels, dataset.tasks, metric, config.data, warn=warn)
-    jobs = [(name, config.k) for name in config.model_list()]
-    if config.sweep_k:
-        jobs += [("kary", k) for k in SWEEP_K if ("kary", k) not in jobs]
-        if ("duvenaud", config.k) not in jobs:
-            jobs.insert(0, ("duvenaud", config.k))
+    split_jobs = jobs_of(config, len(splits))
     epochs = config.epochs or DEFAULT_EPOCHS[task_type]
-    bar = tqdm(total=len(jobs) * len(splits) * epochs, desc="molecules", unit="epoch", disable=not progress)
+    bar = tqdm(total=sum(map(len, split_jobs)) * epochs, desc="molecules", unit="epoch", disable=not progress)
     runs, checkpoints, predictions, skipped = [], [], [], set()
     start = time.perf_counter()
-    for s, split in enumerate(splits):
+    for s, (split, jobs) in enumerate(zip(splits, split_jobs)):
         split_seed = config.seed + s
         for name, k in jobs:
             out = train_model(name, k, config, graphs, labels, dataset.tasks, task_type, metric, epochs, split,
@@ -373,6 +376,20 @@ def run_molecules(config: MoleculesConfig, progress: bool = True) -> Dict:
             # written as files, not into results.json
             "files": {"checkpoints": checkpoints, "predictions": predictions, "smiles": graphs.smiles,
                       "rows": graphs.rows.tolist(), "labels": labels.numpy()}}
+
+
+def jobs_of(config: MoleculesConfig, splits: int) -> List[List[tuple]]:
+    """Per split, the ``(model, k)`` runs in order: ``--model`` at ``--k``; with ``--sweep-k``
+    also k-ary at every k of :data:`SWEEP_K` and Duvenaud (the speed-up's baseline), the sweep's
+    extra k-ary runs on the first ``--sweep-splits`` splits only."""
+    jobs = [(name, config.k) for name in config.model_list()]
+    sweep = []
+    if config.sweep_k:
+        sweep = [("kary", k) for k in SWEEP_K if ("kary", k) not in jobs]
+        if ("duvenaud", config.k) not in jobs:
+            jobs.insert(0, ("duvenaud", config.k))
+    swept = splits if config.sweep_splits is None else config.sweep_splits
+    return [jobs + (sweep if s < swept else []) for s in range(splits)]
 
 
 def timing(read: float, featurise: float, runs: List[Dict]) -> Dict[str, float]:
