@@ -77,6 +77,8 @@ def main() -> None:
     args = parser.parse_args()
     extra = []
     for name in args.smiles_from:
+        if not Path(name).is_file():
+            parser.error(f"--smiles-from {name}: no such file")
         with open(name, newline="") as handle:
             reader = csv.DictReader(handle)
             column = next((c for c in reader.fieldnames or () if "smiles" in c.lower()), None)

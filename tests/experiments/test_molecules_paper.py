@@ -158,3 +158,15 @@ def torch_load(path):
     import torch
 
     return torch.load(path, weights_only=False)
+
+
+def test_the_k_figure_compares_every_k_on_the_splits_they_all_ran_on():
+    from rpfast.experiments.molecules.report import _sweep_points
+
+    runs = [_run("duvenaud", None, s, 0.80 + s / 100, 0.1) for s in range(3)]
+    runs += [_run("kary", 20, s, 0.70 + s / 100, 0.1) for s in range(3)] + [_run("kary", 10, 0, 0.6, 0.1)]
+    splits, kary, full = _sweep_points({"runs": runs})
+    assert splits == [0]  # the sweep's k = 10 ran on the first split only
+    assert kary == [(10, 0.6, None, 1.0), (20, 0.70, None, 1.0)] and full == (0.80, 1.0)
+    splits, kary, _ = _sweep_points({"runs": runs[:6]})
+    assert splits == [0, 1, 2] and kary[0][1] == pytest.approx(0.71) and kary[0][2] == pytest.approx(0.01)

@@ -221,24 +221,54 @@ def _plot_parity(results: Dict, path: Path) -> None:
     _save(plt, fig, path)
 
 
+def _sweep_points(results: Dict) -> tuple:
+    """The k-ary figure's points: ``(splits, kary, full)`` where ``splits`` are the splits every
+    k-ary run and Duvenaud ran on (``--sweep-splits`` may leave the sweep on fewer than the
+    table's), ``kary`` is ``[(k, mean test metric, sd or None, mean s/epoch)]`` over them by k,
+    and ``full`` Duvenaud's ``(mean test metric, mean s/epoch)`` there, or None without it."""
+    runs = [r for r in results["runs"] if r["model"] in ("kary", "duvenaud")]
+    by_key: Dict[tuple, Dict[int, Dict]] = {}
+    for run in runs:
+        by_key.setdefault((run["model"], run["k"]), {})[run.get("split", 0)] = run
+    shared = set.intersection(*(set(v) for v in by_key.values())) if by_key else set()
+    splits = sorted(shared)
+
+    def mean(values):
+        defined = [v for v in values if v is not None]
+        return float(np.mean(defined)) if defined else None
+
+    def sd(values):
+        defined = [v for v in values if v is not None]
+        return float(np.std(defined, ddof=1)) if len(defined) > 1 else None
+
+    kary = []
+    for (model, k), group in sorted((key for key in by_key.items() if key[0][0] == "kary"), key=lambda kv: kv[0][1]):
+        scores = [group[s]["test_score"] for s in splits]
+        kary.append((k, mean(scores), sd(scores), mean([group[s]["seconds_per_epoch"] for s in splits])))
+    full = next((g for (model, _), g in by_key.items() if model == "duvenaud"), None)
+    if full is not None:
+        full = (mean([full[s]["test_score"] for s in splits]), mean([full[s]["seconds_per_epoch"] for s in splits]))
+    return splits, kary, full
+
+
 def _plot_sweep(results: Dict, path: Path) -> None:
     """The paper's k-ary figure: the test metric against k (left) and training speed-up over the
-    full graph model, Duvenaud's s/epoch over k-ary's (right)."""
+    full graph model, Duvenaud's s/epoch over k-ary's (right), on the splits every k ran on."""
     metric = results["metric"]
-    rows = sorted((r for r in results["summary"] if r["name"] == "kary"), key=lambda r: r["k"])
-    full = next((r for r in results["summary"] if r["name"] == "duvenaud"), None)
+    splits, kary, full = _sweep_points(results)
     plt, fig, axes = _figure(2, 10.0)
-    ks = [r["k"] for r in rows]
-    axes[0].errorbar(ks, [_number(r["test_score"]) for r in rows], yerr=[_number(r["test_sd"]) for r in rows],
+    ks = [k for k, *_ in kary]
+    axes[0].errorbar(ks, [_number(m) for _, m, _, _ in kary], yerr=[_number(d) for _, _, d, _ in kary],
                      marker="o", capsize=3, label="k-ary Duvenaud")
     if full is not None:
-        if full["test_score"] is not None:
-            axes[0].axhline(full["test_score"], color="C1", linestyle="--", label="Duvenaud (full graph)")
-        axes[1].plot(ks, [full["seconds_per_epoch"] / r["seconds_per_epoch"] for r in rows], marker="o")
+        if full[0] is not None:
+            axes[0].axhline(full[0], color="C1", linestyle="--", label="Duvenaud (full graph)")
+        axes[1].plot(ks, [full[1] / seconds for _, _, _, seconds in kary], marker="o")
         axes[1].axhline(1.0, color="grey", linestyle="--", linewidth=1)
+    where = f"split {splits[0] + 1}" if len(splits) == 1 else f"mean of {len(splits)} splits"
     axes[0].set_xlabel("k")
     axes[0].set_ylabel(f"test {metric}")
-    axes[0].set_title("Accuracy against k")
+    axes[0].set_title(f"Accuracy against k ({where})")
     axes[0].legend(fontsize=8)
     axes[1].set_xlabel("k")
     axes[1].set_ylabel("training speed-up over Duvenaud")
