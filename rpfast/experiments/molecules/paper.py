@@ -18,7 +18,7 @@ __all__ = ["PAPER_PROTOCOL", "PAPER_TABLE_2", "PAPER_SIZES", "PAPER_K", "paper_d
 #: at most ``epochs``, the validation metric averaging 5 relabelings / subgraphs (the test 20).
 #: Both cuts are what an hour on HIV (41,127 molecules) and two on MUV (93,087) on 2 cores ask:
 #: on an HIV-sized file the sweep was 40% of an epoch over every model, 20 validation
-#: relabelings 38% (benchmarks/README.md, "Table 2 preset"). CNN-DFS is left out (``--model``
+#: relabelings about 42% (benchmarks/README.md, "Table 2 preset"). CNN-DFS is left out (``--model``
 #: adds it): its 2-D convolutions over k x k adjacency grids cost 5x any other model's epoch
 #: (8.4 s against 0.6-1.7 s on Tox21).
 PAPER_PROTOCOL = {"splits": 3, "models": "duvenaud,rp-duvenaud,kary,rnn-dfs", "epochs": 40, "patience": 6,

@@ -242,7 +242,7 @@ def _sweep_points(results: Dict) -> tuple:
         return float(np.std(defined, ddof=1)) if len(defined) > 1 else None
 
     kary = []
-    for (model, k), group in sorted((key for key in by_key.items() if key[0][0] == "kary"), key=lambda kv: kv[0][1]):
+    for (_, k), group in sorted((item for item in by_key.items() if item[0][0] == "kary"), key=lambda item: item[0][1]):
         scores = [group[s]["test_score"] for s in splits]
         kary.append((k, mean(scores), sd(scores), mean([group[s]["seconds_per_epoch"] for s in splits])))
     full = next((g for (model, _), g in by_key.items() if model == "duvenaud"), None)
