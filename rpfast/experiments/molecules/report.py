@@ -9,6 +9,7 @@ import numpy as np
 from rpfast._io import atomic_directory
 from rpfast.experiments.molecules.checkpoints import write_checkpoint
 from rpfast.experiments.molecules.paper import extra_metrics, paper_cell, paper_scores
+from rpfast.experiments.molecules.tasks import mean_defined, mean_sd
 from rpfast.experiments.report import provenance
 
 COLUMNS = ("model", "metric", "test_score", "test_sd", "valid_score", "seconds_per_epoch", "splits")
@@ -233,21 +234,14 @@ def _sweep_points(results: Dict) -> tuple:
     shared = set.intersection(*(set(v) for v in by_key.values())) if by_key else set()
     splits = sorted(shared)
 
-    def mean(values):
-        defined = [v for v in values if v is not None]
-        return float(np.mean(defined)) if defined else None
-
-    def sd(values):
-        defined = [v for v in values if v is not None]
-        return float(np.std(defined, ddof=1)) if len(defined) > 1 else None
-
     kary = []
     for (_, k), group in sorted((item for item in by_key.items() if item[0][0] == "kary"), key=lambda item: item[0][1]):
-        scores = [group[s]["test_score"] for s in splits]
-        kary.append((k, mean(scores), sd(scores), mean([group[s]["seconds_per_epoch"] for s in splits])))
+        score, sd, _ = mean_sd([group[s]["test_score"] for s in splits])
+        kary.append((k, score, sd, mean_defined([group[s]["seconds_per_epoch"] for s in splits])))
     full = next((g for (model, _), g in by_key.items() if model == "duvenaud"), None)
     if full is not None:
-        full = (mean([full[s]["test_score"] for s in splits]), mean([full[s]["seconds_per_epoch"] for s in splits]))
+        full = (mean_defined([full[s]["test_score"] for s in splits]),
+                mean_defined([full[s]["seconds_per_epoch"] for s in splits]))
     return splits, kary, full
 
 

@@ -127,6 +127,12 @@ def mean_defined(values: Sequence[Optional[float]]) -> Optional[float]:
     return float(np.mean(known)) if known else None
 
 
+def mean_sd(values: Sequence[Optional[float]]) -> tuple:
+    """``(mean, sample sd, count)`` of the defined values (None where undefined; the sd needs two)."""
+    defined = [v for v in values if v is not None]
+    return mean_defined(defined), (float(np.std(defined, ddof=1)) if len(defined) > 1 else None), len(defined)
+
+
 @dataclass(frozen=True)
 class Targets:
     """How labels become training targets and outputs become predictions for one task type:

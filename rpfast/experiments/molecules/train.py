@@ -34,7 +34,8 @@ from rpfast.experiments.molecules.models import (MODELS, SUBGRAPH_MODELS, Archit
                                                max_same_element, model_outputs)
 from rpfast.experiments.molecules.splits import SPLITS, make_splits, read_splits_file, splits_record
 from rpfast.experiments.molecules.tasks import (DEFAULT_METRIC, METRICS, TASK_TYPES, Targets, check_metric, infer_task_type,
-                                               mean_defined, metrics_of, task_scores, usable_tasks)
+                                               mean_defined, mean_sd, metrics_of, task_scores,
+                                               usable_tasks)
 from rpfast.experiments.molecules.report import format_table, write_outputs
 from rpfast.experiments.report import wall_seconds
 from rpfast.experiments.training import (Batches, Epoch, TrainingDiverged, check_learning_rate, diverged_warning,
@@ -409,12 +410,6 @@ def format_timing(seconds: Dict[str, float]) -> str:
             f"evaluate {evaluate:.1f} s (validation {seconds['validate']:.1f} s, test {seconds['test']:.1f} s)")
 
 
-def _mean_sd(values: Sequence[Optional[float]]) -> tuple:
-    """Mean and sample sd of the defined values (None where undefined; the sd needs two)."""
-    defined = [v for v in values if v is not None]
-    return mean_defined(defined), (float(np.std(defined, ddof=1)) if len(defined) > 1 else None), len(defined)
-
-
 def summarise(runs: List[Dict]) -> List[Dict]:
     """Per (model, k): mean and sd (over splits; None with one split) of the selected test
     metric over the splits where it is defined, the same of every test metric
@@ -423,10 +418,10 @@ def summarise(runs: List[Dict]) -> List[Dict]:
     rows = []
     for key in dict.fromkeys((r["model"], r["k"]) for r in runs):
         group = [r for r in runs if (r["model"], r["k"]) == key]
-        mean, sd, count = _mean_sd([r["test_score"] for r in group])
+        mean, sd, count = mean_sd([r["test_score"] for r in group])
         others = {}
         for name in group[0].get("test_metrics", {}):
-            other_mean, other_sd, _ = _mean_sd([r["test_metrics"][name]["mean"] for r in group])
+            other_mean, other_sd, _ = mean_sd([r["test_metrics"][name]["mean"] for r in group])
             others[name] = {"mean": other_mean, "sd": other_sd}
         rows.append({"model": _job_name(*key), "name": key[0], "k": key[1], "metric": group[0]["metric"],
                      "test_score": mean, "test_sd": sd, "test_metrics": others,
