@@ -438,20 +438,27 @@ class GraphBatch:
         """``[B, n_max]`` True where a real node sits."""
         return torch.arange(self.n_max, device=self._ptr.device).unsqueeze(0) < self.num_nodes.unsqueeze(1)
 
+    def adjacency_values(self, edge_features: bool = True) -> Tensor:
+        """``[E, C]``: what each edge adds to :meth:`dense_adj`: 1 in channel 0 and, with
+        ``edge_features``, ``edge_attr`` in channels ``1..D`` (``C = 1 + D``; ``C = 1`` without).
+        Float, of ``edge_attr``'s dtype (else the adjacency dtype ``to(dtype=...)`` set, else the
+        default); differentiable in ``edge_attr``."""
+        attr = self.edge_attr if edge_features else None
+        dtype = self.edge_attr.dtype if self.edge_attr is not None else \
+            self.__dict__.get("_adjacency_dtype") or torch.get_default_dtype()  # set by to(dtype=...)
+        ones = torch.ones((self.num_edges, 1), dtype=dtype, device=self.edge_index.device)
+        return ones if attr is None else torch.cat([ones, attr], dim=1)
+
     @lazy_property
     def _dense_adj(self) -> Tensor:
         B, n = self.num_graphs, self.n_max
-        channels = 1 + (0 if self.edge_attr is None else self.edge_attr.shape[1])
-        dtype = self.edge_attr.dtype if self.edge_attr is not None else \
-            self.__dict__.get("_adjacency_dtype") or torch.get_default_dtype()  # set by to(dtype=...)
+        values = self.adjacency_values()
+        channels, dtype = values.shape[1], values.dtype
         check_memory(B * n * n * channels * dtype.itemsize, f"dense_adj() [B={B}, n_max={n}, n_max={n}, {channels}]",
                      "batch graphs of similar size together, or use the sparse views")
         adj = torch.zeros((B, n, n, channels), dtype=dtype, device=self.edge_index.device)
         if self.num_edges:
             src, dst = self.edge_index
-            values = torch.ones((self.num_edges, channels), dtype=dtype, device=adj.device)
-            if self.edge_attr is not None:
-                values[:, 1:] = self.edge_attr
             index = (self.batch[src], self.local_index[src], self.local_index[dst])
             adj.index_put_(index, values, accumulate=True)
         return adj

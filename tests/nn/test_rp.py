@@ -216,6 +216,51 @@ def test_gradients_reach_f_and_two_argument_f_still_works():
     assert isinstance(Exact(4).relabel(graph, False), Relabelings)
 
 
+# ------------------------------------------------------------------------------ graph input's relabeled adjacency
+@settings(max_examples=60, deadline=None)
+@given(graph_lists(max_graphs=4, max_nodes=7), st.integers(1, 3), st.integers(0, 9), st.integers(0, 2),
+       st.booleans(), st.booleans(), st.integers(0, 2**31 - 1))
+def test_graph_adjacency_is_relabeled_from_its_edges_as_from_its_dense_view(graphs, P, K, D, edge_features,
+                                                                           shuffle_padding, seed):
+    """``_permute_graph_adjacency`` (what RelationalPooling runs on graph input) is
+    ``permute_adjacency(graph.dense_adj())`` bit for bit: self-loops, multi-edges (added up in edge
+    order), empty graphs, K below and above n_max, padding anywhere in a row; so is its gradient
+    in edge_attr."""
+    from rpfast.nn.rp.relational_pooling import _permute_graph_adjacency
+    from rpfast.ops import permute_adjacency
+    from tests.helpers.strategies import partial_permutations
+
+    gen = torch.Generator().manual_seed(seed)
+    attrs = [torch.randn(e.shape[1], D, generator=gen, dtype=torch.float64) for e, _ in graphs] if D else None
+    graph = GraphBatch.from_edge_lists(graphs, edge_attr=attrs) if graphs else GraphBatch(
+        torch.zeros(2, 0, dtype=torch.int64), num_nodes=torch.zeros(0, dtype=torch.int64))
+    if graph.edge_attr is not None:
+        graph.edge_attr.requires_grad_(True)
+    perms = partial_permutations(graph.num_nodes, P, K, seed, shuffle_padding)
+    dense = graph.dense_adj() if edge_features else graph.dense_adj()[..., :1]
+    expected = permute_adjacency(dense, perms)
+    got = _permute_graph_adjacency(graph, perms, edge_features)
+    assert got.dtype == expected.dtype and torch.equal(got, expected)
+    if graph.num_edges and D and edge_features and expected.numel():
+        weights = torch.randn(expected.shape, generator=gen, dtype=expected.dtype)
+        (want,) = torch.autograd.grad((expected * weights).sum(), graph.edge_attr)
+        (have,) = torch.autograd.grad((got * weights).sum(), graph.edge_attr)
+        torch.testing.assert_close(have, want, rtol=0, atol=1e-12)
+
+
+def test_graph_input_never_builds_the_dense_view():
+    """A batch holding one large graph costs RelationalPooling K x K blocks, not n_max x n_max:
+    graph input and its dense form agree, and the graph's dense view is never computed."""
+    torch.manual_seed(0)
+    graph = random_batch([60, 4, 5], seed=3, p=0.1)
+    f = VecRNN(4, 1, 2, 8, 3, cell="lstm").double()
+    rp = RelationalPooling(f, Oriented("dfs", 4, eval_samples=3), generator=torch.Generator().manual_seed(1)).eval()
+    out = rp(graph)
+    assert "_lazy__dense_adj" not in vars(graph)
+    dense = RelationalPooling(f, Oriented("dfs", 4, eval_samples=3), generator=torch.Generator().manual_seed(1)).eval()
+    torch.testing.assert_close(dense(graph.dense_adj(), graph.dense_x(), graph.num_nodes), out, rtol=0, atol=0)
+
+
 # ------------------------------------------------------------------------------ encoders
 @pytest.mark.parametrize("make", [
     lambda: VecMLP(5, 1, 2, 16, 3),

@@ -6,7 +6,7 @@ import torch
 from torch import Tensor, nn
 
 from rpfast._uploads import upload
-from rpfast._validation import check_sizes, index_tensor, require_flag, require_tensor
+from rpfast._validation import check_memory, check_sizes, index_tensor, require_flag, require_tensor
 from rpfast.data import GraphBatch
 from rpfast.nn.graph_input import read_graph_input
 from rpfast.nn.rp.encoders import _Layout
@@ -146,11 +146,11 @@ class RelationalPooling(NotScriptable, nn.Module):
         needs_edges = (self.strategy or PiSGD()).needs_edges
         graph, adj, x = (self._dense_inputs(adj, x, num_nodes, needs_edges) if dense
                          else self._graph_inputs(adj, x, num_nodes, edge_attr, needs_edges))
-        strategy = _sized(self.strategy or PiSGD(), adj.shape[1])  # default: one sample to train, five to evaluate
+        strategy = _sized(self.strategy or PiSGD(), x.shape[1])  # default: one sample to train, five to evaluate
         total = None
         for perms, weights in strategy.relabel_chunks(graph, self.training, self.generator):
             perms = upload(perms, adj.device)  # strategies draw and enumerate on the CPU
-            adj_p = permute_adjacency(adj, perms).flatten(0, 1)  # [M, K, K(, C)]
+            adj_p = _relabel_adjacency(adj, perms, self.use_edge_attr).flatten(0, 1)  # [M, K, K(, C)]
             x_p = permute_nodes(x, perms).flatten(0, 1)  # [M, K(, F)]
             mask = (perms >= 0).flatten(0, 1)
             out = self.f(*(adj_p, x_p, mask, mask.sum(dim=1))[:self._arity])
@@ -207,17 +207,19 @@ class RelationalPooling(NotScriptable, nn.Module):
         return total
 
     def _graph_inputs(self, data, edge_index, batch, edge_attr, needs_edges: bool):
-        """``(the strategy's graph on the CPU, adj [B, n, n, C], x [B, n, F])`` of a graph input:
-        the batch's host copy (:meth:`GraphBatch.host`) when the strategy reads edges, else a batch
-        of its host-side sizes alone."""
+        """``(the strategy's graph on the CPU, the graph, x [B, n, F])`` of a graph input: the
+        batch's host copy (:meth:`GraphBatch.host`) when the strategy reads edges, else a batch of
+        its host-side sizes alone. The graph's adjacency is relabeled from its edges
+        (:func:`_relabel_adjacency`), never made dense."""
         node_x, graph = read_graph_input(type(self).__name__, data, edge_index, batch, edge_attr,
                                          training=self.training)
-        adj = graph.dense_adj() if self.use_edge_attr else graph.dense_adj()[..., :1]
         if node_x is None:
             raise ValueError("RelationalPooling needs node features x (graph.x, or x beside the graph; a column of "
                              "ones for featureless graphs)")
+        if node_x.device != graph.device:
+            raise ValueError(f"x is on {node_x.device} but the graph is on {graph.device}; put them on one device")
         x = graph.dense_x() if node_x is graph.x else _pad_nodes(node_x, graph)
-        self._check_dense(adj, x)
+        adj = graph
         # the strategies enumerate, traverse and draw on the CPU
         if not needs_edges:
             return _sizes_batch(graph.host_ptr.diff()), adj, x
@@ -336,6 +338,52 @@ def _permute_bipartite(adj: Tensor, rows: Tensor, cols: Tensor) -> Tensor:
     keep = ((rows >= 0).unsqueeze(3) & (cols >= 0).unsqueeze(2)).unsqueeze(-1)
     out = out * keep.to(out.dtype)
     return out.squeeze(-1) if squeeze else out
+
+
+def _relabel_adjacency(adj, perms: Tensor, edge_features: bool) -> Tensor:
+    """``[B, P, K, K, C]``: ``permute_adjacency(adj, perms)`` of a dense ``adj``, or of a
+    :class:`GraphBatch`'s ``dense_adj()`` (channel 0 alone without ``edge_features``), which is
+    built from its edges instead (:func:`_permute_graph_adjacency`)."""
+    if isinstance(adj, GraphBatch):
+        return _permute_graph_adjacency(adj, perms, edge_features)
+    return permute_adjacency(adj, perms)
+
+
+def _permute_graph_adjacency(graph: GraphBatch, perms: Tensor, edge_features: bool) -> Tensor:
+    r"""``permute_adjacency(graph.dense_adj(), perms)`` (channel 0 alone without
+    ``edge_features``) written edge by edge: with :math:`q_{bp}(v)` vertex v's position in
+    relabeling :math:`\pi_{bp}` (-1 where it is left out), each edge (u, v) of graph b with values
+    :math:`a_{uv}` (:meth:`GraphBatch.adjacency_values`) adds
+
+    .. math:: \text{out}[b, p, q_{bp}(u), q_{bp}(v), :] \mathrel{+}= a_{uv}
+        \quad \text{where } q_{bp}(u), q_{bp}(v) \ge 0,
+
+    in edge order (multi-edges add up as in ``dense_adj``, bit for bit). It writes
+    ``B * P * K * K * C`` entries where the dense view writes ``B * n_max^2 * C``: the largest graph of
+    a batch sets ``n_max`` (a molecule of 130 atoms makes 128 molecules' view 100 MB, while their
+    20-vertex DFS blocks take 2 MB). Differentiable in ``edge_attr``; reads nothing back to the host."""
+    B, P, K = perms.shape
+    values = graph.adjacency_values(edge_features)  # [E, C]
+    C = values.shape[1]
+    check_memory(B * P * K * K * C * values.element_size(), f"the relabeled adjacency [B={B}, P={P}, K={K}, K={K}, "
+                 f"{C}]", "reduce the batch, the samples or k")
+    slots = B * P * K * K
+    out = torch.zeros((slots + 1, C), dtype=values.dtype, device=values.device)  # row `slots`: edges left out
+    if graph.num_edges:
+        # position[b, p, v] = i where perms[b, p, i] = v, -1 for vertices no relabeling holds
+        # (column n_max collects the padding's -1 entries)
+        n = graph.n_max
+        position = torch.full((B, P, n + 1), -1, dtype=torch.int64, device=perms.device)
+        position.scatter_(2, torch.where(perms >= 0, perms, n),
+                          torch.arange(K, device=perms.device).expand(B, P, K).contiguous())
+        position = position[:, :, :n]
+        src, dst = graph.edge_index
+        owner = graph.batch[src]
+        row, col = position[owner, :, graph.local_index[src]], position[owner, :, graph.local_index[dst]]  # [E, P]
+        block = owner.unsqueeze(1) * P + torch.arange(P, device=perms.device)
+        slot = torch.where((row >= 0) & (col >= 0), (block * K + row) * K + col, slots)
+        out.index_put_((slot.reshape(-1),), values.unsqueeze(1).expand(-1, P, -1).reshape(-1, C), accumulate=True)
+    return out[:slots].reshape(B, P, K, K, C)
 
 
 def _graph_of_dense(adj: Tensor, num_nodes: Tensor) -> GraphBatch:
