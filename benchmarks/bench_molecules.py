@@ -1,6 +1,7 @@
 """Molecules (issue 11): featurisation of Tox21 against a per-atom Python loop over RDKit, and a
 Duvenaud training epoch against the same model written in PyG; RP-Duvenaud's and k-ary
-Duvenaud's epochs against rpfast's Duvenaud (the RP overhead, and the k-ary speed-up)."""
+Duvenaud's epochs against rpfast's Duvenaud (the RP overhead, and the k-ary speed-up); RNN-DFS's
+epoch against the same model written with dense batches and packed sequences (issue 45)."""
 import pytest
 import torch
 
@@ -10,7 +11,8 @@ pytest.importorskip("torch_geometric")
 from rpfast.datasets import load_tox21  # noqa: E402
 from rpfast.datasets.molecules import featurize_smiles  # noqa: E402
 from rpfast.experiments.molecules.tasks import Targets  # noqa: E402
-from rpfast.nn import Duvenaud, Oriented, RPDuvenaud, SubgraphRP  # noqa: E402
+from rpfast.datasets.molecules import ATOM_FEATURES, BOND_FEATURES  # noqa: E402
+from rpfast.nn import Duvenaud, Oriented, RelationalPooling, RPDuvenaud, SubgraphRP, VecRNN  # noqa: E402
 
 from benchmarks.paired import paired  # noqa: E402
 
@@ -135,3 +137,46 @@ def test_duvenaud_epoch_alternating(benchmark, width, tox21):
                        f"Tox21 molecules, batch {BATCH} (alternating rounds)")
     benchmark.extra_info["impl"] = "rpfast"
     paired(benchmark, ours, pyg, "pyg", rounds=5, warmup_rounds=1, agree=_agree)
+
+
+def _rnn_dfs_epoch(impl, tox21, k=20):
+    """One training epoch of RNN-DFS (Table 2: an LSTM of 64 over the first k vertices of a DFS
+    from a random start, one order per molecule): rpfast's ``RelationalPooling`` or the PyTorch
+    baseline (``DenseBlocksPackedRNN``: dense batch, gathered blocks, packed LSTM), from the same
+    weights and the same orders."""
+    from benchmarks.baselines.torch_rp import DenseBlocksPackedRNN
+
+    data, graphs, labels = tox21
+    order = torch.randperm(len(graphs), generator=torch.Generator().manual_seed(0))[:EPOCH_MOLECULES]
+    chunks = [order[i:i + BATCH] for i in range(0, len(order), BATCH)]
+    torch.manual_seed(0)  # both sides start from these weights (each trains its own copy)
+    f = VecRNN(k, 1 + BOND_FEATURES, ATOM_FEATURES, 64, labels.shape[1], cell="lstm")
+    strategy, gen = Oriented("dfs", k, train_samples=1, eval_samples=5), torch.Generator().manual_seed(0)
+    model = (RelationalPooling(f, strategy, generator=gen) if impl == "rpfast"
+             else DenseBlocksPackedRNN(f, strategy, gen))
+    run = _epoch(model, lambda: (graphs.batch(c) for c in chunks), [labels[c] for c in chunks],
+                 Targets.fit("classification", labels[order]))
+    run.generator = gen
+    return run
+
+
+def _rnn_dfs_agree(ours, baseline) -> None:
+    """Both RNN-DFS epochs compute one function: the same outputs on the first batch, eval mode
+    (5 orders averaged), their order generators seeded alike."""
+    outputs = []
+    for run in (ours, baseline):
+        run.model.eval()
+        run.generator.manual_seed(1)
+        with torch.no_grad():
+            outputs.append(run.model(run.first_batch()))
+    torch.testing.assert_close(outputs[0], outputs[1], rtol=1e-5, atol=1e-6)
+
+
+def test_rnn_dfs_epoch_alternating(benchmark, tox21):
+    """RNN-DFS's epoch against its PyTorch baseline, alternating rounds (paired.py)."""
+    ours, baseline = (_rnn_dfs_epoch(impl, tox21) for impl in ("rpfast", "torch"))
+    benchmark.group = (f"RNN-DFS training epoch (k=20, LSTM 64): {EPOCH_MOLECULES} Tox21 molecules, batch {BATCH} "
+                       "(alternating rounds)")
+    benchmark.extra_info["impl"] = "rpfast"
+    paired(benchmark, ours, baseline, "torch (dense batch + packed LSTM)", rounds=5, warmup_rounds=1,
+           agree=_rnn_dfs_agree)

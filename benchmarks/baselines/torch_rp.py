@@ -82,6 +82,14 @@ def dfs_relabel(graphs_nx, dense_adj, dense_x, K, samples, generator=None):
         for p, s in enumerate(starts):
             order = list(nx.dfs_preorder_nodes(G, s))[:K]
             perm[b, p, :len(order)] = torch.tensor(order)
+    return gather_blocks(dense_adj, dense_x, perm)
+
+
+def gather_blocks(dense_adj, dense_x, perm):
+    """The relabeled blocks of ``perm [B, P, K]`` (-1: padding) gathered from a batch's dense
+    ``adj [B, n, n, C]`` and ``x [B, n, F]`` with advanced indexing, padding zeroed:
+    ``adj [B*P, K, K, C]``, ``x [B*P, K, F]``, ``mask [B*P, K]``."""
+    B = perm.shape[0]
     mask = perm >= 0
     idx = perm.clamp(min=0)
     bb = torch.arange(B).view(B, 1, 1)
@@ -89,6 +97,32 @@ def dfs_relabel(graphs_nx, dense_adj, dense_x, K, samples, generator=None):
     adj = dense_adj[bb.unsqueeze(-1), idx.unsqueeze(-1), idx.unsqueeze(-2)] * keep
     x = dense_x[bb, idx] * mask.unsqueeze(-1)
     return adj.flatten(0, 1), x.flatten(0, 1), mask.flatten(0, 1)
+
+
+class DenseBlocksPackedRNN(torch.nn.Module):
+    """RP of an RNN over DFS orders (the paper's RNN-DFS) as a user writes it in PyTorch: the
+    batch's dense adjacency (``GraphBatch.dense_adj``), the K-vertex blocks gathered from it
+    (:func:`gather_blocks`), and the RNN over packed sequences of each block's real vertices
+    (``pack_padded_sequence``), its last state through ``f.out``; weighted as the strategy says.
+    The orders come from ``strategy`` (rpfast's), so both sides of a benchmark read the same
+    relabelings; ``f`` is an rpfast ``VecRNN`` (its ``rnn`` and ``out`` layers are used)."""
+
+    def __init__(self, f, strategy, generator):
+        super().__init__()
+        self.f, self.strategy, self.generator = f, strategy, generator
+
+    def forward(self, graph):
+        from torch.nn.utils.rnn import pack_padded_sequence
+
+        perms, weights = next(iter(self.strategy.relabel_chunks(graph.host(), self.training, self.generator)))
+        B, P = weights.shape
+        adj, x, mask = gather_blocks(graph.dense_adj(), graph.dense_x(), perms)
+        steps = torch.cat([adj.flatten(2), x], dim=-1)
+        lengths = mask.sum(dim=1).clamp(min=1)
+        _, state = self.f.rnn(pack_padded_sequence(steps, lengths, batch_first=True, enforce_sorted=False))
+        last = state[0] if isinstance(state, tuple) else state
+        out = self.f.out(last[-1]).reshape(B, P, -1)
+        return (out * weights.to(out.dtype).unsqueeze(-1)).sum(dim=1)
 
 
 def exact_relabel(dense_adj, dense_x, n):

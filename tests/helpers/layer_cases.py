@@ -5,7 +5,7 @@ import torch
 
 from rpfast.data import GraphBatch
 from rpfast.nn import (GIN, RPGIN, Duvenaud, Exact, GINConv, KAry, Oriented, PiSGD, RelationalPooling, RootedRP,
-                       SubgraphRP, VecMLP)
+                       SubgraphRP, VecMLP, VecRNN)
 
 
 def small_batch(dtype=torch.float64) -> GraphBatch:
@@ -38,6 +38,14 @@ def layer_cases() -> dict:
         "RP-PiSGD": lambda: rp(PiSGD(4, train_samples=3)),
         "RP-KAry": lambda: rp(KAry(2), 2),
         "RP-Oriented": lambda: rp(Oriented("bfs", 3, starts="all"), 3),
+        "RP-PiSGD-VecRNN": lambda: (RelationalPooling(VecRNN(4, dense_adj.shape[-1], 3, 8, 2).double(),
+                                                      PiSGD(4, train_samples=2),
+                                                      generator=torch.Generator().manual_seed(0)),
+                                    (dense_adj, dense_x, sizes)),
+        # graph input: the relabeled adjacency is written from the edges (no dense view)
+        "RelationalPooling-graph": lambda: (
+            RelationalPooling(VecRNN(4, dense_adj.shape[-1], 3, 8, 2, cell="gru").double(), PiSGD(4, train_samples=2),
+                              generator=torch.Generator().manual_seed(0)), (g,)),
         "RootedRP": lambda: (RootedRP(3, 8, 3, 2, train_roots=2, generator=torch.Generator().manual_seed(0)).double(),
                              (g.x, g)),
         "SubgraphRP": lambda: (SubgraphRP(Duvenaud(3, 2, conv=(8,), dense=8).double(), Oriented("bfs", 3, starts="all"),

@@ -126,8 +126,8 @@ class VecMLP(NotScriptable, nn.Module):
 class VecRNN(NotScriptable, nn.Module):
     r"""An LSTM or GRU that reads the vertices in order, each as its adjacency row (all ``K``
     entries and ``C`` channels) and its features; the hidden state after each graph's last vertex
-    (step ``n - 1``; padding after it cannot reach it) goes through a linear map. For bipartite input it reads
-    the rows, each with the column mask (so it knows the column count).
+    (step ``n - 1``: the padding after it cannot reach it) goes through a linear map. For bipartite
+    input it reads the rows, each with the column mask (so it knows the column count).
 
     Args:
         max_nodes, edge_channels, node_features, hidden, out_dim: as for :class:`VecMLP`;
@@ -159,9 +159,8 @@ class VecRNN(NotScriptable, nn.Module):
         # Relabeled vertices come first (gather convention), so the first `lengths` steps are real;
         # the RNN is causal, so its output at step length - 1 is the state after the last real
         # vertex whatever the padding after it (an empty graph reads its one all-zero step).
-        # Unpacked: CPU LSTMs then project every step's input in one matrix product, where a
-        # packed sequence's backward zero-fills the whole input once per step (half of RNN-DFS's
-        # training step at k = 20), and the lengths never leave the device.
+        # Not packed: a packed sequence's backward zero-fills the whole input once per step (a third
+        # of RNN-DFS's training step at k = 20 on the CPU), and its lengths must go to the host.
         last_step = rows.sum(dim=1).to(torch.int64).clamp(min=1) - 1
         outputs, _ = self.rnn(torch.cat(steps, dim=-1))
         return self.out(outputs[torch.arange(M, device=outputs.device), last_step])
