@@ -77,6 +77,9 @@ class TrainingDiverged(ValueError):
         super().__init__(message)
         self.epoch = epoch
 
+    def __reduce__(self):  # pickles whole from a worker process (the default passes the message alone)
+        return type(self), (self.args[0], self.epoch), self.__dict__
+
 
 @dataclass(frozen=True)
 class Epoch:

@@ -72,6 +72,7 @@ def test_paper_sets_the_protocol(monkeypatch):
     assert (config.splits, config.models, config.epochs, config.patience, config.sweep_k) == (
         PAPER_PROTOCOL["splits"], PAPER_PROTOCOL["models"], PAPER_PROTOCOL["epochs"], PAPER_PROTOCOL["patience"], True)
     assert (config.sweep_splits, config.valid_samples) == (1, 5) and config.eval_samples == 20  # the test keeps 20
+    assert config.jobs == 0 and config.resolved_jobs(16) == (config.threads or torch_threads())  # one per thread
     command.run(parser.parse_args(["train", "--paper", "--splits", "5", "--model", "cnn-dfs", "--patience", "2"]))
     config = captured[-1]  # the options given beside --paper win over it
     assert (config.splits, config.models, config.patience, config.epochs) == (5, "cnn-dfs", 2,
@@ -170,3 +171,51 @@ def test_the_k_figure_compares_every_k_on_the_splits_they_all_ran_on():
     assert kary == [(10, 0.6, None, 1.0), (20, 0.70, None, 1.0)] and full == (0.80, 1.0)
     splits, kary, _ = _sweep_points({"runs": runs[:6]})
     assert splits == [0, 1, 2] and kary[0][1] == pytest.approx(0.71) and kary[0][2] == pytest.approx(0.01)
+
+
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def test_runs_in_worker_processes_give_what_one_process_gives(tmp_path, monkeypatch):
+    """--jobs 2 --threads 2 (two one-thread workers) trains every run exactly as one process of
+    one thread does: the same test scores, epochs and test predictions, bit for bit."""
+    monkeypatch.setenv("RPFAST_CACHE", str(tmp_path / "cache"))
+    data = write_tox21_subset(tmp_path / "tiny.csv", 200, {"A": 2, "B": 11})
+    results = {}
+    for jobs, threads in (("1", "1"), ("2", "2")):
+        out = tmp_path / f"jobs{jobs}"
+        assert main(["molecules", "--data", str(data), "--model", "duvenaud,rp-duvenaud,rnn-dfs", "--k", "6",
+                     "--splits", "2", "--epochs", "2", "--eval-samples", "3", "--jobs", jobs, "--threads", threads,
+                     "--no-progress", "--out", str(out)]) == 0
+        runs = json.loads((out / "results.json").read_text())["runs"]
+        predictions = sorted((out / "runs").rglob("test_predictions.csv"))
+        results[jobs] = ([(r["model"], r["split"], r["test_score"], r["history"]) for r in runs],
+                         [p.read_bytes() for p in predictions])
+    assert len(results["1"][0]) == 6 and results["1"][0] == results["2"][0]
+    assert len(results["1"][1]) == 6 and results["1"][1] == results["2"][1]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--jobs", "-1"], "jobs must be >= 0"),
+    (["--jobs", "2", "--nproc", "2"], "--nproc shares each run among processes and --jobs trains runs side by side"),
+])
+def test_jobs_are_checked(tmp_path, capsys, args, message):
+    assert message in cli_fails(["molecules", *args, "--out", str(tmp_path / "o")], capsys)
+
+
+def test_a_run_that_fails_in_a_worker_fails_the_command_with_one_line(tmp_path, monkeypatch, capsys):
+    """A divergence in the first epoch, raised in a worker process, ends the command as it does in
+    one process: one line naming the model and split."""
+    monkeypatch.setenv("RPFAST_CACHE", str(tmp_path / "cache"))
+    data = write_tox21_subset(tmp_path / "tiny.csv", 200, {"A": 2, "B": 11})
+    with pytest.raises(SystemExit) as stopped:
+        main(["molecules", "--data", str(data), "--model", "duvenaud,kary", "--k", "6", "--epochs", "1", "--lr", "1e30",
+              "--jobs", "2", "--threads", "2", "--no-progress", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and "Traceback" not in err
+    line = err.splitlines()[-1]  # after the data set's warnings
+    assert line.startswith("rpfast molecules: error: ") and "split 0" in line and "--lr" in line
+    assert not (tmp_path / "o").exists()

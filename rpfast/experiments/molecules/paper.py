@@ -20,9 +20,12 @@ __all__ = ["PAPER_PROTOCOL", "PAPER_TABLE_2", "PAPER_SIZES", "PAPER_K", "paper_d
 #: on an HIV-sized file the sweep was 40% of an epoch over every model, 20 validation
 #: relabelings about 42% (benchmarks/README.md, "Table 2 preset"). CNN-DFS is left out (``--model``
 #: adds it): its 2-D convolutions over k x k adjacency grids cost 5x any other model's epoch
-#: (8.4 s against 0.6-1.7 s on Tox21).
+#: (8.4 s against 0.6-1.7 s on Tox21). The runs train side by side, one worker process per thread
+#: (``jobs=0``): a step of these small models keeps one core busy (on 2 cores a Duvenaud step on
+#: HIV-sized molecules took 20 ms with 2 threads and 25 with one), so two one-thread runs at once
+#: train nearly twice the molecules a second.
 PAPER_PROTOCOL = {"splits": 3, "models": "duvenaud,rp-duvenaud,kary,rnn-dfs", "epochs": 40, "patience": 6,
-                  "sweep_k": True, "sweep_splits": 1, "valid_samples": 5}
+                  "sweep_k": True, "sweep_splits": 1, "valid_samples": 5, "jobs": 0}
 
 #: Test ROC-AUC of Table 2 (mean over splits) by data set and model; the k-ary row is k = 20.
 #: Only the entries known here are listed: a model without one shows "-".

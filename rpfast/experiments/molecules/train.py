@@ -40,6 +40,7 @@ from rpfast.experiments.molecules.report import format_table, write_outputs
 from rpfast.experiments.report import wall_seconds
 from rpfast.experiments.training import (Batches, Epoch, TrainingDiverged, check_learning_rate, diverged_warning,
                                          fit)
+from rpfast.experiments.workers import run_in_workers
 
 SWEEP_K = (10, 20, 30, 40, 50)
 #: Epochs per run when ``--epochs`` is not given. Measured here (random split, RP-Duvenaud):
@@ -89,8 +90,12 @@ class MoleculesConfig:
     out_dir: str = option("molecules_results", "output directory (written whole under a temporary name beside it, "
                                                "renamed when complete)", flag="--out")
     force: bool = option(False, "replace an existing non-empty --out directory")
-    threads: Optional[int] = option(None, "kernel/torch threads in all, shared by --nproc processes (default: the "
-                                          "cores other processes leave free)")
+    threads: Optional[int] = option(None, "kernel/torch threads in all, shared by --jobs or --nproc processes "
+                                          "(default: the cores other processes leave free)")
+    jobs: Optional[int] = option(None, "runs (a model on a split) trained at once in worker processes, each with "
+                                       "its share of --threads and its own copy of the featurised molecules "
+                                       "(about 650 bytes a molecule); 0: one per thread (what --paper sets); "
+                                       "default 1: every run in this process")
     nproc: int = option(1, "processes that train each model together (DistributedDataParallel, gloo on CPU); "
                            "torchrun sets this itself")
     sync_bn: bool = option(False, "with several processes, synchronise BatchNorm statistics (SyncBatchNorm)")
@@ -127,11 +132,26 @@ class MoleculesConfig:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
         if not isinstance(self.nproc, int) or isinstance(self.nproc, bool) or self.nproc < 1:
             raise ValueError(f"nproc must be >= 1, got {self.nproc!r}")
+        if self.jobs is not None and (not isinstance(self.jobs, int) or isinstance(self.jobs, bool) or self.jobs < 0):
+            raise ValueError(f"jobs must be >= 0 (0: one per thread), got {self.jobs!r}")
+        if self.nproc > 1 and self.jobs not in (None, 1):
+            raise ValueError("--nproc shares each run among processes and --jobs trains runs side by side: "
+                             "choose one")
+        if resolve_device(self.device).type != "cpu" and self.jobs not in (None, 1):
+            raise ValueError(f"--device {self.device} trains the runs one after another: --jobs must be 1, "
+                             f"got {self.jobs}")
         if resolve_device(self.device).type != "cpu" and self.nproc > 1:
             raise ValueError(f"--device {self.device} trains in one process: --nproc must be 1, got {self.nproc}")
         if self.splits_file is not None and not Path(self.splits_file).is_file():
             raise FileNotFoundError(f"splits file {self.splits_file} does not exist")
         self.model_list()
+
+    def resolved_jobs(self, runs: int) -> int:
+        """Worker processes for ``runs`` runs: ``--jobs`` (0: one per thread of ``--threads``), at
+        most ``runs``; 1 (this process) under ``--nproc`` or a launcher."""
+        if self.nproc > 1 or distributed.under_launcher() or self.jobs is None:
+            return 1
+        return max(1, min(runs, self.jobs or self.threads or torch.get_num_threads()))
 
 
 def load_dataset(config: MoleculesConfig, warn=lambda line: None) -> MoleculeDataset:
@@ -319,6 +339,27 @@ def train_model(name: str, k: int, config: MoleculesConfig, graphs: MoleculeGrap
     return {"record": record, "checkpoint": checkpoint_record(trained), "test": test, "predictions": predictions}
 
 
+def train_in_worker(*run, report) -> Dict:
+    """:func:`train_model` in a worker process of
+    :func:`~rpfast.experiments.workers.run_in_workers`: ``report(n)`` advances the parent's bar."""
+    return train_model(*run, _Reporting(report))
+
+
+class _Reporting:
+    """The part of a progress bar :func:`train_model` uses, sending each finished epoch to the
+    parent process (the bar's text, which names the model and epoch, stays the parent's)."""
+
+    def __init__(self, report):
+        self.report = report
+
+    def update(self, n: int = 1) -> None:
+        if n:
+            self.report(n)
+
+    def set_postfix(self, **values) -> None:
+        pass
+
+
 def _finite(value: float) -> Optional[float]:
     """A float for results.json: None (null) for NaN or infinity (a diverged loss)."""
     return value if math.isfinite(value) else None
@@ -354,20 +395,26 @@ def run_molecules(config: MoleculesConfig, progress: bool = True) -> Dict:
     check_splits(splits, labels, dataset.tasks, metric, config.data, warn=warn)
     split_jobs = jobs_of(config, len(splits))
     epochs = config.epochs or DEFAULT_EPOCHS[task_type]
-    bar = tqdm(total=sum(map(len, split_jobs)) * epochs, desc="molecules", unit="epoch", disable=not progress)
-    runs, checkpoints, predictions, skipped = [], [], [], set()
+    plan = [(name, k, config, graphs, labels, dataset.tasks, task_type, metric, epochs, split, config.seed + s)
+            for s, (split, jobs) in enumerate(zip(splits, split_jobs)) for name, k in jobs]
+    workers = config.resolved_jobs(len(plan))
+    bar = tqdm(total=len(plan) * epochs, desc="molecules", unit="epoch", disable=not progress)
     start = time.perf_counter()
-    for s, (split, jobs) in enumerate(zip(splits, split_jobs)):
-        split_seed = config.seed + s
-        for name, k in jobs:
-            out = train_model(name, k, config, graphs, labels, dataset.tasks, task_type, metric, epochs, split,
-                              split_seed, bar)
-            out["record"]["split"] = s
-            skipped.update(t for t, a in zip(dataset.tasks, out["record"]["task_scores"]) if a is None)
-            runs.append(out["record"])
-            checkpoints.append(out["checkpoint"])
-            predictions.append({"test": out["test"], "values": out["predictions"]})
-    bar.close()
+    try:
+        if workers == 1:
+            outs = [train_model(*run, bar) for run in plan]
+        else:  # each worker gets its share of the threads; a run's result is the same as in one process of as many
+            threads = config.threads or torch.get_num_threads()
+            outs = run_in_workers(train_in_worker, plan, workers, max(1, threads // workers), bar)
+    finally:
+        bar.close()
+    runs, checkpoints, predictions, skipped = [], [], [], set()
+    for run, out in zip(plan, outs):
+        out["record"]["split"] = run[-1] - config.seed
+        skipped.update(t for t, a in zip(dataset.tasks, out["record"]["task_scores"]) if a is None)
+        runs.append(out["record"])
+        checkpoints.append(out["checkpoint"])
+        predictions.append({"test": out["test"], "values": out["predictions"]})
     return {"config": asdict(config), "task_type": task_type, "metric": metric, "epochs": epochs,
             "tasks": list(dataset.tasks),
             "molecules": len(graphs), "invalid_rows": graphs.invalid, "runs": runs, "skipped_tasks": sorted(skipped),
