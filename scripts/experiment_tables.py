@@ -81,9 +81,18 @@ def molecules_table(record: Dict) -> List[str]:
     lines.append(_made(record, f"`rpfast molecules` on {data} ({record['molecules']:,} molecules, "
                                f"{record['task_type']}): {len(record['splits']['splits'])} {config['split']} "
                                f"split(s), {record['epochs']} epochs, batches of {config['batch_size']}, "
-                               f"{config['eval_samples']} eval relabelings{_validation(config)}; "
-                               f"{record['seconds']:.0f} s"))
+                               f"{config['eval_samples']} eval relabelings{_validation(config)}"
+                               f"{_workers(config, len(record['runs']))}; {record['seconds']:.0f} s"))
     return lines
+
+
+def _workers(config: Dict, runs: int) -> str:
+    """How the runs shared the threads when they trained side by side (``--jobs``)."""
+    jobs, threads = config.get("jobs"), config.get("threads") or 1
+    if jobs is None or config.get("nproc", 1) > 1:
+        return ""
+    workers = max(1, min(runs, jobs or threads))
+    return "" if workers == 1 else f", {workers} runs at a time in worker processes of {max(1, threads // workers)} thread(s)"
 
 
 def _validation(config: Dict) -> str:
